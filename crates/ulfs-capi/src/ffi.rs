@@ -1,0 +1,297 @@
+//! The plumbing every exported function shares: the opaque handle type, the
+//! "result or `-errno`" return convention, panic containment, and the checked
+//! conversions from C pointers to Rust references and slices.
+//!
+//! Kept in one place so that each `extern "C"` body in the other modules is a
+//! few lines of argument checking around one `ulfs::Fs` call, and so that the
+//! rules of the ABI (NULL gives `-EFAULT`, nothing unwinds into C, a buffer
+//! length never exceeds what a Rust slice may hold) are written exactly once.
+
+use std::ffi::{CStr, c_char};
+use std::marker::{PhantomData, PhantomPinned};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+
+use ulfs::{Errno, Fs, Timespec};
+
+/// The largest transfer one call performs, as Linux's `MAX_RW_COUNT`
+/// (`INT_MAX` rounded down to a page): longer requests are shortened, which
+/// POSIX allows, and every byte count fits in `ssize_t` and in a Rust slice.
+pub(crate) const MAX_RW: usize = 0x7fff_f000;
+
+/// The C side's `ulfs_t`: an opaque type that only ever exists behind a
+/// pointer. The pointer really is a `Box<ulfs::Fs>` turned into a raw pointer
+/// by `ulfs_mount` and turned back by `ulfs_unmount`.
+#[allow(non_camel_case_types)]
+#[repr(C)]
+pub struct ulfs_t {
+    _private: [u8; 0],
+    _not_send_sync_unpin: PhantomData<(*mut u8, PhantomPinned)>,
+}
+
+impl ulfs_t {
+    /// Hands a mounted file system to C.
+    pub(crate) fn into_raw(fs: Fs) -> *mut ulfs_t {
+        Box::into_raw(Box::new(fs)).cast::<ulfs_t>()
+    }
+
+    /// Takes ownership back from C; `None` for NULL.
+    ///
+    /// # Safety
+    /// `p` must be NULL or a pointer returned by `into_raw` that has not been
+    /// given back yet; after this call the C side must not use it again.
+    pub(crate) unsafe fn from_raw(p: *mut ulfs_t) -> Option<Box<Fs>> {
+        if p.is_null() {
+            return None;
+        }
+        // SAFETY: by the contract above `p` came from `Box::into_raw` of a
+        // `Box<Fs>` and ownership is transferred back exactly once.
+        Some(unsafe { Box::from_raw(p.cast::<Fs>()) })
+    }
+}
+
+/// A return type of the ABI: the success value, or `-errno` on failure.
+pub(crate) trait NegErrno: Copy {
+    fn neg_errno(e: Errno) -> Self;
+}
+
+impl NegErrno for i32 {
+    fn neg_errno(e: Errno) -> Self {
+        -e.raw()
+    }
+}
+
+impl NegErrno for isize {
+    fn neg_errno(e: Errno) -> Self {
+        -(e.raw() as isize)
+    }
+}
+
+impl NegErrno for i64 {
+    fn neg_errno(e: Errno) -> Self {
+        -i64::from(e.raw())
+    }
+}
+
+/// Runs one ABI body: its value on success, `-errno` on error, and `-EIO` if
+/// it panicked (a panic must never unwind into C, where it is undefined
+/// behaviour; the default hook has already printed the panic message).
+pub(crate) fn guard<R: NegErrno>(body: impl FnOnce() -> Result<R, Errno>) -> R {
+    match catch_unwind(AssertUnwindSafe(body)) {
+        Ok(Ok(v)) => v,
+        Ok(Err(e)) => R::neg_errno(e),
+        Err(_) => R::neg_errno(Errno::EIO),
+    }
+}
+
+/// The file system behind a handle; NULL is EFAULT.
+///
+/// # Safety
+/// `fs` must be NULL or a live handle from `ulfs_mount` that no other thread
+/// uses while the returned reference lives.
+pub(crate) unsafe fn fs_mut<'a>(fs: *mut ulfs_t) -> Result<&'a mut Fs, Errno> {
+    // SAFETY: by the caller's contract `fs` is NULL (rejected by `as_mut`) or
+    // a live `Box<Fs>` pointer from `ulfs_mount` used by this thread only, so
+    // a unique reference is sound.
+    unsafe { fs.cast::<Fs>().as_mut() }.ok_or(Errno::EFAULT)
+}
+
+/// The bytes of a NUL-terminated C string (without the NUL); NULL is EFAULT.
+///
+/// # Safety
+/// `p` must be NULL or point to a NUL-terminated string that stays valid and
+/// unmodified for `'a`.
+pub(crate) unsafe fn c_bytes<'a>(p: *const c_char) -> Result<&'a [u8], Errno> {
+    if p.is_null() {
+        return Err(Errno::EFAULT);
+    }
+    // SAFETY: non-NULL and NUL-terminated by the caller's contract.
+    Ok(unsafe { CStr::from_ptr(p) }.to_bytes())
+}
+
+/// A read-only byte buffer from C, shortened to `MAX_RW`. NULL is allowed
+/// only when `n` is 0 (as `write(fd, NULL, 0)` is).
+///
+/// # Safety
+/// If `n > 0`, `p` must be NULL or valid for reads of `n` bytes for `'a`.
+pub(crate) unsafe fn in_buf<'a>(p: *const u8, n: usize) -> Result<&'a [u8], Errno> {
+    let n = n.min(MAX_RW);
+    if n == 0 {
+        return Ok(&[]);
+    }
+    if p.is_null() {
+        return Err(Errno::EFAULT);
+    }
+    // SAFETY: non-NULL, readable for `n` (<= MAX_RW <= isize::MAX) bytes by
+    // the caller's contract.
+    Ok(unsafe { std::slice::from_raw_parts(p, n) })
+}
+
+/// A writable byte buffer from C, shortened to `MAX_RW`. NULL is allowed only
+/// when `n` is 0.
+///
+/// # Safety
+/// If `n > 0`, `p` must be NULL or valid for writes of `n` bytes for `'a`
+/// and not otherwise accessed during `'a`.
+pub(crate) unsafe fn out_buf<'a>(p: *mut u8, n: usize) -> Result<&'a mut [u8], Errno> {
+    let n = n.min(MAX_RW);
+    if n == 0 {
+        return Ok(&mut []);
+    }
+    if p.is_null() {
+        return Err(Errno::EFAULT);
+    }
+    // SAFETY: non-NULL, writable and unaliased for `n` (<= isize::MAX) bytes
+    // by the caller's contract.
+    Ok(unsafe { std::slice::from_raw_parts_mut(p, n) })
+}
+
+/// Stores `v` through a C out-pointer; NULL is EFAULT.
+///
+/// # Safety
+/// `p` must be NULL or valid for a write of one `T` (alignment included).
+pub(crate) unsafe fn put<T>(p: *mut T, v: T) -> Result<(), Errno> {
+    if p.is_null() {
+        return Err(Errno::EFAULT);
+    }
+    // SAFETY: non-NULL and valid for writing a `T` by the caller's contract;
+    // `write` does not read or drop the old (possibly uninitialised) value.
+    unsafe { p.write(v) };
+    Ok(())
+}
+
+/// The `times[2]` argument of `utimensat`/`futimens`: NULL means "both
+/// now" (`None`); each `tv_nsec` must be in `0..1e9` or be `UTIME_NOW` or
+/// `UTIME_OMIT`, else EINVAL (as Linux).
+///
+/// # Safety
+/// `p` must be NULL or valid for reading two `struct timespec`.
+// `time_t` and `c_long` are `i64` on 64-bit Linux but not on every target.
+#[allow(clippy::useless_conversion)]
+pub(crate) unsafe fn c_times(p: *const libc::timespec) -> Result<Option<[Timespec; 2]>, Errno> {
+    if p.is_null() {
+        return Ok(None);
+    }
+    // SAFETY: non-NULL and readable for two `timespec` by the caller's contract.
+    let raw = unsafe { [p.read(), p.add(1).read()] };
+    let mut out = [Timespec::default(); 2];
+    for (o, t) in out.iter_mut().zip(raw) {
+        let nsec = i64::from(t.tv_nsec);
+        let special = nsec == ulfs::UTIME_NOW || nsec == ulfs::UTIME_OMIT;
+        if !special && !(0..1_000_000_000).contains(&nsec) {
+            return Err(Errno::EINVAL);
+        }
+        *o = Timespec {
+            sec: i64::from(t.tv_sec),
+            nsec,
+        };
+    }
+    Ok(Some(out))
+}
+
+/// A non-negative `off_t` as a Rust offset; negative is EINVAL.
+pub(crate) fn offset(off: libc::off_t) -> Result<u64, Errno> {
+    u64::try_from(off).map_err(|_| Errno::EINVAL)
+}
+
+/// A byte count as `ssize_t` (counts never exceed `MAX_RW`, so this cannot fail
+/// in practice; a core returning more than asked is reported as EIO).
+pub(crate) fn ssize(n: usize) -> Result<isize, Errno> {
+    isize::try_from(n).map_err(|_| Errno::EIO)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn guard_maps_results_and_panics() {
+        assert_eq!(guard(|| Ok(7i32)), 7);
+        assert_eq!(guard::<i32>(|| Err(Errno::ENOENT)), -libc::ENOENT);
+        assert_eq!(
+            guard::<isize>(|| Err(Errno::EBADF)),
+            -(libc::EBADF as isize)
+        );
+        assert_eq!(
+            guard::<i64>(|| Err(Errno::EINVAL)),
+            -i64::from(libc::EINVAL)
+        );
+        let r: i32 = guard(|| panic!("deliberate panic in a unit test"));
+        assert_eq!(r, -libc::EIO);
+    }
+
+    #[test]
+    fn null_pointers_are_efault() {
+        // SAFETY: NULL is explicitly allowed by each helper's contract.
+        unsafe {
+            assert_eq!(c_bytes(std::ptr::null()), Err(Errno::EFAULT));
+            assert_eq!(in_buf(std::ptr::null(), 1), Err(Errno::EFAULT));
+            assert_eq!(in_buf(std::ptr::null(), 0), Ok(&[][..]));
+            assert!(out_buf(std::ptr::null_mut(), 0).is_ok());
+            assert_eq!(
+                out_buf(std::ptr::null_mut(), 5).map(|b| b.len()),
+                Err(Errno::EFAULT)
+            );
+            assert_eq!(put(std::ptr::null_mut::<u32>(), 1), Err(Errno::EFAULT));
+            assert!(ulfs_t::from_raw(std::ptr::null_mut()).is_none());
+            assert!(fs_mut(std::ptr::null_mut()).is_err());
+        }
+    }
+
+    #[test]
+    fn times_are_validated() {
+        // SAFETY: NULL is allowed; the arrays below hold two timespecs each.
+        unsafe {
+            assert_eq!(c_times(std::ptr::null()), Ok(None));
+            let ok = [
+                libc::timespec {
+                    tv_sec: 5,
+                    tv_nsec: 999_999_999,
+                },
+                libc::timespec {
+                    tv_sec: -1,
+                    tv_nsec: libc::UTIME_OMIT,
+                },
+            ];
+            let got = c_times(ok.as_ptr()).unwrap().unwrap();
+            assert_eq!(
+                got[0],
+                Timespec {
+                    sec: 5,
+                    nsec: 999_999_999
+                }
+            );
+            assert_eq!(got[1].nsec, ulfs::UTIME_OMIT);
+            let now = [libc::timespec {
+                tv_sec: 0,
+                tv_nsec: libc::UTIME_NOW,
+            }; 2];
+            assert!(c_times(now.as_ptr()).is_ok());
+            for bad in [-1, 1_000_000_000] {
+                let t = [
+                    libc::timespec {
+                        tv_sec: 0,
+                        tv_nsec: 0,
+                    },
+                    libc::timespec {
+                        tv_sec: 0,
+                        tv_nsec: bad,
+                    },
+                ];
+                assert_eq!(c_times(t.as_ptr()), Err(Errno::EINVAL));
+            }
+        }
+    }
+
+    #[test]
+    fn buffers_are_capped_and_offsets_checked() {
+        let data = [1u8, 2, 3];
+        // SAFETY: `data` is readable for 3 bytes.
+        let s = unsafe { in_buf(data.as_ptr(), 3) }.unwrap();
+        assert_eq!(s, &data);
+        assert_eq!(offset(-1), Err(Errno::EINVAL));
+        assert_eq!(offset(i64::MIN), Err(Errno::EINVAL));
+        assert_eq!(offset(0), Ok(0));
+        assert_eq!(offset(i64::MAX), Ok(i64::MAX as u64));
+        assert_eq!(ssize(MAX_RW), Ok(MAX_RW as isize));
+    }
+}

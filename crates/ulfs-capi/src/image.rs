@@ -1,0 +1,145 @@
+//! Whole-image calls of the C ABI: `ulfs_mkfs`, `ulfs_mount`, `ulfs_unmount`,
+//! `ulfs_sync` and `ulfs_statfs`.
+//!
+//! These are the calls that create, open, flush or close the image itself (as
+//! opposed to one file in it). `ulfs_mount` and `ulfs_unmount` are also the
+//! only places where the `Box<ulfs::Fs>` behind an `ulfs_t *` is created and
+//! destroyed.
+
+use std::ffi::{OsStr, c_char, c_int};
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+
+use ulfs::{Errno, Fs, MountOptions};
+
+use crate::ffi::{c_bytes, fs_mut, guard, put, ulfs_t};
+use crate::options::parse_mkfs_options;
+
+/// `flags` bit of `ulfs_mount`: mount read-only.
+pub const ULFS_RDONLY: c_int = 1;
+
+/// Creates a file system in `image` (a host path) of `size` bytes.
+/// `options` is NULL or a comma-separated list (see `options.rs`).
+/// Returns 0 or `-errno`.
+///
+/// # Safety
+/// `image` and `options` must each be NULL or a NUL-terminated string.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ulfs_mkfs(
+    image: *const c_char,
+    size: u64,
+    options: *const c_char,
+) -> c_int {
+    guard(|| {
+        // SAFETY: NULL or NUL-terminated by the caller's contract.
+        let image = unsafe { c_bytes(image) }?;
+        let opts = if options.is_null() {
+            parse_mkfs_options(size, b"")?
+        } else {
+            // SAFETY: non-NULL and NUL-terminated by the caller's contract.
+            parse_mkfs_options(size, unsafe { c_bytes(options) }?)?
+        };
+        ulfs::mkfs(host_path(image)?, &opts).map_err(|e| e.errno)?;
+        Ok(0)
+    })
+}
+
+/// Mounts `image`. `flags` is 0 or `ULFS_RDONLY`. Returns the handle, or NULL
+/// with the positive errno stored in `*err` (when `err` is not NULL).
+///
+/// # Safety
+/// `image` must be NULL or a NUL-terminated string; `err` must be NULL or
+/// valid for writing one `int`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ulfs_mount(
+    image: *const c_char,
+    flags: c_int,
+    err: *mut c_int,
+) -> *mut ulfs_t {
+    let mut fs: *mut ulfs_t = std::ptr::null_mut();
+    let r: c_int = guard(|| {
+        if flags & !ULFS_RDONLY != 0 {
+            return Err(Errno::EINVAL);
+        }
+        // SAFETY: NULL or NUL-terminated by the caller's contract.
+        let image = unsafe { c_bytes(image) }?;
+        let opts = MountOptions {
+            read_only: flags & ULFS_RDONLY != 0,
+        };
+        let mounted = Fs::mount(host_path(image)?, opts).map_err(|e| e.errno)?;
+        fs = ulfs_t::into_raw(mounted);
+        Ok(0)
+    });
+    if r < 0 && !err.is_null() {
+        // SAFETY: `err` is non-NULL and valid for one `int` by the contract.
+        // (A failure here can only be EFAULT for NULL, excluded above.)
+        let _ = unsafe { put(err, -r) };
+    }
+    fs
+}
+
+/// Flushes and closes the file system and frees `fs` (also when the flush
+/// fails). Returns 0 or `-errno`.
+///
+/// # Safety
+/// `fs` must be NULL or a live handle from `ulfs_mount`, not used by another
+/// thread now and never used again after this call.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ulfs_unmount(fs: *mut ulfs_t) -> c_int {
+    guard(|| {
+        // SAFETY: ownership of a live handle (or NULL) is handed back here,
+        // exactly once, by the caller's contract.
+        let fs = unsafe { ulfs_t::from_raw(fs) }.ok_or(Errno::EFAULT)?;
+        fs.unmount()?;
+        Ok(0)
+    })
+}
+
+/// Makes everything done so far durable (as `syncfs`). Returns 0 or `-errno`.
+///
+/// # Safety
+/// `fs` must be NULL or a live handle used by no other thread during the call.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ulfs_sync(fs: *mut ulfs_t) -> c_int {
+    guard(|| {
+        // SAFETY: `fs` is NULL or live and unshared, by the caller's contract.
+        let fs = unsafe { fs_mut(fs) }?;
+        fs.sync()?;
+        Ok(0)
+    })
+}
+
+/// Fills `*buf` with file system statistics, as `statfs(2)`. Returns 0 or
+/// `-errno`.
+///
+/// # Safety
+/// `fs` as for `ulfs_sync`; `path` NULL or NUL-terminated; `buf` NULL or valid
+/// for writing one `struct statfs`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ulfs_statfs(
+    fs: *mut ulfs_t,
+    path: *const c_char,
+    buf: *mut libc::statfs,
+) -> c_int {
+    guard(|| {
+        // SAFETY: `fs` is NULL or live and unshared, by the caller's contract.
+        let fs = unsafe { fs_mut(fs) }?;
+        // SAFETY: NULL or NUL-terminated by the caller's contract.
+        let path = unsafe { c_bytes(path) }?;
+        if buf.is_null() {
+            return Err(Errno::EFAULT);
+        }
+        let st = fs.statfs(path)?.to_libc();
+        // SAFETY: `buf` is valid for one `struct statfs` by the caller's contract.
+        unsafe { put(buf, st) }?;
+        Ok(0)
+    })
+}
+
+/// A host path from C bytes; an empty path is ENOENT, as for `open("")`.
+fn host_path(bytes: &[u8]) -> Result<&Path, Errno> {
+    if bytes.is_empty() {
+        return Err(Errno::ENOENT);
+    }
+    Ok(Path::new(OsStr::from_bytes(bytes)))
+}

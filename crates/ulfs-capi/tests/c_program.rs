@@ -1,0 +1,307 @@
+//! The C ABI as C sees it: compiles `tests/c/smoke.c` against
+//! `include/ulfs.h`, links it once with `libulfs_c.a` and once with
+//! `libulfs_c.so`, runs both on fresh images and checks their output. Also
+//! checks that the header compiles as C++ and that it declares exactly the
+//! functions the shared library exports.
+//!
+//! Finding the libraries: this test binary lives in
+//! `<target>/<profile-dir>/deps/`. When `cargo test` builds the library as a
+//! dependency of this test it compiles all its crate types there, so
+//! `deps/libulfs_c.{a,so}` are built from the current sources with the same
+//! profile as this test. If they are not there (e.g. a cargo that builds
+//! only the rlib for tests), the test runs `cargo build -p ulfs-capi` with the
+//! matching profile and target dir, and uses the uplifted
+//! `<target>/<profile-dir>/libulfs_c.{a,so}`.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+/// The workspace root (this crate is `<root>/crates/ulfs-capi`).
+fn workspace_root() -> PathBuf {
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    manifest
+        .ancestors()
+        .nth(2)
+        .expect("crate lies two levels below the workspace root")
+        .to_path_buf()
+}
+
+/// Where the two libraries are, building them if needed.
+fn lib_dir() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(find_or_build_libs)
+}
+
+fn has_libs(dir: &Path) -> bool {
+    dir.join("libulfs_c.a").is_file() && dir.join("libulfs_c.so").is_file()
+}
+
+fn find_or_build_libs() -> PathBuf {
+    let exe = std::env::current_exe().expect("current_exe");
+    let deps = exe
+        .parent()
+        .expect("test binary has a directory")
+        .to_path_buf();
+    if has_libs(&deps) {
+        return deps;
+    }
+    // `<target>/<profile-dir>/deps/<test>`; cargo names the profile
+    // directory `debug` for the dev and test profiles, `release` for the
+    // release and bench profiles, and after the profile otherwise.
+    let profile_dir = if deps.file_name().is_some_and(|n| n == "deps") {
+        deps.parent().expect("deps has a parent").to_path_buf()
+    } else {
+        deps.clone()
+    };
+    let target_dir = match std::env::var_os("CARGO_TARGET_DIR") {
+        Some(t) if profile_dir.starts_with(&t) => PathBuf::from(t),
+        _ => profile_dir
+            .parent()
+            .expect("profile dir has a parent")
+            .to_path_buf(),
+    };
+    let profile = match profile_dir.file_name().and_then(|n| n.to_str()) {
+        Some("debug") => "dev".to_owned(),
+        Some(other) => other.to_owned(),
+        None => panic!("cannot tell the profile from {}", profile_dir.display()),
+    };
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| env!("CARGO").into());
+    let status = Command::new(cargo)
+        .current_dir(workspace_root())
+        .args([
+            "build",
+            "-p",
+            "ulfs-capi",
+            "--profile",
+            &profile,
+            "--target-dir",
+        ])
+        .arg(&target_dir)
+        .status()
+        .expect("run cargo build -p ulfs-capi");
+    assert!(
+        status.success(),
+        "cargo build -p ulfs-capi --profile {profile} failed: {status}"
+    );
+    assert!(
+        has_libs(&profile_dir),
+        "libulfs_c.a / libulfs_c.so not found in {} after cargo build",
+        profile_dir.display()
+    );
+    profile_dir
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Link {
+    Static,
+    Shared,
+}
+
+/// Compiles smoke.c into `out`, linked as asked.
+fn compile_smoke(link: Link, out: &Path) {
+    let root = workspace_root();
+    let libs = lib_dir();
+    let mut cc = Command::new(std::env::var_os("CC").unwrap_or_else(|| "cc".into()));
+    cc.args(["-std=gnu11", "-Wall", "-Wextra", "-Werror", "-O1", "-g"])
+        .arg("-I")
+        .arg(root.join("include"))
+        .arg(root.join("tests/c/smoke.c"))
+        .arg("-o")
+        .arg(out);
+    match link {
+        Link::Static => {
+            cc.arg(libs.join("libulfs_c.a"))
+                .args(["-lpthread", "-ldl", "-lm"]);
+        }
+        Link::Shared => {
+            // `-l:NAME` names the exact file, so the .a beside it is not used.
+            cc.arg("-L")
+                .arg(libs)
+                .arg("-l:libulfs_c.so")
+                .arg(format!("-Wl,-rpath,{}", libs.display()));
+        }
+    }
+    let output = cc.output().expect("run the C compiler (cc)");
+    assert!(
+        output.status.success(),
+        "compiling smoke.c ({link:?}) failed:\n{}",
+        text(&output)
+    );
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "--- stdout\n{}--- stderr\n{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// Builds smoke.c with `link`, runs it on a fresh image and checks it passed.
+fn run_smoke(link: Link) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let bin = dir.path().join("smoke");
+    compile_smoke(link, &bin);
+    let image = dir.path().join("smoke.img");
+    let output = Command::new(&bin)
+        .arg(&image)
+        .env_remove("LD_LIBRARY_PATH")
+        .output()
+        .expect("run smoke");
+    let out = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "smoke ({link:?}) failed ({}):\n{}",
+        output.status,
+        text(&output)
+    );
+    for line in [
+        "ok mkfs",
+        "ok mount (err 0)",
+        "ok readv data matches",
+        "ok fstat timestamps nonzero",
+        "ok getdents64 has f as DT_REG (d_type 8)",
+        "ok nlink is 2 after link (got 2)",
+        "ok readlink truncates",
+        "ok dup shares the offset",
+        "ok getcwd is /d/sub (got /d/sub)",
+        "ok rmdir non-empty is ENOTEMPTY",
+        "ok close unknown fd is EBADF",
+        "ok unmount",
+        "ok persisted /d/g content",
+        "ok final unmount",
+    ] {
+        assert!(
+            out.lines().any(|l| l == line),
+            "smoke ({link:?}) output lacks {line:?}:\n{out}"
+        );
+    }
+    let last = out.lines().last().unwrap_or("");
+    assert!(
+        last.starts_with("smoke: all ") && last.ends_with(" checks passed"),
+        "last line {last:?}"
+    );
+    assert!(!out.contains("FAIL"), "{out}");
+}
+
+#[test]
+fn smoke_static() {
+    run_smoke(Link::Static);
+}
+
+#[test]
+fn smoke_shared() {
+    run_smoke(Link::Shared);
+}
+
+/// The header is usable from C++ (its `extern "C"` block) and from strict C.
+#[test]
+fn header_compiles_as_cxx_and_c99() {
+    let include = workspace_root().join("include");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let src = dir.path().join("use.c");
+    std::fs::write(
+        &src,
+        "#include \"ulfs.h\"\nint use(ulfs_t *fs) { return ulfs_sync(fs); }\n",
+    )
+    .unwrap();
+    let cxx = std::env::var_os("CXX").unwrap_or_else(|| "c++".into());
+    // Strict C needs the POSIX feature macro for ssize_t and struct timespec
+    // (as the header says).
+    let posix = "-D_POSIX_C_SOURCE=200809L";
+    let cc = std::env::var_os("CC").unwrap_or_else(|| "cc".into());
+    for (compiler, lang, std) in [(cxx, "c++", "-std=c++11"), (cc, "c", "-std=c99")] {
+        let out = Command::new(&compiler)
+            .args([
+                "-x",
+                lang,
+                std,
+                posix,
+                "-Wall",
+                "-Wextra",
+                "-Werror",
+                "-pedantic",
+                "-fsyntax-only",
+                "-I",
+            ])
+            .arg(&include)
+            .arg(&src)
+            .output();
+        match out {
+            Ok(o) => assert!(
+                o.status.success(),
+                "{lang} {std} rejects ulfs.h:\n{}",
+                text(&o)
+            ),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && lang == "c++" => {
+                eprintln!("no C++ compiler ({e}); C++ check skipped");
+            }
+            Err(e) => panic!("run {compiler:?}: {e}"),
+        }
+    }
+}
+
+/// The header's text without `/* */` and `//` comments.
+fn strip_comments(src: &str) -> String {
+    let mut out = String::with_capacity(src.len());
+    let mut rest = src;
+    while !rest.is_empty() {
+        if let Some(r) = rest.strip_prefix("/*") {
+            rest = r.split_once("*/").map_or("", |(_, after)| after);
+            out.push(' ');
+        } else if let Some(r) = rest.strip_prefix("//") {
+            rest = r.split_once('\n').map_or("", |(_, after)| after);
+            out.push('\n');
+        } else {
+            let c = rest.chars().next().unwrap_or_default();
+            out.push(c);
+            rest = &rest[c.len_utf8()..];
+        }
+    }
+    out
+}
+
+/// Every function the header declares is exported by the shared library, and
+/// every exported `ulfs_*` function is declared.
+#[test]
+fn header_matches_exports() {
+    let header =
+        strip_comments(&std::fs::read_to_string(workspace_root().join("include/ulfs.h")).unwrap());
+    let mut declared: Vec<String> = Vec::new();
+    for (i, _) in header.match_indices("ulfs_") {
+        let ident: String = header[i..]
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+            .collect();
+        if header[i + ident.len()..].starts_with('(') {
+            declared.push(ident);
+        }
+    }
+    declared.sort();
+    declared.dedup();
+
+    let nm = Command::new("nm")
+        .args(["-D", "--defined-only"])
+        .arg(lib_dir().join("libulfs_c.so"))
+        .output();
+    let Ok(nm) = nm else {
+        eprintln!("nm not available; export check skipped");
+        return;
+    };
+    assert!(nm.status.success(), "nm failed:\n{}", text(&nm));
+    let mut exported: Vec<String> = String::from_utf8_lossy(&nm.stdout)
+        .lines()
+        .filter_map(|l| {
+            let mut f = l.split_whitespace().rev();
+            let (name, kind) = (f.next()?, f.next()?);
+            (kind == "T" && name.starts_with("ulfs_")).then(|| name.to_owned())
+        })
+        .collect();
+    exported.sort();
+    assert!(declared.len() >= 40, "header parse found only {declared:?}");
+    assert_eq!(
+        declared, exported,
+        "include/ulfs.h and libulfs_c.so disagree"
+    );
+}

@@ -1,0 +1,252 @@
+//! The `ulfs` command: argument definitions and dispatch.
+//!
+//! Each subcommand lives in its own module; this file only describes the
+//! command line (clap derive, so `--help` stays in sync with the code),
+//! converts arguments into the modules' types and turns their errors into
+//! the CLI's contract: `ulfs: <context>: <message>` on stderr and a
+//! non-zero exit status.
+
+mod cat;
+mod dir;
+mod error;
+mod export;
+mod format;
+mod fsck;
+mod hostfs;
+mod image;
+mod imgpath;
+mod import;
+mod info;
+mod ls;
+mod mkdir;
+mod mkfs;
+mod progress;
+mod rm;
+mod size;
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+use crate::error::{CliError, CliResult};
+
+/// Exit status of a malformed command line, as clap uses.
+const EXIT_USAGE: i32 = 2;
+
+#[derive(Parser)]
+#[command(
+    name = "ulfs",
+    version,
+    about = "Create, inspect and fill ulfs images (in-process file systems in one host file)",
+    long_about = None,
+    after_help = "Paths inside an image are absolute (e.g. /etc/passwd). SIZE values take \
+                  K, M, G, T or P suffixes (powers of 1024), e.g. 64M."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Create a new, empty image file of the given size
+    Mkfs {
+        /// Image file to create (or a block device)
+        image: PathBuf,
+        /// Image size: bytes, or with a K/M/G/T suffix (e.g. 64M, 2G)
+        // Hyphen values allowed so "-64M" gets the size error, not "unknown flag".
+        #[arg(allow_hyphen_values = true)]
+        size: String,
+        /// Volume label, up to 63 bytes
+        #[arg(long, default_value = "")]
+        label: String,
+        /// Overwrite an existing non-empty file (its contents are lost)
+        #[arg(long)]
+        force: bool,
+        /// Consistency mode ("journal" is not supported yet)
+        #[arg(long, value_enum, default_value_t = mkfs::ModeArg::None)]
+        mode: mkfs::ModeArg,
+        /// Journal size for --mode journal (bytes or with a K/M/G suffix)
+        #[arg(long, value_name = "SIZE")]
+        journal_size: Option<String>,
+    },
+    /// Show what an image's superblock records (size, usage, label, uuid, ...)
+    Info {
+        /// Image file
+        image: PathBuf,
+    },
+    /// List a directory in the image (like ls -1, sorted by name, hidden names included)
+    Ls {
+        /// Image file
+        image: PathBuf,
+        /// Directory or file inside the image
+        #[arg(default_value = "/")]
+        path: OsString,
+        /// Long format: mode, links, uid, gid, size, mtime, name (-> target)
+        #[arg(short, long)]
+        long: bool,
+        /// List subdirectories recursively, each under a "path:" header
+        #[arg(short = 'R', long)]
+        recursive: bool,
+    },
+    /// Write files from the image to stdout
+    Cat {
+        /// Image file
+        image: PathBuf,
+        /// Files inside the image
+        #[arg(required = true)]
+        paths: Vec<OsString>,
+    },
+    /// Create directories in the image
+    Mkdir {
+        /// Image file
+        image: PathBuf,
+        /// Directories to create
+        #[arg(required = true)]
+        paths: Vec<OsString>,
+        /// Create missing parents; existing directories are not an error
+        #[arg(short, long)]
+        parents: bool,
+    },
+    /// Remove files (and with -r, directories with their contents) from the image
+    Rm {
+        /// Image file
+        image: PathBuf,
+        /// Paths inside the image
+        #[arg(required = true)]
+        paths: Vec<OsString>,
+        /// Remove directories and everything below them
+        #[arg(short, long)]
+        recursive: bool,
+    },
+    /// Copy the contents of a host directory into the image
+    ///
+    /// Keeps permission bits, owners, access and modification times (ns),
+    /// symlinks (targets verbatim), hard links and holes. Sockets, fifos
+    /// and devices are skipped with a warning. Like `cp -a HOSTDIR/. DEST`,
+    /// DEST also takes HOSTDIR's own mode, owner and times.
+    Import {
+        /// Image file
+        image: PathBuf,
+        /// Host directory whose contents are copied
+        hostdir: PathBuf,
+        /// Directory inside the image (created with parents if missing)
+        #[arg(default_value = "/")]
+        dest: OsString,
+    },
+    /// Copy a directory (or one file) from the image to the host
+    ///
+    /// A directory's contents go into HOSTDIR; a single file is written as
+    /// HOSTDIR/<name>. Keeps permission bits, times, symlinks, hard links
+    /// and holes; owners too when run as root.
+    Export {
+        /// Image file
+        image: PathBuf,
+        /// Directory or file inside the image
+        src: OsString,
+        /// Host directory to copy into (created if missing)
+        hostdir: PathBuf,
+    },
+    /// Check an image for inconsistencies
+    ///
+    /// Exit status: 0 clean, 4 problems found, 8 the image could not be
+    /// checked (unreadable or not an ulfs image).
+    Fsck {
+        /// Image file
+        image: PathBuf,
+    },
+}
+
+fn main() -> ExitCode {
+    restore_sigpipe();
+    let cli = Cli::parse();
+    match run(cli.command) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            e.print();
+            // Exit codes are small constants (1, 4, 8), always fit in u8.
+            ExitCode::from(u8::try_from(e.code).unwrap_or(1))
+        }
+    }
+}
+
+/// Rust ignores SIGPIPE, which turns `ulfs cat ... | head` into an error
+/// message; the default action ends the process quietly, as cat(1) does.
+fn restore_sigpipe() {
+    // SAFETY: installing the default disposition for SIGPIPE at start-up,
+    // before any other thread exists.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
+fn parse_size_arg(s: &str) -> CliResult<u64> {
+    size::parse_size(s).map_err(|msg| CliError::new("mkfs", msg).with_code(EXIT_USAGE))
+}
+
+fn run(command: Command) -> CliResult {
+    let bytes = |paths: &[OsString]| {
+        paths
+            .iter()
+            .map(|p| imgpath::from_arg(p))
+            .collect::<Vec<_>>()
+    };
+    match command {
+        Command::Mkfs {
+            image,
+            size,
+            label,
+            force,
+            mode,
+            journal_size,
+        } => {
+            // Parsed here rather than by clap so that a bad size is reported
+            // in the CLI's own `ulfs: mkfs: ...` shape.
+            let size = parse_size_arg(&size)?;
+            let journal_size = journal_size.as_deref().map(parse_size_arg).transpose()?;
+            mkfs::run(&mkfs::Args {
+                image: &image,
+                size,
+                label: &label,
+                force,
+                mode,
+                journal_size,
+            })
+        }
+        Command::Info { image } => info::run(&image),
+        Command::Ls {
+            image,
+            path,
+            long,
+            recursive,
+        } => ls::run(
+            &image,
+            &imgpath::from_arg(&path),
+            &ls::Options { long, recursive },
+        ),
+        Command::Cat { image, paths } => cat::run(&image, &bytes(&paths)),
+        Command::Mkdir {
+            image,
+            paths,
+            parents,
+        } => mkdir::run(&image, &bytes(&paths), parents),
+        Command::Rm {
+            image,
+            paths,
+            recursive,
+        } => rm::run(&image, &bytes(&paths), recursive),
+        Command::Import {
+            image,
+            hostdir,
+            dest,
+        } => import::run(&image, &hostdir, &imgpath::from_arg(&dest)),
+        Command::Export {
+            image,
+            src,
+            hostdir,
+        } => export::run(&image, &imgpath::from_arg(&src), &hostdir),
+        Command::Fsck { image } => fsck::run(&image),
+    }
+}

@@ -1,0 +1,665 @@
+//! End-to-end tests of the `ulfs` binary: every command, its error paths,
+//! and a full host -> image -> host round trip checked with the real
+//! `diff -r --no-dereference`.
+
+use std::ffi::CString;
+use std::fs;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+const ULFS: &str = env!("CARGO_BIN_EXE_ulfs");
+
+fn ulfs<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> Output {
+    Command::new(ULFS).args(args).output().expect("run ulfs")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// Run and require success; returns stdout.
+fn ok<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> String {
+    let out = ulfs(args);
+    let shown: Vec<_> = args
+        .iter()
+        .map(|a| a.as_ref().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        out.status.success(),
+        "ulfs {shown:?} failed ({:?}):\nstdout: {}\nstderr: {}",
+        out.status,
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    text(&out.stdout)
+}
+
+/// Run and require failure; returns stderr.
+fn fails<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> (i32, String) {
+    let out = ulfs(args);
+    let shown: Vec<_> = args
+        .iter()
+        .map(|a| a.as_ref().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        !out.status.success(),
+        "ulfs {shown:?} unexpectedly succeeded: {}",
+        text(&out.stdout)
+    );
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.starts_with("ulfs: "),
+        "error not in `ulfs: ...` shape: {stderr:?}"
+    );
+    (out.status.code().unwrap_or(-1), stderr)
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().expect("utf-8 temp path")
+}
+
+fn fresh_image(dir: &Path, size: &str) -> PathBuf {
+    let img = dir.join("test.img");
+    ok(&["mkfs", s(&img), size, "--label", "testvol"]);
+    img
+}
+
+/// Deterministic pseudo-random bytes (xorshift64*), so data is not all zeros.
+fn noise(len: usize, mut seed: u64) -> Vec<u8> {
+    let mut v = Vec::with_capacity(len + 8);
+    while v.len() < len {
+        seed ^= seed >> 12;
+        seed ^= seed << 25;
+        seed ^= seed >> 27;
+        v.extend_from_slice(&seed.wrapping_mul(0x2545_f491_4f6c_dd1d).to_le_bytes());
+    }
+    v.truncate(len);
+    v
+}
+
+/// Set atime/mtime with nanoseconds, not following symlinks.
+fn set_times(path: &Path, atime: (i64, i64), mtime: (i64, i64)) {
+    let c = CString::new(path.as_os_str().as_bytes()).unwrap();
+    let ts = [
+        libc::timespec {
+            tv_sec: atime.0,
+            tv_nsec: atime.1,
+        },
+        libc::timespec {
+            tv_sec: mtime.0,
+            tv_nsec: mtime.1,
+        },
+    ];
+    // SAFETY: valid C string and two timespecs, alive for the call.
+    let rc = unsafe {
+        libc::utimensat(
+            libc::AT_FDCWD,
+            c.as_ptr(),
+            ts.as_ptr(),
+            libc::AT_SYMLINK_NOFOLLOW,
+        )
+    };
+    assert_eq!(rc, 0, "utimensat {}", path.display());
+}
+
+fn chmod(path: &Path, mode: u32) {
+    fs::set_permissions(path, fs::Permissions::from_mode(mode)).unwrap();
+}
+
+fn is_root() -> bool {
+    // SAFETY: no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+// ---------------------------------------------------------------- mkfs
+
+#[test]
+fn mkfs_twice_without_force_fails_and_keeps_the_image() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = fresh_image(dir.path(), "16M");
+    ok(&["mkdir", s(&img), "/keepme"]);
+    let before = fs::read(&img).unwrap();
+
+    let (_, err) = fails(&["mkfs", s(&img), "16M"]);
+    assert!(err.contains("--force"), "no hint about --force: {err}");
+    assert_eq!(
+        fs::read(&img).unwrap(),
+        before,
+        "refused mkfs modified the image"
+    );
+    assert_eq!(ok(&["ls", s(&img)]), "keepme\n");
+
+    ok(&["mkfs", s(&img), "16M", "--force"]);
+    assert_eq!(
+        ok(&["ls", s(&img)]),
+        "",
+        "--force did not make a fresh file system"
+    );
+}
+
+#[test]
+fn mkfs_rejects_bad_sizes_without_creating_anything() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("x.img");
+    for bad in [
+        "12X",
+        "1.5G",
+        "",
+        "-64M",
+        "64 M",
+        "M",
+        "99999999999999999999",
+    ] {
+        let (code, err) = fails(&["mkfs", s(&img), bad]);
+        assert_eq!(code, 2, "bad size {bad:?} exit code");
+        assert!(err.contains("invalid size"), "size {bad:?}: {err}");
+        assert!(!img.exists(), "image created for bad size {bad:?}");
+    }
+}
+
+#[test]
+fn mkfs_journal_mode_is_refused_clearly() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("j.img");
+    let (_, err) = fails(&[
+        "mkfs",
+        s(&img),
+        "16M",
+        "--mode",
+        "journal",
+        "--journal-size",
+        "1M",
+    ]);
+    assert!(err.contains("not supported yet"), "{err}");
+    assert!(!img.exists());
+    // And the forward-compatible flag is accepted with mode none.
+    ok(&["mkfs", s(&img), "16M", "--mode", "none"]);
+}
+
+// ---------------------------------------------------------------- info
+
+#[test]
+fn info_describes_a_fresh_image() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = fresh_image(dir.path(), "32M");
+    let out = ok(&["info", s(&img)]);
+    for want in [
+        "testvol",
+        "4096",
+        "33554432",
+        "mode:",
+        "none",
+        "clean:",
+        "uuid:",
+        "free blocks:",
+        "used inodes:",
+    ] {
+        assert!(out.contains(want), "info lacks {want:?}:\n{out}");
+    }
+    let uuid_line = out.lines().find(|l| l.starts_with("uuid:")).unwrap();
+    let uuid = uuid_line.split_whitespace().last().unwrap();
+    assert_eq!(uuid.len(), 36, "uuid {uuid}");
+    // Values are aligned in one column.
+    let value_column = |l: &str| {
+        let colon = l.find(':').expect("key: value line");
+        colon + 1 + l[colon + 1..].find(|c| c != ' ').expect("a value")
+    };
+    let cols: std::collections::HashSet<usize> = out.lines().map(value_column).collect();
+    assert_eq!(cols.len(), 1, "values not aligned:\n{out}");
+}
+
+#[test]
+fn info_on_random_bytes_fails_clearly() {
+    let dir = tempfile::tempdir().unwrap();
+    let junk = dir.path().join("junk.bin");
+    fs::write(&junk, noise(1 << 20, 7)).unwrap();
+    let (code, err) = fails(&["info", s(&junk)]);
+    assert_eq!(code, 1);
+    assert!(
+        err.starts_with(&format!("ulfs: info: {}: ", junk.display())),
+        "{err}"
+    );
+    assert!(err.lines().count() == 1, "expected one clear line: {err}");
+    let (_, err) = fails(&["info", s(&dir.path().join("missing.img"))]);
+    assert!(err.contains("missing.img"), "{err}");
+}
+
+// ---------------------------------------------------------------- cat
+
+#[test]
+fn cat_prints_files_and_reports_missing_paths() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = fresh_image(dir.path(), "16M");
+    let src = dir.path().join("src");
+    fs::create_dir_all(src.join("d")).unwrap();
+    let blob = noise(3 << 20, 42);
+    fs::write(src.join("blob"), &blob).unwrap();
+    fs::write(src.join("d/hello"), b"hello\n").unwrap();
+    ok(&["import", s(&img), s(&src)]);
+
+    let out = ulfs(&["cat", s(&img), "/blob", "/d/hello"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let mut want = blob.clone();
+    want.extend_from_slice(b"hello\n");
+    assert!(
+        out.stdout == want,
+        "cat output differs from the imported bytes"
+    );
+
+    // Missing path: non-zero, ENOENT-style message, other operands still printed.
+    let out = ulfs(&["cat", s(&img), "/nope", "/d/hello"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.stdout, b"hello\n");
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("ulfs: cat: /nope: No such file or directory"),
+        "{err}"
+    );
+
+    let (_, err) = fails(&["cat", s(&img), "/d"]);
+    assert!(err.contains("Is a directory"), "{err}");
+}
+
+// ---------------------------------------------------------------- mkdir / rm
+
+#[test]
+fn mkdir_with_and_without_parents() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = fresh_image(dir.path(), "16M");
+    let (_, err) = fails(&["mkdir", s(&img), "/a/b/c"]);
+    assert!(
+        err.contains("/a/b/c") && err.contains("No such file or directory"),
+        "{err}"
+    );
+    ok(&["mkdir", s(&img), "-p", "/a/b/c", "/a/x"]);
+    ok(&["mkdir", s(&img), "-p", "/a/b"]);
+    let (_, err) = fails(&["mkdir", s(&img), "/a"]);
+    assert!(err.contains("File exists"), "{err}");
+    assert_eq!(ok(&["ls", s(&img), "/a"]), "b\nx\n");
+    let long = ok(&["ls", s(&img), "-l", "/a"]);
+    assert!(long.starts_with("drwxr-xr-x "), "{long}");
+}
+
+#[test]
+fn rm_files_dirs_and_refusals() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = fresh_image(dir.path(), "16M");
+    let src = dir.path().join("src");
+    fs::create_dir_all(src.join("full/sub/deeper")).unwrap();
+    fs::write(src.join("full/sub/deeper/f"), b"x").unwrap();
+    fs::write(src.join("full/g"), b"y").unwrap();
+    fs::write(src.join("top"), b"z").unwrap();
+    ok(&["import", s(&img), s(&src)]);
+
+    let (_, err) = fails(&["rm", s(&img), "/full"]);
+    assert!(
+        err.contains("/full") && err.contains("Is a directory"),
+        "{err}"
+    );
+    assert_eq!(
+        ok(&["ls", s(&img), "/full"]),
+        "g\nsub\n",
+        "failed rm changed the directory"
+    );
+
+    let (_, err) = fails(&["rm", s(&img), "/missing"]);
+    assert!(err.contains("No such file or directory"), "{err}");
+    let (_, err) = fails(&["rm", s(&img), "-r", "/"]);
+    assert!(err.contains("root"), "{err}");
+
+    ok(&["rm", s(&img), "/top"]);
+    ok(&["rm", s(&img), "-r", "/full"]);
+    assert_eq!(ok(&["ls", s(&img)]), "");
+    let fsck = ulfs(&["fsck", s(&img)]);
+    assert_eq!(
+        fsck.status.code(),
+        Some(0),
+        "fsck after rm -r: {}",
+        text(&fsck.stdout)
+    );
+}
+
+// ---------------------------------------------------------------- ls
+
+#[test]
+fn ls_long_shows_modes_owners_and_symlink_targets() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = fresh_image(dir.path(), "16M");
+    let src = dir.path().join("src");
+    fs::create_dir_all(src.join("d1/d2/d3")).unwrap();
+    fs::write(src.join("script"), b"#!/bin/sh\n").unwrap();
+    if is_root() {
+        // Before chmod: chown clears set-id bits.
+        std::os::unix::fs::lchown(src.join("script"), Some(1234), Some(5678)).unwrap();
+    }
+    chmod(&src.join("script"), 0o4751);
+    fs::write(src.join("d1/d2/d3/leaf"), b"leaf").unwrap();
+    std::os::unix::fs::symlink("d1/d2", src.join("link")).unwrap();
+    chmod(&src.join("d1"), 0o750);
+    set_times(&src.join("script"), (0, 0), (1_600_000_000, 0));
+    ok(&["import", s(&img), s(&src)]);
+
+    let out = ok(&["ls", s(&img), "-l"]);
+    let line = |name: &str| {
+        out.lines()
+            .find(|l| l.ends_with(name) || l.contains(&format!(" {name} -> ")))
+            .unwrap_or_else(|| panic!("{name} missing:\n{out}"))
+            .to_string()
+    };
+    assert!(line("d1").starts_with("drwxr-x--- "), "{out}");
+    assert!(line("script").starts_with("-rwsr-x--x "), "{out}");
+    assert!(line("script").contains(" 10 "), "size missing: {out}");
+    assert!(line("script").contains("2020-09-1"), "mtime missing: {out}");
+    if is_root() {
+        assert!(
+            line("script").contains(" 1234 5678 "),
+            "owner missing: {out}"
+        );
+    }
+    let link = line("link");
+    assert!(link.starts_with("lrwxrwxrwx "), "{out}");
+    assert!(link.ends_with(" link -> d1/d2"), "{out}");
+
+    // Plain listing is sorted, one name a line; a file operand prints itself.
+    assert_eq!(ok(&["ls", s(&img)]), "d1\nlink\nscript\n");
+    assert_eq!(ok(&["ls", s(&img), "/d1/d2/d3/leaf"]), "/d1/d2/d3/leaf\n");
+    // A symlink operand to a directory lists the directory (like ls).
+    assert_eq!(ok(&["ls", s(&img), "/link"]), "d3\n");
+
+    let rec = ok(&["ls", s(&img), "-R", "/d1"]);
+    assert_eq!(rec, "/d1:\nd2\n\n/d1/d2:\nd3\n\n/d1/d2/d3:\nleaf\n");
+    let rec_root = ok(&["ls", s(&img), "-R"]);
+    assert!(rec_root.starts_with("/:\n"), "{rec_root}");
+    assert!(rec_root.contains("\n/d1/d2/d3:\nleaf\n"), "{rec_root}");
+    // Symlinked directories are not descended into.
+    assert!(!rec_root.contains("/link:"), "{rec_root}");
+
+    let (_, err) = fails(&["ls", s(&img), "/nothing"]);
+    assert!(
+        err.contains("ulfs: ls: /nothing: No such file or directory"),
+        "{err}"
+    );
+}
+
+// ---------------------------------------------------------------- fsck
+
+#[test]
+fn fsck_exit_codes() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = fresh_image(dir.path(), "16M");
+    let out = ulfs(&["fsck", s(&img)]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "fresh image: {}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+
+    let junk = dir.path().join("junk.bin");
+    fs::write(&junk, noise(1 << 20, 99)).unwrap();
+    let (code, err) = fails(&["fsck", s(&junk)]);
+    assert_eq!(code, 8, "{err}");
+    let (code, _) = fails(&["fsck", s(&dir.path().join("absent.img"))]);
+    assert_eq!(code, 8);
+}
+
+// ---------------------------------------------------------------- import/export
+
+#[test]
+fn import_skips_special_files_with_a_warning() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = fresh_image(dir.path(), "16M");
+    let src = dir.path().join("src");
+    fs::create_dir(&src).unwrap();
+    fs::write(src.join("regular"), b"data").unwrap();
+    let fifo = CString::new(src.join("pipe").as_os_str().as_bytes()).unwrap();
+    // SAFETY: valid C string.
+    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) }, 0);
+    let out = ulfs(&["import", s(&img), s(&src), "/into/here"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("pipe") && err.contains("skipping fifo"),
+        "{err}"
+    );
+    assert_eq!(ok(&["ls", s(&img), "/into/here"]), "regular\n");
+
+    let (_, err) = fails(&["import", s(&img), s(&src.join("regular"))]);
+    assert!(err.contains("Not a directory"), "{err}");
+}
+
+#[test]
+fn export_of_a_single_file_and_into_existing_dirs() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = fresh_image(dir.path(), "16M");
+    let src = dir.path().join("src");
+    fs::create_dir_all(src.join("sub")).unwrap();
+    fs::write(src.join("sub/file"), b"payload").unwrap();
+    chmod(&src.join("sub/file"), 0o600);
+    set_times(
+        &src.join("sub/file"),
+        (1_000_000_000, 5),
+        (1_100_000_000, 777),
+    );
+    ok(&["import", s(&img), s(&src), "/x/y"]);
+
+    let out = dir.path().join("out");
+    ok(&["export", s(&img), "/x/y/sub/file", s(&out)]);
+    let exported = out.join("file");
+    assert_eq!(fs::read(&exported).unwrap(), b"payload");
+    let m = fs::metadata(&exported).unwrap();
+    assert_eq!(m.mode() & 0o7777, 0o600);
+    assert_eq!((m.mtime(), m.mtime_nsec()), (1_100_000_000, 777));
+
+    // Exporting again over existing files replaces them.
+    fs::write(&exported, b"stale and longer").unwrap();
+    ok(&["export", s(&img), "/x/y/sub/file", s(&out)]);
+    assert_eq!(fs::read(&exported).unwrap(), b"payload");
+
+    let nowhere = dir.path().join("nowhere");
+    let (_, err) = fails(&["export", s(&img), "/x/nothing", s(&nowhere)]);
+    assert!(
+        err.contains("/x/nothing") && err.contains("No such file"),
+        "{err}"
+    );
+    assert!(!nowhere.exists(), "failed export left a directory behind");
+}
+
+struct Expect {
+    rel: &'static str,
+    mode: u32,
+    atime: (i64, i64),
+    mtime: (i64, i64),
+}
+
+/// A host tree with everything a faithful copy must preserve.
+fn build_tree(root: &Path) -> Vec<Expect> {
+    fs::create_dir(root).unwrap();
+    let long_name = "L".repeat(255);
+    fs::write(root.join(&long_name), b"long name\n").unwrap();
+    fs::create_dir(root.join(format!("{}d", "D".repeat(254)))).unwrap();
+
+    let mut deep = root.to_path_buf();
+    for i in 0..30 {
+        deep.push(format!("level{i:02}"));
+    }
+    fs::create_dir_all(&deep).unwrap();
+    fs::write(deep.join("bottom.txt"), b"deep down\n").unwrap();
+
+    fs::write(root.join("empty"), b"").unwrap();
+    fs::create_dir(root.join("emptydir")).unwrap();
+    fs::write(root.join("big.bin"), noise(20 << 20, 0x1234_5678)).unwrap();
+
+    // A file with a hole in the middle and one at the end.
+    let sparse = fs::File::create(root.join("sparse")).unwrap();
+    std::os::unix::fs::FileExt::write_all_at(&sparse, b"start", 0).unwrap();
+    std::os::unix::fs::FileExt::write_all_at(&sparse, &noise(5000, 3), 3 << 20).unwrap();
+    sparse.set_len(6 << 20).unwrap();
+    drop(sparse);
+
+    fs::write(root.join("linked_a"), b"shared inode\n").unwrap();
+    fs::hard_link(root.join("linked_a"), root.join("linked_b")).unwrap();
+
+    fs::create_dir(root.join("links")).unwrap();
+    std::os::unix::fs::symlink("../level00/level01", root.join("links/relative")).unwrap();
+    std::os::unix::fs::symlink("/etc/passwd", root.join("links/absolute")).unwrap();
+    std::os::unix::fs::symlink("does/not/exist", root.join("links/dangling")).unwrap();
+
+    fs::write(root.join("tool"), b"#!/bin/sh\necho hi\n").unwrap();
+    chmod(&root.join("tool"), 0o755);
+    fs::write(root.join("secret"), b"s3cret").unwrap();
+    chmod(&root.join("secret"), 0o640);
+    chmod(&root.join("links"), 0o750);
+
+    let expect = vec![
+        Expect {
+            rel: "tool",
+            mode: 0o755,
+            atime: (1_500_000_000, 1),
+            mtime: (1_500_000_001, 123_456_789),
+        },
+        Expect {
+            rel: "secret",
+            mode: 0o640,
+            atime: (1_400_000_000, 0),
+            mtime: (1_300_000_000, 999_999_999),
+        },
+        Expect {
+            rel: "big.bin",
+            mode: 0o644,
+            atime: (1_700_000_000, 42),
+            mtime: (1_700_000_100, 43),
+        },
+        Expect {
+            rel: "links/relative",
+            mode: 0o777,
+            atime: (1_111_111_111, 1),
+            mtime: (1_222_222_222, 2),
+        },
+        // Directories last: their times must survive their contents being written.
+        Expect {
+            rel: "links",
+            mode: 0o750,
+            atime: (1_000_000_000, 10),
+            mtime: (1_000_000_000, 20),
+        },
+        Expect {
+            rel: "level00/level01",
+            mode: 0o755,
+            atime: (900_000_000, 0),
+            mtime: (900_000_000, 314_159_265),
+        },
+    ];
+    for e in &expect {
+        let p = root.join(e.rel);
+        if !fs::symlink_metadata(&p).unwrap().file_type().is_symlink() {
+            chmod(&p, e.mode);
+        }
+        set_times(&p, e.atime, e.mtime);
+    }
+    expect
+}
+
+#[test]
+fn import_export_round_trip_is_faithful() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = fresh_image(dir.path(), "128M");
+    let src = dir.path().join("src");
+    let expect = build_tree(&src);
+    if is_root() {
+        std::os::unix::fs::lchown(src.join("secret"), Some(4242), Some(4343)).unwrap();
+    }
+
+    ok(&["import", s(&img), s(&src)]);
+    let out = dir.path().join("out");
+    ok(&["export", s(&img), "/", s(&out)]);
+
+    // Times and modes first: diff reads files and may move atimes.
+    for e in &expect {
+        let m = fs::symlink_metadata(out.join(e.rel)).unwrap();
+        if !m.file_type().is_symlink() {
+            assert_eq!(m.mode() & 0o7777, e.mode, "mode of {}", e.rel);
+        }
+        assert_eq!((m.mtime(), m.mtime_nsec()), e.mtime, "mtime of {}", e.rel);
+        assert_eq!((m.atime(), m.atime_nsec()), e.atime, "atime of {}", e.rel);
+    }
+    if is_root() {
+        let m = fs::metadata(out.join("secret")).unwrap();
+        assert_eq!((m.uid(), m.gid()), (4242, 4343));
+    }
+
+    let diff = Command::new("diff")
+        .args(["-r", "--no-dereference"])
+        .arg(&src)
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(
+        diff.status.success(),
+        "diff -r found differences:\n{}{}",
+        text(&diff.stdout),
+        text(&diff.stderr)
+    );
+
+    let a = fs::metadata(out.join("linked_a")).unwrap();
+    let b = fs::metadata(out.join("linked_b")).unwrap();
+    assert_eq!(a.ino(), b.ino(), "hard link became two files");
+    assert_eq!(a.nlink(), 2);
+    assert_eq!(
+        fs::read_link(out.join("links/dangling")).unwrap(),
+        Path::new("does/not/exist")
+    );
+    assert_eq!(fs::metadata(out.join("sparse")).unwrap().len(), 6 << 20);
+    assert_eq!(fs::metadata(out.join("empty")).unwrap().len(), 0);
+
+    // The image itself reports the hard link and long names.
+    let listing = ok(&["ls", s(&img), "-l"]);
+    let linked: Vec<_> = listing
+        .lines()
+        .filter(|l| l.ends_with(" linked_a") || l.ends_with(" linked_b"))
+        .collect();
+    assert_eq!(linked.len(), 2, "{listing}");
+    assert!(
+        linked
+            .iter()
+            .all(|l| l.split_whitespace().nth(1) == Some("2")),
+        "nlink: {linked:?}"
+    );
+    assert!(listing.contains(&"L".repeat(255)), "long name missing");
+    let deep = ok(&[
+        "cat",
+        s(&img),
+        &format!(
+            "/{}/bottom.txt",
+            (0..30)
+                .map(|i| format!("level{i:02}"))
+                .collect::<Vec<_>>()
+                .join("/")
+        ),
+    ]);
+    assert_eq!(deep, "deep down\n");
+
+    let out = ulfs(&["fsck", s(&img)]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "fsck after import: {}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+
+    // Importing the same tree again over itself is a clean merge.
+    ok(&["import", s(&img), s(&src)]);
+    let again = dir.path().join("again");
+    ok(&["export", s(&img), "/", s(&again)]);
+    let diff = Command::new("diff")
+        .args(["-r", "--no-dereference"])
+        .arg(&src)
+        .arg(&again)
+        .status()
+        .unwrap();
+    assert!(diff.success(), "second import diverged");
+}

@@ -1,0 +1,215 @@
+//! The 256-byte inode record: metadata of one file, directory or symlink,
+//! and the root of its block map (or, for directories, of its index tree).
+//! Layout: docs/FORMAT.md, "Inodes".
+
+use super::*;
+use crate::types::Timespec;
+
+const MODE: usize = 0;
+const NLINK: usize = 4;
+const UID: usize = 8;
+const GID: usize = 12;
+const SIZE: usize = 16;
+const BLOCKS: usize = 24;
+const ATIME_S: usize = 32;
+const MTIME_S: usize = 40;
+const CTIME_S: usize = 48;
+const BTIME_S: usize = 56;
+const ATIME_NS: usize = 64;
+const MTIME_NS: usize = 68;
+const CTIME_NS: usize = 72;
+const BTIME_NS: usize = 76;
+const FLAGS: usize = 80;
+const GENERATION: usize = 84;
+const PARENT: usize = 88;
+const NAME_KEY: usize = 96;
+const NEXT_ORPHAN: usize = 104;
+const ENTRIES: usize = 112;
+const RDEV: usize = 120;
+const MAP: usize = 128;
+/// Symlink targets up to this length live inside the inode, over the map.
+pub const INLINE_MAX: usize = 120;
+
+/// `flags`: the symlink target is stored inline at offset 128.
+pub const FLAG_INLINE: u32 = 1;
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Inode {
+    /// File type and permission bits, as `st_mode`. 0 marks a free slot.
+    pub mode: u32,
+    pub nlink: u32,
+    pub uid: u32,
+    pub gid: u32,
+    /// Bytes for files and symlinks; for directories, blocks * 4096.
+    pub size: u64,
+    /// 4 KiB blocks owned (data and block-map or index blocks).
+    pub blocks: u64,
+    pub atime: Timespec,
+    pub mtime: Timespec,
+    pub ctime: Timespec,
+    pub btime: Timespec,
+    pub flags: u32,
+    pub generation: u32,
+    /// Directories: the parent directory's inode number.
+    pub parent: u64,
+    /// Directories: the hash key of this directory's entry in its parent,
+    /// so `getcwd` can find its name in O(log n).
+    pub name_key: u64,
+    /// Next inode in the orphan list (unlinked while open).
+    pub next_orphan: u64,
+    /// Directories: number of entries, `.` and `..` excluded.
+    pub entries: u64,
+    pub rdev: u64,
+    /// Regular files and long symlinks: 12 direct block ids, then single,
+    /// double and triple indirect. Directories: `map[0]` is the index root.
+    pub map: [u32; N_MAP],
+    /// Inline symlink target (valid when `flags & FLAG_INLINE`).
+    pub inline: [u8; INLINE_MAX],
+}
+
+impl Default for Inode {
+    fn default() -> Self {
+        Inode {
+            mode: 0,
+            nlink: 0,
+            uid: 0,
+            gid: 0,
+            size: 0,
+            blocks: 0,
+            atime: Timespec::default(),
+            mtime: Timespec::default(),
+            ctime: Timespec::default(),
+            btime: Timespec::default(),
+            flags: 0,
+            generation: 0,
+            parent: 0,
+            name_key: 0,
+            next_orphan: 0,
+            entries: 0,
+            rdev: 0,
+            map: [0; N_MAP],
+            inline: [0; INLINE_MAX],
+        }
+    }
+}
+
+impl Inode {
+    pub fn file_type(&self) -> u32 {
+        self.mode & libc::S_IFMT
+    }
+    pub fn is_dir(&self) -> bool {
+        self.file_type() == libc::S_IFDIR
+    }
+    pub fn is_reg(&self) -> bool {
+        self.file_type() == libc::S_IFREG
+    }
+    pub fn is_symlink(&self) -> bool {
+        self.file_type() == libc::S_IFLNK
+    }
+
+    /// Decodes slot bytes. The caller validates meaning (type, pointers).
+    pub fn decode(b: &[u8]) -> Inode {
+        let ts = |s, ns| Timespec {
+            sec: get_i64(b, s),
+            nsec: get_u32(b, ns) as i64,
+        };
+        let mut map = [0u32; N_MAP];
+        for (i, m) in map.iter_mut().enumerate() {
+            *m = get_u32(b, MAP + 4 * i);
+        }
+        let mut inline = [0u8; INLINE_MAX];
+        inline.copy_from_slice(&b[MAP..MAP + INLINE_MAX]);
+        Inode {
+            mode: get_u32(b, MODE),
+            nlink: get_u32(b, NLINK),
+            uid: get_u32(b, UID),
+            gid: get_u32(b, GID),
+            size: get_u64(b, SIZE),
+            blocks: get_u64(b, BLOCKS),
+            atime: ts(ATIME_S, ATIME_NS),
+            mtime: ts(MTIME_S, MTIME_NS),
+            ctime: ts(CTIME_S, CTIME_NS),
+            btime: ts(BTIME_S, BTIME_NS),
+            flags: get_u32(b, FLAGS),
+            generation: get_u32(b, GENERATION),
+            parent: get_u64(b, PARENT),
+            name_key: get_u64(b, NAME_KEY),
+            next_orphan: get_u64(b, NEXT_ORPHAN),
+            entries: get_u64(b, ENTRIES),
+            rdev: get_u64(b, RDEV),
+            map,
+            inline,
+        }
+    }
+
+    pub fn encode(&self, b: &mut [u8]) {
+        b[..INODE_SIZE].fill(0);
+        put_u32(b, MODE, self.mode);
+        put_u32(b, NLINK, self.nlink);
+        put_u32(b, UID, self.uid);
+        put_u32(b, GID, self.gid);
+        put_u64(b, SIZE, self.size);
+        put_u64(b, BLOCKS, self.blocks);
+        for (t, s, ns) in [
+            (self.atime, ATIME_S, ATIME_NS),
+            (self.mtime, MTIME_S, MTIME_NS),
+            (self.ctime, CTIME_S, CTIME_NS),
+            (self.btime, BTIME_S, BTIME_NS),
+        ] {
+            put_i64(b, s, t.sec);
+            put_u32(b, ns, t.nsec as u32);
+        }
+        put_u32(b, FLAGS, self.flags);
+        put_u32(b, GENERATION, self.generation);
+        put_u64(b, PARENT, self.parent);
+        put_u64(b, NAME_KEY, self.name_key);
+        put_u64(b, NEXT_ORPHAN, self.next_orphan);
+        put_u64(b, ENTRIES, self.entries);
+        put_u64(b, RDEV, self.rdev);
+        if self.flags & FLAG_INLINE != 0 {
+            b[MAP..MAP + INLINE_MAX].copy_from_slice(&self.inline);
+        } else {
+            for (i, m) in self.map.iter().enumerate() {
+                put_u32(b, MAP + 4 * i, *m);
+            }
+        }
+    }
+
+    /// Reads just the fields the data path needs, without a full decode.
+    pub fn peek_size(b: &[u8]) -> u64 {
+        get_u64(b, SIZE)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip() {
+        let mut i = Inode {
+            mode: libc::S_IFREG | 0o644,
+            nlink: 2,
+            uid: 1000,
+            gid: 100,
+            size: 123456789,
+            blocks: 31,
+            mtime: Timespec {
+                sec: -5,
+                nsec: 999_999_999,
+            },
+            parent: 99,
+            ..Default::default()
+        };
+        i.map[14] = 77;
+        let mut b = [0u8; INODE_SIZE];
+        i.encode(&mut b);
+        let mut d = Inode::decode(&b);
+        assert_eq!(d.map, i.map);
+        d.inline = i.inline;
+        assert_eq!(d.mode, i.mode);
+        assert_eq!(d.mtime, i.mtime);
+        assert_eq!(d.size, i.size);
+        assert_eq!(Inode::peek_size(&b), 123456789);
+    }
+}

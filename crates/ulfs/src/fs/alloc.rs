@@ -1,0 +1,130 @@
+//! Block allocation over the group bitmaps (map blocks).
+//!
+//! Each group is one map block followed by the `MAP_BITS` blocks it covers;
+//! the map block's header keeps the group's free count, so full groups are
+//! skipped without reading their bitmaps. A cursor remembers the group and
+//! word of the last allocation: allocation never scans the whole bitmap per
+//! call, and sequential files come out contiguous.
+
+use super::Volume;
+use crate::errno::{Errno, Result};
+use crate::format::*;
+
+impl Volume {
+    /// Allocates one block, preferring `goal` (e.g. the block after a file's
+    /// previous one) when it is free. The block's contents are not cleared.
+    pub(crate) fn alloc_block(&mut self, goal: Bid) -> Result<Bid> {
+        self.writable()?;
+        if self.sb.free_blocks == 0 {
+            return Err(Errno::ENOSPC);
+        }
+        if goal != 0
+            && let Some(g) = self.sb.group_of(goal)
+            && goal != self.sb.map_bid(g)
+            && self.try_take(g, goal)?
+        {
+            return Ok(goal);
+        }
+        let groups = self.sb.group_count;
+        for step in 0..=groups {
+            let g = (self.alloc_group + step) % groups;
+            let map = self.sb.map_bid(g);
+            let b = self.meta(map)?;
+            if magic(b) != MAGIC_MAP {
+                return Err(Errno::EUCLEAN);
+            }
+            if get_u32(b, MAP_FREE) == 0 {
+                continue;
+            }
+            let words = (BLOCK_SIZE - MAP_BITMAP) / 8;
+            let start = if step == 0 {
+                self.alloc_word.min(words - 1)
+            } else {
+                0
+            };
+            // Two passes: from the cursor to the end, then from the start.
+            let found = (start..words).chain(0..start).find_map(|w| {
+                let v = get_u64(b, MAP_BITMAP + 8 * w);
+                (v != u64::MAX).then(|| (w, (!v).trailing_zeros() as usize))
+            });
+            let Some((w, bit)) = found else {
+                // The free count lied: the map block is damaged.
+                return Err(Errno::EUCLEAN);
+            };
+            let bid = map as u64 + 1 + (w * 64 + bit) as u64;
+            if bid >= self.sb.total_blocks {
+                return Err(Errno::EUCLEAN);
+            }
+            self.alloc_group = g;
+            self.alloc_word = w;
+            let taken = self.try_take(g, bid as Bid)?;
+            debug_assert!(taken);
+            return Ok(bid as Bid);
+        }
+        Err(Errno::ENOSPC)
+    }
+
+    /// Bit position of `bid` in its group's map block.
+    fn bit_of(&self, g: u32, bid: Bid) -> (Bid, usize, u64) {
+        let map = self.sb.map_bid(g);
+        let i = (bid - map - 1) as usize;
+        (map, MAP_BITMAP + (i / 64) * 8, 1u64 << (i % 64))
+    }
+
+    /// Marks `bid` used if it is free; returns whether it was taken.
+    fn try_take(&mut self, g: u32, bid: Bid) -> Result<bool> {
+        let (map, off, mask) = self.bit_of(g, bid);
+        let b = self.meta(map)?;
+        if magic(b) != MAGIC_MAP {
+            return Err(Errno::EUCLEAN);
+        }
+        if get_u64(b, off) & mask != 0 {
+            return Ok(false);
+        }
+        let b = self.meta_mut(map)?;
+        let v = get_u64(b, off) | mask;
+        put_u64(b, off, v);
+        let free = get_u32(b, MAP_FREE);
+        put_u32(b, MAP_FREE, free.saturating_sub(1));
+        self.sb.free_blocks -= 1;
+        Ok(true)
+    }
+
+    /// Returns a block to the free pool. Freeing a free block means the
+    /// image is damaged: EUCLEAN, and nothing changes.
+    pub(crate) fn free_block(&mut self, bid: Bid) -> Result<()> {
+        let g = self.sb.group_of(bid).ok_or(Errno::EUCLEAN)?;
+        if bid == self.sb.map_bid(g) {
+            return Err(Errno::EUCLEAN);
+        }
+        let (map, off, mask) = self.bit_of(g, bid);
+        let b = self.meta_mut(map)?;
+        if magic(b) != MAGIC_MAP || get_u64(b, off) & mask == 0 {
+            return Err(Errno::EUCLEAN);
+        }
+        let v = get_u64(b, off) & !mask;
+        put_u64(b, off, v);
+        let free = get_u32(b, MAP_FREE) + 1;
+        put_u32(b, MAP_FREE, free);
+        self.sb.free_blocks += 1;
+        self.j.forget(bid);
+        Ok(())
+    }
+
+    /// Allocates a block for metadata and gives it zeroed, with its magic.
+    pub(crate) fn alloc_meta(&mut self, goal: Bid, magic: u32) -> Result<Bid> {
+        let bid = self.alloc_block(goal)?;
+        init_block(self.meta_mut(bid)?, magic);
+        Ok(bid)
+    }
+
+    /// Whether `bid` is marked used (for fsck and tests).
+    pub(crate) fn is_allocated(&self, bid: Bid) -> Result<bool> {
+        let g = self.sb.group_of(bid).ok_or(Errno::EUCLEAN)?;
+        if bid == self.sb.map_bid(g) {
+            return Ok(true);
+        }
+        let (map, off, mask) = self.bit_of(g, bid);
+        Ok(get_u64(self.meta(map)?, off) & mask != 0)
+    }
+}

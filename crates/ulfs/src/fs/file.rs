@@ -1,0 +1,268 @@
+//! File contents at the inode level: read and write at an offset, truncate,
+//! fallocate. Data moves by memcpy between the caller's buffer and the
+//! mapped image; only the inode and block-map blocks go through the
+//! transaction.
+
+use super::Volume;
+use crate::errno::{Errno, Result};
+use crate::format::inode::Inode;
+use crate::format::*;
+use crate::types::{Ino, Timespec};
+
+const BS: u64 = BLOCK_SIZE as u64;
+/// Largest file size in bytes.
+pub const MAX_FILE_SIZE: u64 = MAX_FILE_BLOCKS * BS;
+
+/// `fallocate` modes ulfs implements.
+const FALLOC_KEEP_SIZE: i32 = libc::FALLOC_FL_KEEP_SIZE;
+const FALLOC_PUNCH_HOLE: i32 = libc::FALLOC_FL_PUNCH_HOLE;
+
+impl Volume {
+    /// Reads up to `buf.len()` bytes at `off`; holes read as zeros.
+    pub fn read_at(&mut self, ino: Ino, buf: &mut [u8], off: u64) -> Result<usize> {
+        let mut inode = self.inode(ino)?;
+        if !inode.is_reg() {
+            return Err(if inode.is_dir() {
+                Errno::EISDIR
+            } else {
+                Errno::EINVAL
+            });
+        }
+        let n = self.copy_out(&inode, buf, off)?;
+        if n > 0 && !self.read_only && needs_atime_update(&inode) {
+            inode.atime = Timespec::now();
+            self.put_inode(ino, &inode)?;
+            self.commit()?;
+        }
+        Ok(n)
+    }
+
+    /// Copies file bytes out without touching the inode.
+    pub(crate) fn copy_out(&self, inode: &Inode, buf: &mut [u8], off: u64) -> Result<usize> {
+        if off >= inode.size {
+            return Ok(0);
+        }
+        let n = (buf.len() as u64).min(inode.size - off) as usize;
+        let mut done = 0;
+        while done < n {
+            let pos = off + done as u64;
+            let boff = (pos % BS) as usize;
+            let chunk = (BLOCK_SIZE - boff).min(n - done);
+            let dst = &mut buf[done..done + chunk];
+            match self.bmap(inode, pos / BS)? {
+                0 => dst.fill(0),
+                bid => dst.copy_from_slice(&self.j.data(bid)?[boff..boff + chunk]),
+            }
+            done += chunk;
+        }
+        Ok(n)
+    }
+
+    /// Writes `buf` at `off`, allocating blocks as needed. A write cut short
+    /// by ENOSPC returns the bytes written so far (or ENOSPC if none).
+    pub fn write_at(&mut self, ino: Ino, buf: &[u8], off: u64) -> Result<usize> {
+        self.writable()?;
+        let mut inode = self.inode(ino)?;
+        if !inode.is_reg() {
+            return Err(if inode.is_dir() {
+                Errno::EISDIR
+            } else {
+                Errno::EINVAL
+            });
+        }
+        if buf.is_empty() {
+            return Ok(0);
+        }
+        let end = off.checked_add(buf.len() as u64).ok_or(Errno::EFBIG)?;
+        if end > MAX_FILE_SIZE {
+            return Err(Errno::EFBIG);
+        }
+        let result = self.copy_in(ino, &mut inode, buf, off);
+        let done = match result {
+            Ok(n) => n,
+            Err(_) if matches!(result, Err(Errno::ENOSPC)) => 0,
+            Err(e) => return Err(e),
+        };
+        if done > 0 {
+            inode.size = inode.size.max(off + done as u64);
+            let now = Timespec::now();
+            inode.mtime = now;
+            inode.ctime = now;
+        }
+        // Blocks may have been mapped even when nothing was copied.
+        self.put_inode(ino, &inode)?;
+        self.commit()?;
+        match result {
+            Ok(n) => Ok(n),
+            Err(e) if done == 0 => Err(e),
+            Err(_) => Ok(done),
+        }
+    }
+
+    fn copy_in(&mut self, ino: Ino, inode: &mut Inode, buf: &[u8], off: u64) -> Result<usize> {
+        let mut done = 0;
+        let mut goal: Bid = 0;
+        while done < buf.len() {
+            let pos = off + done as u64;
+            let lblk = pos / BS;
+            let boff = (pos % BS) as usize;
+            let chunk = (BLOCK_SIZE - boff).min(buf.len() - done);
+            if goal == 0 && lblk > 0 {
+                goal = self.bmap(inode, lblk - 1)?.wrapping_add(1);
+            }
+            let (bid, fresh) = match self.bmap_alloc(ino, inode, lblk, goal) {
+                Ok(x) => x,
+                Err(Errno::ENOSPC) if done > 0 => return Ok(done),
+                Err(e) => return Err(e),
+            };
+            let blk = self.j.data_mut(bid)?;
+            if fresh && chunk < BLOCK_SIZE {
+                blk[..boff].fill(0);
+                blk[boff + chunk..].fill(0);
+            }
+            blk[boff..boff + chunk].copy_from_slice(&buf[done..done + chunk]);
+            goal = bid.wrapping_add(1);
+            done += chunk;
+        }
+        Ok(done)
+    }
+
+    /// Sets the size of a regular file: shrinking frees the blocks past the
+    /// end, growing leaves a hole.
+    pub fn truncate_ino(&mut self, ino: Ino, len: u64) -> Result<()> {
+        self.writable()?;
+        let mut inode = self.inode(ino)?;
+        if inode.is_dir() {
+            return Err(Errno::EISDIR);
+        }
+        if !inode.is_reg() {
+            return Err(Errno::EINVAL);
+        }
+        if len > MAX_FILE_SIZE {
+            return Err(Errno::EFBIG);
+        }
+        self.set_size(&mut inode, len)?;
+        let now = Timespec::now();
+        inode.mtime = now;
+        inode.ctime = now;
+        self.put_inode(ino, &inode)?;
+        self.commit()
+    }
+
+    /// Changes `inode.size`, freeing blocks past a smaller size and zeroing
+    /// the tail of the new last block so a later extension reads zeros.
+    pub(crate) fn set_size(&mut self, inode: &mut Inode, len: u64) -> Result<()> {
+        if len < inode.size || inode.blocks > 0 {
+            self.bmap_truncate(inode, len.div_ceil(BS))?;
+            let tail = (len % BS) as usize;
+            if tail != 0 {
+                let bid = self.bmap(inode, len / BS)?;
+                if bid != 0 {
+                    self.j.data_mut(bid)?[tail..].fill(0);
+                }
+            }
+        }
+        inode.size = len;
+        Ok(())
+    }
+
+    /// `fallocate`: mode 0 allocates (zeroed) and may extend the size;
+    /// KEEP_SIZE allocates without extending; PUNCH_HOLE|KEEP_SIZE frees.
+    pub fn fallocate_ino(&mut self, ino: Ino, mode: i32, off: u64, len: u64) -> Result<()> {
+        self.writable()?;
+        let mut inode = self.inode(ino)?;
+        if inode.is_dir() {
+            return Err(Errno::EISDIR);
+        }
+        if !inode.is_reg() {
+            return Err(Errno::ENODEV);
+        }
+        let end = off.checked_add(len).ok_or(Errno::EFBIG)?;
+        if end > MAX_FILE_SIZE {
+            return Err(Errno::EFBIG);
+        }
+        let result = match mode {
+            0 | FALLOC_KEEP_SIZE => self.preallocate(ino, &mut inode, off, end, mode == 0),
+            m if m == FALLOC_PUNCH_HOLE | FALLOC_KEEP_SIZE => self.punch_hole(&mut inode, off, end),
+            _ => Err(Errno::EOPNOTSUPP),
+        };
+        inode.ctime = Timespec::now();
+        self.put_inode(ino, &inode)?;
+        self.commit()?;
+        result
+    }
+
+    fn preallocate(
+        &mut self,
+        ino: Ino,
+        inode: &mut Inode,
+        off: u64,
+        end: u64,
+        grow: bool,
+    ) -> Result<()> {
+        let mut goal = 0;
+        for lblk in off / BS..end.div_ceil(BS) {
+            let (bid, fresh) = self.bmap_alloc(ino, inode, lblk, goal)?;
+            if fresh {
+                self.j.data_mut(bid)?.fill(0);
+            }
+            goal = bid + 1;
+        }
+        if grow && end > inode.size {
+            inode.size = end;
+            inode.mtime = Timespec::now();
+        }
+        Ok(())
+    }
+
+    fn punch_hole(&mut self, inode: &mut Inode, off: u64, end: u64) -> Result<()> {
+        let end = end.min(inode.size.max(off));
+        let mut pos = off;
+        while pos < end {
+            let lblk = pos / BS;
+            let boff = (pos % BS) as usize;
+            let chunk = (BLOCK_SIZE - boff).min((end - pos) as usize);
+            if chunk == BLOCK_SIZE {
+                self.bmap_unmap(inode, lblk)?;
+            } else {
+                let bid = self.bmap(inode, lblk)?;
+                if bid != 0 {
+                    self.j.data_mut(bid)?[boff..boff + chunk].fill(0);
+                }
+            }
+            pos += chunk as u64;
+        }
+        inode.mtime = Timespec::now();
+        Ok(())
+    }
+
+    /// SEEK_DATA / SEEK_HOLE from `off`, as Linux reports them.
+    pub fn seek_data_hole(&mut self, ino: Ino, off: u64, data: bool) -> Result<u64> {
+        let inode = self.inode(ino)?;
+        if off >= inode.size {
+            return Err(Errno::ENXIO);
+        }
+        let found = self.bmap_seek(&inode, off / BS, data)?;
+        let at = match found {
+            Some(lblk) => (lblk * BS).max(off),
+            None => inode.size,
+        };
+        if data {
+            if at >= inode.size {
+                Err(Errno::ENXIO)
+            } else {
+                Ok(at)
+            }
+        } else {
+            Ok(at.min(inode.size))
+        }
+    }
+}
+
+/// Linux's `relatime`: touch atime only when it is not newer than the last
+/// change or is a day old, so reads do not write metadata on every call.
+fn needs_atime_update(inode: &Inode) -> bool {
+    inode.atime <= inode.mtime
+        || inode.atime <= inode.ctime
+        || Timespec::now().sec - inode.atime.sec >= 24 * 3600
+}

@@ -1,0 +1,211 @@
+//! Making a new image: geometry, map blocks, both superblocks and the root
+//! directory. The image file is preallocated (fallocate) so that a full host
+//! disk shows up here, as ENOSPC, and never later as SIGBUS on a store into
+//! the mapping.
+
+use super::{Mode, Volume};
+use crate::errno::Errno;
+use crate::error::Error;
+use crate::format::inode::Inode;
+use crate::format::superblock::*;
+use crate::format::*;
+use crate::store::{Store, backing_size, is_block_device};
+use crate::types::Timespec;
+use std::collections::HashMap;
+use std::fs::OpenOptions;
+use std::io::Read;
+use std::os::fd::AsRawFd;
+use std::path::Path;
+
+/// Smallest image: superblocks, one map block and a little room.
+pub const MIN_BLOCKS: u64 = 64;
+
+#[derive(Debug, Clone)]
+pub struct MkfsOptions {
+    /// Image size in bytes (rounded down to whole blocks). Ignored for a
+    /// block device, which is used whole.
+    pub size: u64,
+    pub label: String,
+    /// Overwrite an existing non-empty file.
+    pub force: bool,
+    pub mode: Mode,
+    /// Blocks reserved for the journal region (default: none in mode `none`).
+    pub journal_blocks: Option<u32>,
+}
+
+impl Default for MkfsOptions {
+    fn default() -> Self {
+        MkfsOptions {
+            size: 64 << 20,
+            label: String::new(),
+            force: false,
+            mode: Mode::None,
+            journal_blocks: None,
+        }
+    }
+}
+
+/// 32 random bytes from the kernel, for the hash seed and the uuid.
+fn random_bytes() -> Result<[u8; 32], Error> {
+    let mut buf = [0u8; 32];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut buf))
+        .map_err(|e| Error::io("reading /dev/urandom", e))?;
+    Ok(buf)
+}
+
+/// Creates a ulfs image at `image`.
+pub fn mkfs(image: impl AsRef<Path>, opts: &MkfsOptions) -> Result<(), Error> {
+    let path = image.as_ref();
+    let shown = path.display();
+    if opts.mode == Mode::Journal {
+        return Err(Error::new(
+            Errno::EOPNOTSUPP,
+            "mode journal is not implemented yet; use mode none",
+        ));
+    }
+    if opts.label.len() > LABEL_MAX {
+        return Err(Error::new(
+            Errno::EINVAL,
+            format!("label longer than {LABEL_MAX} bytes"),
+        ));
+    }
+    let blockdev = is_block_device(path);
+    let mut file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(!blockdev)
+        .truncate(false)
+        .open(path)
+        .map_err(|e| Error::io(format!("{shown}"), e))?;
+    let existing = backing_size(&mut file).map_err(|e| Error::io(format!("{shown}"), e))?;
+    if !blockdev && existing > 0 && !opts.force {
+        return Err(Error::new(
+            Errno::EEXIST,
+            format!("{shown} exists and is not empty (use --force to overwrite it)"),
+        ));
+    }
+    let size = if blockdev { existing } else { opts.size };
+    let total = (size / BLOCK_SIZE as u64).min(u32::MAX as u64 + 1);
+    let journal = opts.journal_blocks.unwrap_or(0) as u64;
+    if total < MIN_BLOCKS + journal {
+        return Err(Error::new(
+            Errno::EINVAL,
+            format!(
+                "{size} bytes is too small for an image (at least {} KiB)",
+                (MIN_BLOCKS + journal) * 4
+            ),
+        ));
+    }
+    if !blockdev {
+        let bytes = total * BLOCK_SIZE as u64;
+        file.set_len(0)
+            .map_err(|e| Error::io(format!("{shown}"), e))?;
+        // SAFETY: plain FFI call on a descriptor we own; no memory is passed.
+        let rc = unsafe { libc::posix_fallocate(file.as_raw_fd(), 0, bytes as libc::off_t) };
+        if rc != 0 {
+            let _ = file.set_len(0);
+            return Err(Error::new(
+                Errno(rc),
+                format!("{shown}: cannot reserve {bytes} bytes: {}", Errno(rc)),
+            ));
+        }
+    }
+    drop(file);
+    let store = Store::open(path, false).map_err(|e| Error::io(format!("{shown}"), e))?;
+    format_store(store, total, journal as u32, &opts.label).map_err(|e| {
+        Error::new(
+            e,
+            format!("{shown}: writing the new file system failed: {e}"),
+        )
+    })
+}
+
+fn format_store(store: Store, total: u64, journal: u32, label: &str) -> Result<(), Errno> {
+    let rnd = random_bytes().map_err(|e| e.errno)?;
+    let first_group = 2 + journal;
+    let group_count = (total - first_group as u64).div_ceil(GROUP_SPAN as u64) as u32;
+    let now = Timespec::now();
+    let mut sb = Superblock {
+        version: FORMAT_VERSION,
+        feat_compat: 0,
+        feat_incompat: 0,
+        feat_ro_compat: 0,
+        mode: MODE_NONE,
+        seq: 1,
+        total_blocks: total,
+        first_group,
+        group_count,
+        journal_start: 2,
+        journal_blocks: journal,
+        root_ino: 0,
+        free_blocks: 0,
+        used_inodes: 0,
+        free_inodes: 0,
+        inode_all_head: 0,
+        inode_free_head: 0,
+        orphan_head: 0,
+        state: STATE_CLEAN,
+        next_generation: 0,
+        hash_key: rnd[..16].try_into().expect("16 bytes"),
+        uuid: rnd[16..].try_into().expect("16 bytes"),
+        label: [0; 64],
+        mkfs_time: now.sec,
+        mount_time: 0,
+        write_time: now.sec,
+        mount_count: 0,
+    };
+    sb.label[..label.len()].copy_from_slice(label.as_bytes());
+    let mut vol = Volume::assemble(store, sb.clone(), false);
+    for g in 0..group_count {
+        let map = sb.map_bid(g);
+        let covered = (total - map as u64 - 1).min(MAP_BITS as u64) as u32;
+        let b = vol.meta_mut(map)?;
+        init_block(b, MAGIC_MAP);
+        put_u32(b, MAP_FREE, covered);
+        put_u32(b, MAP_GROUP, g);
+        // Bits past the end of the image are set so they are never handed out.
+        for i in covered..MAP_BITS {
+            let off = MAP_BITMAP + (i / 8) as usize;
+            b[off] |= 1 << (i % 8);
+        }
+        vol.sb.free_blocks += covered as u64;
+    }
+    // A placeholder root lets `alloc_inode` run; the real one replaces it.
+    let mut root = Inode {
+        mode: libc::S_IFDIR | 0o755,
+        nlink: 2,
+        atime: now,
+        mtime: now,
+        ctime: now,
+        btime: now,
+        ..Default::default()
+    };
+    let ino = vol.alloc_inode(&mut root)?;
+    root.parent = ino;
+    vol.sb.root_ino = ino;
+    vol.put_inode(ino, &root)?;
+    vol.sync()
+}
+
+impl Volume {
+    /// Builds a volume over a store and a validated superblock.
+    pub(crate) fn assemble(store: Store, sb: Superblock, read_only: bool) -> Volume {
+        let k0 = u64::from_le_bytes(sb.hash_key[..8].try_into().expect("8 bytes"));
+        let k1 = u64::from_le_bytes(sb.hash_key[8..].try_into().expect("8 bytes"));
+        let was_clean = sb.state == STATE_CLEAN;
+        let dev = u64::from_le_bytes(sb.uuid[..8].try_into().expect("8 bytes"));
+        Volume {
+            j: crate::txn::Journal::new(store),
+            sb,
+            sb_dirty: false,
+            alloc_group: 0,
+            alloc_word: 0,
+            open_refs: HashMap::new(),
+            read_only,
+            was_clean,
+            hash_key: (k0, k1),
+            dev,
+        }
+    }
+}

@@ -1,0 +1,127 @@
+//! The file-system engine: one mounted image as a `Volume`. Allocation,
+//! inodes, block maps, directories and the inode-level operations live in
+//! the submodules, each as an `impl Volume` block over the primitives here.
+//!
+//! A `Volume` knows nothing of descriptors, offsets or working directories
+//! (that is `posix`): a server can hold one `Volume` for many clients.
+//! Mutation takes `&mut self`, so the single-owner case needs no lock.
+
+mod alloc;
+mod bmap;
+mod dir;
+mod file;
+mod inodes;
+mod mkfs;
+mod mount;
+mod ops;
+
+pub use dir::DirItem;
+pub use mkfs::{MkfsOptions, mkfs};
+pub use mount::{Info, Mode, MountOptions};
+
+use crate::errno::{Errno, Result};
+use crate::format::superblock::{SB_PRIMARY, SB_SECONDARY, Superblock};
+use crate::format::{Bid, Block};
+use crate::txn::Journal;
+use crate::types::Ino;
+use std::collections::HashMap;
+
+pub struct Volume {
+    pub(crate) j: Journal,
+    /// The superblock as of now. Structural fields (list heads) are written
+    /// back at the end of the transaction that changed them; counters at
+    /// each checkpoint.
+    pub(crate) sb: Superblock,
+    sb_dirty: bool,
+    /// Allocation cursor: the group and bitmap word where the last block was
+    /// found, so allocation does not rescan full groups or words.
+    alloc_group: u32,
+    alloc_word: usize,
+    /// Open references per inode, so an unlinked file lives until its last
+    /// close. Kept here, not in a descriptor table, because several tables
+    /// (server clients) can hold the same inode.
+    open_refs: HashMap<Ino, u32>,
+    read_only: bool,
+    /// The image had been unmounted cleanly before this mount.
+    was_clean: bool,
+    hash_key: (u64, u64),
+    dev: u64,
+}
+
+impl Volume {
+    pub fn root(&self) -> Ino {
+        self.sb.root_ino
+    }
+
+    pub fn is_read_only(&self) -> bool {
+        self.read_only
+    }
+
+    /// Fails with EROFS when the volume cannot be changed.
+    #[inline]
+    pub fn writable(&self) -> Result<()> {
+        if self.read_only {
+            Err(Errno::EROFS)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// A metadata block for reading.
+    #[inline]
+    pub(crate) fn meta(&self, bid: Bid) -> Result<&Block> {
+        self.j.meta(bid)
+    }
+
+    /// A metadata block for writing, through the transaction.
+    #[inline]
+    pub(crate) fn meta_mut(&mut self, bid: Bid) -> Result<&mut Block> {
+        self.j.meta_mut(bid)
+    }
+
+    /// Checks that `bid` may be a pointer into the data area.
+    #[inline]
+    pub(crate) fn check_bid(&self, bid: Bid) -> Result<Bid> {
+        if bid < self.sb.first_group || bid as u64 >= self.sb.total_blocks {
+            return Err(Errno::EUCLEAN);
+        }
+        Ok(bid)
+    }
+
+    /// Ends one operation's transaction: writes structural superblock
+    /// changes and commits.
+    pub fn commit(&mut self) -> Result<()> {
+        if self.sb_dirty {
+            self.write_superblock(SB_PRIMARY)?;
+            self.sb_dirty = false;
+        }
+        self.j.commit();
+        Ok(())
+    }
+
+    /// Makes everything done so far durable: seals checksums, writes the
+    /// primary superblock, flushes, then the secondary copy and flushes again,
+    /// so at every instant one valid copy exists.
+    pub fn sync(&mut self) -> Result<()> {
+        if self.read_only {
+            return Ok(());
+        }
+        self.sb.seq += 1;
+        self.write_superblock(SB_PRIMARY)?;
+        self.sb_dirty = false;
+        self.j.checkpoint()?;
+        self.write_superblock(SB_SECONDARY)?;
+        self.j.checkpoint()
+    }
+
+    fn write_superblock(&mut self, which: Bid) -> Result<()> {
+        self.sb.write_time = crate::types::Timespec::now().sec;
+        let sb = self.sb.clone();
+        sb.encode(self.j.meta_mut(which)?);
+        Ok(())
+    }
+
+    pub(crate) fn dev(&self) -> u64 {
+        self.dev
+    }
+}

@@ -1,0 +1,176 @@
+//! Mounting: read both superblock copies, validate, map the image. The cost
+//! is O(1) in the number of files (guarantee 4): nothing is scanned but the
+//! orphan list, which holds only files that were open when the image was
+//! last let go.
+
+use super::Volume;
+use crate::errno::{Errno, Result};
+use crate::error::Error;
+use crate::format::superblock::*;
+use crate::store::Store;
+use crate::types::Timespec;
+use std::path::Path;
+
+/// Durability mode of an image (see docs/FORMAT.md and DESIGN.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// In-place updates, as published ULFS: fastest; a crash may need fsck.
+    None,
+    /// Redo journal of metadata blocks (not implemented yet).
+    Journal,
+}
+
+impl std::fmt::Display for Mode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Mode::None => "none",
+            Mode::Journal => "journal",
+        })
+    }
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+pub struct MountOptions {
+    pub read_only: bool,
+}
+
+/// What `ulfs info` shows.
+#[derive(Debug, Clone)]
+pub struct Info {
+    pub version: u32,
+    pub label: String,
+    pub uuid: [u8; 16],
+    pub mode: Mode,
+    pub block_size: u32,
+    pub total_blocks: u64,
+    pub free_blocks: u64,
+    pub used_inodes: u64,
+    pub free_inodes: u64,
+    pub journal_blocks: u32,
+    pub image_bytes: u64,
+    /// Whether the image was cleanly unmounted before this mount.
+    pub clean: bool,
+    pub mount_count: u32,
+}
+
+impl Volume {
+    pub fn mount(image: &Path, opts: MountOptions) -> std::result::Result<Volume, Error> {
+        let shown = image.display();
+        let store = Store::open(image, opts.read_only).map_err(|e| match e.raw_os_error() {
+            Some(libc::EINVAL) => Error::new(
+                Errno::EINVAL,
+                format!("{shown}: too small to be a ulfs image"),
+            ),
+            _ => Error::io(format!("{shown}"), e),
+        })?;
+        let blocks = store.blocks();
+        let pick = |bid| store.block(bid).map(|b| Superblock::decode(b, blocks));
+        let primary =
+            pick(SB_PRIMARY).map_err(|e| Error::new(e, format!("{shown}: unreadable")))?;
+        let secondary =
+            pick(SB_SECONDARY).map_err(|e| Error::new(e, format!("{shown}: unreadable")))?;
+        let sb = match (primary, secondary) {
+            (Ok(a), Ok(b)) => {
+                if a.seq >= b.seq {
+                    a
+                } else {
+                    b
+                }
+            }
+            (Ok(a), Err(_)) | (Err(_), Ok(a)) => a,
+            (Err(SbError::NotUlfs), Err(SbError::NotUlfs)) => {
+                let hint = if looks_like_ulfs_v1(store.block(0).ok()) {
+                    " (it looks like an original ULFS v1 image, which this version cannot mount)"
+                } else {
+                    ""
+                };
+                return Err(Error::new(
+                    Errno::EINVAL,
+                    format!("{shown}: not a ulfs image{hint}"),
+                ));
+            }
+            (Err(e), _) => {
+                return Err(Error::new(
+                    Errno::EUCLEAN,
+                    format!("{shown}: damaged superblock: {}", describe(&e)),
+                ));
+            }
+        };
+        if sb.mode != MODE_NONE {
+            return Err(Error::new(
+                Errno::EOPNOTSUPP,
+                format!("{shown}: journal mode is not supported by this version"),
+            ));
+        }
+        let read_only = opts.read_only || sb.feat_ro_compat & !RO_COMPAT_KNOWN != 0;
+        if read_only && !opts.read_only {
+            return Err(Error::new(
+                Errno::EROFS,
+                format!("{shown}: has features that allow read-only mounting only"),
+            ));
+        }
+        let mut vol = Volume::assemble(store, sb, read_only);
+        if !read_only {
+            vol.open_for_writing()
+                .map_err(|e| Error::new(e, format!("{shown}: cannot mount read-write: {e}")))?;
+        }
+        Ok(vol)
+    }
+
+    /// Marks the image in use, reaps orphans and records the mount.
+    fn open_for_writing(&mut self) -> Result<()> {
+        self.reap_orphans()?;
+        self.sb.state = STATE_DIRTY;
+        self.sb.mount_time = Timespec::now().sec;
+        self.sb.mount_count = self.sb.mount_count.wrapping_add(1);
+        self.sync()?;
+        Ok(())
+    }
+
+    /// Unmount: makes everything durable and marks the image clean.
+    pub fn unmount(&mut self) -> Result<()> {
+        if self.read_only {
+            return Ok(());
+        }
+        self.reap_orphans()?;
+        self.sb.state = STATE_CLEAN;
+        self.sync()
+    }
+
+    pub fn info(&self) -> Info {
+        let sb = &self.sb;
+        Info {
+            version: sb.version,
+            label: sb.label_str(),
+            uuid: sb.uuid,
+            mode: if sb.mode == MODE_JOURNAL {
+                Mode::Journal
+            } else {
+                Mode::None
+            },
+            block_size: crate::format::BLOCK_SIZE as u32,
+            total_blocks: sb.total_blocks,
+            free_blocks: sb.free_blocks,
+            used_inodes: sb.used_inodes,
+            free_inodes: sb.free_inodes,
+            journal_blocks: sb.journal_blocks,
+            image_bytes: self.j.store().blocks() * crate::format::BLOCK_SIZE as u64,
+            clean: self.was_clean,
+            mount_count: sb.mount_count,
+        }
+    }
+}
+
+fn describe(e: &SbError) -> String {
+    match e {
+        SbError::NotUlfs => "bad magic".into(),
+        SbError::BadCrc => "checksum mismatch".into(),
+        SbError::Unsupported(s) => format!("unsupported {s}"),
+        SbError::Corrupt(s) => s.clone(),
+    }
+}
+
+/// The published ULFS writes magic 0x11089160 at offset 0 of block 0.
+fn looks_like_ulfs_v1(b: Option<&crate::format::Block>) -> bool {
+    b.is_some_and(|b| crate::format::get_u32(b, 0) == 0x1108_9160)
+}

@@ -1,0 +1,576 @@
+//! Namespace and attribute operations at the inode level: create, link,
+//! unlink, rmdir, rename, attribute changes, and the life cycle of an inode
+//! (open references, orphans of unlinked-but-open files, destruction).
+//!
+//! Callers pass a parent directory's inode number and a single name
+//! component; path walking is `posix`'s job. Each public call is one
+//! transaction.
+
+use super::Volume;
+use crate::errno::{Errno, Result};
+use crate::format::BLOCK_SIZE;
+use crate::format::inode::{FLAG_INLINE, INLINE_MAX, Inode};
+use crate::types::*;
+
+/// `d_type` of a mode.
+pub(crate) fn dtype_of(mode: u32) -> u8 {
+    match mode & libc::S_IFMT {
+        libc::S_IFDIR => DT_DIR,
+        libc::S_IFREG => DT_REG,
+        libc::S_IFLNK => DT_LNK,
+        _ => DT_UNKNOWN,
+    }
+}
+
+/// Bounds the walk up parent pointers (rename loop check, getcwd).
+pub(crate) const MAX_TREE_DEPTH: usize = 1 << 16;
+
+impl Volume {
+    /// A directory's inode, or ENOTDIR.
+    pub(crate) fn dir_inode(&self, ino: Ino) -> Result<Inode> {
+        let d = self.inode(ino)?;
+        if !d.is_dir() {
+            return Err(Errno::ENOTDIR);
+        }
+        Ok(d)
+    }
+
+    /// Looks up one name in directory `dir`: the inode it names.
+    pub fn lookup(&self, dir: Ino, name: &[u8]) -> Result<Ino> {
+        let d = self.dir_inode(dir)?;
+        match self.dir_lookup(&d, name)? {
+            Some((_, ino, _)) => Ok(ino),
+            None => Err(Errno::ENOENT),
+        }
+    }
+
+    /// `stat` of an inode.
+    pub fn stat_ino(&self, ino: Ino) -> Result<Stat> {
+        let i = self.inode(ino)?;
+        Ok(Stat {
+            dev: self.dev(),
+            ino,
+            mode: i.mode,
+            nlink: i.nlink as u64,
+            uid: i.uid,
+            gid: i.gid,
+            rdev: i.rdev,
+            size: i.size,
+            blksize: BLOCK_SIZE as u64,
+            blocks: i.blocks * (BLOCK_SIZE as u64 / 512),
+            atime: i.atime,
+            mtime: i.mtime,
+            ctime: i.ctime,
+        })
+    }
+
+    /// Creates `name` in `dir` with the given mode (S_IFREG, S_IFDIR or
+    /// S_IFLNK plus permission bits). For a symlink, `target` is its content.
+    pub fn create(
+        &mut self,
+        dir: Ino,
+        name: &[u8],
+        mode: u32,
+        uid: u32,
+        gid: u32,
+        target: &[u8],
+    ) -> Result<Ino> {
+        self.writable()?;
+        let mut d = self.dir_inode(dir)?;
+        if d.nlink == 0 {
+            return Err(Errno::ENOENT); // the directory was removed
+        }
+        if self.dir_lookup(&d, name)?.is_some() {
+            return Err(Errno::EEXIST);
+        }
+        let now = Timespec::now();
+        let is_dir = mode & libc::S_IFMT == libc::S_IFDIR;
+        let mut inode = Inode {
+            mode,
+            nlink: if is_dir { 2 } else { 1 },
+            uid,
+            gid,
+            atime: now,
+            mtime: now,
+            ctime: now,
+            btime: now,
+            parent: if is_dir { dir } else { 0 },
+            ..Default::default()
+        };
+        if mode & libc::S_IFMT == libc::S_IFLNK && target.len() <= INLINE_MAX {
+            inode.flags |= FLAG_INLINE;
+            inode.inline[..target.len()].copy_from_slice(target);
+            inode.size = target.len() as u64;
+        }
+        let ino = self.alloc_inode(&mut inode)?;
+        if mode & libc::S_IFMT == libc::S_IFLNK && inode.flags & FLAG_INLINE == 0 {
+            if let Err(e) = self.write_symlink_body(ino, target) {
+                self.destroy(ino)?;
+                return Err(e);
+            }
+        }
+        let key = match self.dir_insert(dir, &mut d, name, ino, dtype_of(mode)) {
+            Ok(k) => k,
+            Err(e) => {
+                self.put_inode(dir, &d)?;
+                self.destroy(ino)?;
+                self.commit()?;
+                return Err(e);
+            }
+        };
+        if is_dir {
+            d.nlink += 1;
+            let mut child = self.inode(ino)?;
+            child.name_key = key;
+            self.put_inode(ino, &child)?;
+        }
+        d.mtime = now;
+        d.ctime = now;
+        self.put_inode(dir, &d)?;
+        self.commit()?;
+        Ok(ino)
+    }
+
+    fn write_symlink_body(&mut self, ino: Ino, target: &[u8]) -> Result<()> {
+        let mut inode = self.inode(ino)?;
+        let (bid, _) = self.bmap_alloc(ino, &mut inode, 0, 0)?;
+        let blk = self.j.data_mut(bid)?;
+        blk[..target.len()].copy_from_slice(target);
+        blk[target.len()..].fill(0);
+        inode.size = target.len() as u64;
+        self.put_inode(ino, &inode)
+    }
+
+    /// The target of a symlink.
+    pub fn readlink_ino(&self, ino: Ino) -> Result<Vec<u8>> {
+        let inode = self.inode(ino)?;
+        if !inode.is_symlink() {
+            return Err(Errno::EINVAL);
+        }
+        let len = inode.size as usize;
+        if len > crate::format::PATH_MAX {
+            return Err(Errno::EUCLEAN);
+        }
+        if inode.flags & FLAG_INLINE != 0 {
+            return inode
+                .inline
+                .get(..len)
+                .map(<[u8]>::to_vec)
+                .ok_or(Errno::EUCLEAN);
+        }
+        let mut out = vec![0u8; len];
+        self.copy_out(&inode, &mut out, 0)?;
+        Ok(out)
+    }
+
+    /// Adds a hard link `dir/name` to `ino`.
+    pub fn link(&mut self, ino: Ino, dir: Ino, name: &[u8]) -> Result<()> {
+        self.writable()?;
+        let mut target = self.inode(ino)?;
+        if target.is_dir() {
+            return Err(Errno::EPERM);
+        }
+        if target.nlink == 0 {
+            return Err(Errno::ENOENT);
+        }
+        if target.nlink >= u32::MAX - 1 {
+            return Err(Errno::EMLINK);
+        }
+        let mut d = self.dir_inode(dir)?;
+        if d.nlink == 0 {
+            return Err(Errno::ENOENT);
+        }
+        self.dir_insert(dir, &mut d, name, ino, dtype_of(target.mode))?;
+        let now = Timespec::now();
+        d.mtime = now;
+        d.ctime = now;
+        self.put_inode(dir, &d)?;
+        target.nlink += 1;
+        target.ctime = now;
+        self.put_inode(ino, &target)?;
+        self.commit()
+    }
+
+    /// Removes a non-directory entry.
+    pub fn unlink(&mut self, dir: Ino, name: &[u8]) -> Result<()> {
+        self.writable()?;
+        let mut d = self.dir_inode(dir)?;
+        let (_, ino, _) = self.dir_lookup(&d, name)?.ok_or(Errno::ENOENT)?;
+        if self.inode(ino)?.is_dir() {
+            return Err(Errno::EISDIR);
+        }
+        self.dir_remove(&mut d, name)?;
+        let now = Timespec::now();
+        d.mtime = now;
+        d.ctime = now;
+        self.put_inode(dir, &d)?;
+        self.drop_link(ino)?;
+        self.commit()
+    }
+
+    /// Removes an empty directory entry.
+    pub fn rmdir(&mut self, dir: Ino, name: &[u8]) -> Result<()> {
+        self.writable()?;
+        let mut d = self.dir_inode(dir)?;
+        let (_, ino, _) = self.dir_lookup(&d, name)?.ok_or(Errno::ENOENT)?;
+        let victim = self.dir_inode(ino)?;
+        if !self.dir_is_empty(&victim) {
+            return Err(Errno::ENOTEMPTY);
+        }
+        self.dir_remove(&mut d, name)?;
+        let now = Timespec::now();
+        d.nlink = d.nlink.saturating_sub(1);
+        d.mtime = now;
+        d.ctime = now;
+        self.put_inode(dir, &d)?;
+        self.kill_dir(ino)?;
+        self.commit()
+    }
+
+    /// A directory lost its entry: it is gone once no descriptor holds it.
+    fn kill_dir(&mut self, ino: Ino) -> Result<()> {
+        let mut v = self.inode(ino)?;
+        v.nlink = 0;
+        v.ctime = Timespec::now();
+        self.dir_free_all(&mut v)?;
+        self.put_inode(ino, &v)?;
+        self.release_if_unused(ino)
+    }
+
+    /// One link to `ino` went away.
+    fn drop_link(&mut self, ino: Ino) -> Result<()> {
+        let mut t = self.inode(ino)?;
+        t.nlink = t.nlink.saturating_sub(1);
+        t.ctime = Timespec::now();
+        self.put_inode(ino, &t)?;
+        if t.nlink == 0 {
+            self.release_if_unused(ino)?;
+        }
+        Ok(())
+    }
+
+    /// Frees an inode with no links now, or makes it an orphan until its
+    /// last open reference goes.
+    fn release_if_unused(&mut self, ino: Ino) -> Result<()> {
+        if self.open_refs.get(&ino).copied().unwrap_or(0) > 0 {
+            let mut t = self.inode(ino)?;
+            t.next_orphan = self.sb.orphan_head;
+            self.put_inode(ino, &t)?;
+            self.sb.orphan_head = ino;
+            self.sb_dirty = true;
+            Ok(())
+        } else {
+            self.destroy(ino)
+        }
+    }
+
+    /// Frees an inode and everything it owns.
+    pub(crate) fn destroy(&mut self, ino: Ino) -> Result<()> {
+        let mut t = self.inode(ino)?;
+        if t.is_dir() {
+            self.dir_free_all(&mut t)?;
+        } else if t.flags & FLAG_INLINE == 0 {
+            self.bmap_truncate(&mut t, 0)?;
+        }
+        self.free_inode(ino)
+    }
+
+    /// Takes an open reference (a descriptor now refers to `ino`).
+    pub fn open_ref(&mut self, ino: Ino) {
+        *self.open_refs.entry(ino).or_insert(0) += 1;
+    }
+
+    /// Drops an open reference; the last one frees an unlinked inode.
+    pub fn close_ref(&mut self, ino: Ino) -> Result<()> {
+        let Some(n) = self.open_refs.get_mut(&ino) else {
+            return Ok(());
+        };
+        *n -= 1;
+        if *n > 0 {
+            return Ok(());
+        }
+        self.open_refs.remove(&ino);
+        if self.read_only {
+            return Ok(());
+        }
+        let t = self.inode(ino)?;
+        if t.nlink == 0 {
+            self.unlink_orphan(ino)?;
+            self.destroy(ino)?;
+            self.commit()?;
+        }
+        Ok(())
+    }
+
+    /// Takes `ino` off the orphan list.
+    fn unlink_orphan(&mut self, ino: Ino) -> Result<()> {
+        let next = self.inode(ino)?.next_orphan;
+        if self.sb.orphan_head == ino {
+            self.sb.orphan_head = next;
+            self.sb_dirty = true;
+            return Ok(());
+        }
+        let mut cur = self.sb.orphan_head;
+        for _ in 0..self.sb.used_inodes + 1 {
+            if cur == 0 {
+                return Ok(());
+            }
+            let mut c = self.inode(cur)?;
+            if c.next_orphan == ino {
+                c.next_orphan = next;
+                return self.put_inode(cur, &c);
+            }
+            cur = c.next_orphan;
+        }
+        Err(Errno::EUCLEAN)
+    }
+
+    /// Frees orphans left by a crash or a process that exited with files
+    /// open: O(orphans), run at mount.
+    pub(crate) fn reap_orphans(&mut self) -> Result<()> {
+        for _ in 0..self.sb.used_inodes + 1 {
+            let ino = self.sb.orphan_head;
+            if ino == 0 {
+                return Ok(());
+            }
+            let t = self.inode(ino)?;
+            self.sb.orphan_head = t.next_orphan;
+            self.sb_dirty = true;
+            if t.nlink == 0 {
+                self.destroy(ino)?;
+            }
+        }
+        Err(Errno::EUCLEAN)
+    }
+
+    /// Changes attributes in one transaction; `f` edits the inode. ctime is
+    /// set afterwards, as every attribute change does.
+    pub fn setattr(&mut self, ino: Ino, f: impl FnOnce(&mut Inode)) -> Result<()> {
+        self.writable()?;
+        let mut t = self.inode(ino)?;
+        f(&mut t);
+        t.ctime = Timespec::now();
+        self.put_inode(ino, &t)?;
+        self.commit()
+    }
+
+    /// Whether `ino` is `ancestor` or lies below it.
+    fn is_within(&self, mut ino: Ino, ancestor: Ino) -> Result<bool> {
+        for _ in 0..MAX_TREE_DEPTH {
+            if ino == ancestor {
+                return Ok(true);
+            }
+            if ino == self.root() {
+                return Ok(false);
+            }
+            ino = self.dir_inode(ino)?.parent;
+        }
+        Err(Errno::ELOOP)
+    }
+
+    /// `renameat2` at the inode level.
+    pub fn rename(
+        &mut self,
+        sdir: Ino,
+        sname: &[u8],
+        ddir: Ino,
+        dname: &[u8],
+        flags: u32,
+    ) -> Result<()> {
+        self.writable()?;
+        if flags & !(RENAME_NOREPLACE | RENAME_EXCHANGE) != 0
+            || flags == RENAME_NOREPLACE | RENAME_EXCHANGE
+        {
+            return Err(Errno::EINVAL);
+        }
+        let sd = self.dir_inode(sdir)?;
+        let dd = self.dir_inode(ddir)?;
+        let (_, src, _) = self.dir_lookup(&sd, sname)?.ok_or(Errno::ENOENT)?;
+        let dst = self.dir_lookup(&dd, dname)?.map(|(_, ino, _)| ino);
+        if flags & RENAME_NOREPLACE != 0 && dst.is_some() {
+            return Err(Errno::EEXIST);
+        }
+        let s = self.inode(src)?;
+        if flags & RENAME_EXCHANGE != 0 {
+            let dst = dst.ok_or(Errno::ENOENT)?;
+            return self.exchange(sdir, sname, src, ddir, dname, dst);
+        }
+        if s.is_dir() && sdir != ddir && self.is_within(ddir, src)? {
+            return Err(Errno::EINVAL);
+        }
+        if let Some(dst) = dst {
+            if dst == src {
+                return Ok(()); // same inode: POSIX says do nothing
+            }
+            let t = self.inode(dst)?;
+            match (s.is_dir(), t.is_dir()) {
+                (true, false) => return Err(Errno::ENOTDIR),
+                (false, true) => return Err(Errno::EISDIR),
+                (true, true) if !self.dir_is_empty(&t) => return Err(Errno::ENOTEMPTY),
+                _ => {}
+            }
+            if t.is_dir() && self.is_within(ddir, dst)? {
+                return Err(Errno::EINVAL);
+            }
+        }
+        let now = Timespec::now();
+        // Insert (or repoint) first: it is the step that can fail for lack
+        // of space, and failing before the removal changes nothing.
+        let mut d = self.inode(ddir)?;
+        let key = match dst {
+            Some(_) => self.dir_repoint(&d, dname, src, dtype_of(s.mode))?,
+            None => self.dir_insert(ddir, &mut d, dname, src, dtype_of(s.mode))?,
+        };
+        d.mtime = now;
+        d.ctime = now;
+        self.put_inode(ddir, &d)?;
+        let mut sd = self.inode(sdir)?;
+        self.dir_remove(&mut sd, sname)?;
+        sd.mtime = now;
+        sd.ctime = now;
+        self.put_inode(sdir, &sd)?;
+        let mut moved = self.inode(src)?;
+        moved.ctime = now;
+        if moved.is_dir() {
+            moved.parent = ddir;
+            moved.name_key = key;
+        }
+        self.put_inode(src, &moved)?;
+        if moved.is_dir() && sdir != ddir {
+            self.adjust_nlink(sdir, -1)?;
+            self.adjust_nlink(ddir, 1)?;
+        }
+        if let Some(dst) = dst {
+            if self.inode(dst)?.is_dir() {
+                self.adjust_nlink(ddir, -1)?;
+                self.kill_dir(dst)?;
+            } else {
+                self.drop_link(dst)?;
+            }
+        }
+        self.commit()
+    }
+
+    fn adjust_nlink(&mut self, ino: Ino, by: i32) -> Result<()> {
+        let mut t = self.inode(ino)?;
+        t.nlink = t.nlink.saturating_add_signed(by);
+        self.put_inode(ino, &t)
+    }
+
+    /// RENAME_EXCHANGE: swaps two entries atomically.
+    fn exchange(
+        &mut self,
+        sdir: Ino,
+        sname: &[u8],
+        src: Ino,
+        ddir: Ino,
+        dname: &[u8],
+        dst: Ino,
+    ) -> Result<()> {
+        if src == dst {
+            return Ok(());
+        }
+        let s = self.inode(src)?;
+        let t = self.inode(dst)?;
+        if sdir != ddir {
+            if s.is_dir() && self.is_within(ddir, src)? {
+                return Err(Errno::EINVAL);
+            }
+            if t.is_dir() && self.is_within(sdir, dst)? {
+                return Err(Errno::EINVAL);
+            }
+        }
+        let now = Timespec::now();
+        let dkey = self.dir_repoint(&self.inode(ddir)?, dname, src, dtype_of(s.mode))?;
+        let skey = self.dir_repoint(&self.inode(sdir)?, sname, dst, dtype_of(t.mode))?;
+        for (ino, parent, key) in [(src, ddir, dkey), (dst, sdir, skey)] {
+            let mut x = self.inode(ino)?;
+            x.ctime = now;
+            if x.is_dir() {
+                x.parent = parent;
+                x.name_key = key;
+            }
+            self.put_inode(ino, &x)?;
+        }
+        if sdir != ddir && s.is_dir() != t.is_dir() {
+            let (lost, gained) = if s.is_dir() {
+                (sdir, ddir)
+            } else {
+                (ddir, sdir)
+            };
+            self.adjust_nlink(lost, -1)?;
+            self.adjust_nlink(gained, 1)?;
+        }
+        for dir in [sdir, ddir] {
+            let mut x = self.inode(dir)?;
+            x.mtime = now;
+            x.ctime = now;
+            self.put_inode(dir, &x)?;
+        }
+        self.commit()
+    }
+
+    /// The path of directory `ino` from the root, by parent pointers and
+    /// the name keys that directories keep of their own entries.
+    pub fn path_of_dir(&self, mut ino: Ino) -> Result<Vec<u8>> {
+        let mut parts: Vec<Vec<u8>> = Vec::new();
+        for _ in 0..MAX_TREE_DEPTH {
+            if ino == self.root() {
+                let mut out = Vec::new();
+                for p in parts.iter().rev() {
+                    out.push(b'/');
+                    out.extend_from_slice(p);
+                }
+                if out.is_empty() {
+                    out.push(b'/');
+                }
+                return Ok(out);
+            }
+            let d = self.dir_inode(ino)?;
+            if d.nlink == 0 {
+                return Err(Errno::ENOENT);
+            }
+            let parent = self.dir_inode(d.parent)?;
+            let name = self
+                .dir_name_of(&parent, d.name_key)?
+                .ok_or(Errno::EUCLEAN)?;
+            parts.push(name);
+            ino = d.parent;
+        }
+        Err(Errno::ELOOP)
+    }
+}
+
+impl Volume {
+    /// Entries of directory `ino` with key >= `from`, in key order, until
+    /// `f` returns false.
+    pub fn read_dir(
+        &self,
+        ino: Ino,
+        from: u64,
+        f: impl FnMut(super::DirItem) -> bool,
+    ) -> Result<()> {
+        let d = self.dir_inode(ino)?;
+        self.dir_read(&d, from, f)
+    }
+
+    /// What `statfs` reports. Inodes are allocated on demand, so the free
+    /// inode count is what the free blocks could hold.
+    pub fn statfs(&self) -> StatFs {
+        let sb = &self.sb;
+        let per_block = crate::format::INODES_PER_BLOCK - 1;
+        let ffree = sb.free_inodes + sb.free_blocks * per_block;
+        StatFs {
+            fs_type: ULFS_MAGIC,
+            bsize: BLOCK_SIZE as u64,
+            blocks: sb.data_blocks(),
+            bfree: sb.free_blocks,
+            bavail: sb.free_blocks,
+            files: sb.used_inodes + ffree,
+            ffree,
+            fsid: self.dev(),
+            namelen: crate::format::NAME_MAX as u64,
+            frsize: BLOCK_SIZE as u64,
+        }
+    }
+}

@@ -1,0 +1,3 @@
+pub struct FsckOptions;
+pub struct FsckReport;
+pub fn fsck() {}

@@ -1,0 +1,632 @@
+//! The syscall-shaped API: `Fs` is one mounted volume plus one process's
+//! view of it (descriptor table, working directory, umask). Every call
+//! returns `Result<_, Errno>` with the errno Linux would give.
+//!
+//! `Fs` owns its volume; a server (later) pairs one volume with a
+//! `Process` per client, which is why the two are separate types.
+
+pub mod dirents;
+pub mod fdtable;
+pub mod namei;
+
+use crate::errno::{Errno, Result};
+use crate::error::Error;
+use crate::format::NAME_MAX;
+use crate::fs::{Info, MountOptions, Volume};
+use crate::types::*;
+use fdtable::{FdTable, OpenFile};
+use namei::{Walk, resolve, walk};
+use std::io::{IoSlice, IoSliceMut};
+use std::path::Path;
+
+/// One process's view of a volume.
+pub struct Process {
+    pub fds: FdTable,
+    pub cwd: Ino,
+    pub umask: u32,
+}
+
+/// A mounted ulfs image with one descriptor table: the POSIX API.
+pub struct Fs {
+    vol: Volume,
+    proc: Process,
+    unmounted: bool,
+}
+
+fn p(path: &impl AsRef<[u8]>) -> &[u8] {
+    path.as_ref()
+}
+
+impl Fs {
+    /// Mounts an image. A file that is not a ulfs image, or a damaged one,
+    /// is refused with an error that says why.
+    pub fn mount(image: impl AsRef<Path>, opts: MountOptions) -> std::result::Result<Fs, Error> {
+        let mut vol = Volume::mount(image.as_ref(), opts)?;
+        let root = vol.root();
+        vol.open_ref(root);
+        Ok(Fs {
+            vol,
+            proc: Process {
+                fds: FdTable::default(),
+                cwd: root,
+                umask: 0o022,
+            },
+            unmounted: false,
+        })
+    }
+
+    /// Closes every descriptor, makes everything durable and marks the
+    /// image clean.
+    pub fn unmount(mut self) -> Result<()> {
+        self.shutdown()
+    }
+
+    fn shutdown(&mut self) -> Result<()> {
+        if self.unmounted {
+            return Ok(());
+        }
+        self.unmounted = true;
+        for fd in self.proc.fds.open_fds() {
+            let _ = self.close(fd);
+        }
+        let cwd = self.proc.cwd;
+        let _ = self.vol.close_ref(cwd);
+        self.vol.unmount()
+    }
+
+    pub fn info(&self) -> Info {
+        self.vol.info()
+    }
+
+    /// The volume under this process view (for tools such as fsck).
+    pub fn volume(&self) -> &Volume {
+        &self.vol
+    }
+
+    /// Sets the file-creation mask; returns the previous one.
+    pub fn umask(&mut self, mask: u32) -> u32 {
+        std::mem::replace(&mut self.proc.umask, mask & 0o777)
+    }
+
+    fn walk(&self, path: &[u8], follow: bool) -> Result<Walk> {
+        walk(&self.vol, self.proc.cwd, path, follow)
+    }
+
+    fn resolve(&self, path: &[u8], follow: bool) -> Result<Ino> {
+        resolve(&self.vol, self.proc.cwd, path, follow)
+    }
+
+    // ---------------------------------------------------------------- open
+
+    pub fn open(&mut self, path: impl AsRef<[u8]>, flags: i32, mode: u32) -> Result<Fd> {
+        let path = p(&path);
+        if flags & libc::O_ACCMODE == libc::O_ACCMODE {
+            return Err(Errno::EINVAL);
+        }
+        let creat = flags & libc::O_CREAT != 0;
+        let excl = creat && flags & libc::O_EXCL != 0;
+        let follow = flags & libc::O_NOFOLLOW == 0 && !excl;
+        let w = self.walk(path, follow)?;
+        let wants_write = flags & libc::O_ACCMODE != libc::O_RDONLY;
+        let ino = match w.ino {
+            Some(ino) => {
+                if excl {
+                    return Err(Errno::EEXIST);
+                }
+                let st = self.vol.stat_ino(ino)?;
+                if st.is_symlink() {
+                    return Err(Errno::ELOOP);
+                }
+                if !st.is_dir() && (w.trailing_slash || flags & libc::O_DIRECTORY != 0) {
+                    return Err(Errno::ENOTDIR);
+                }
+                if st.is_dir() && (wants_write || creat || flags & libc::O_TRUNC != 0) {
+                    return Err(Errno::EISDIR);
+                }
+                if wants_write || flags & libc::O_TRUNC != 0 {
+                    self.vol.writable()?;
+                }
+                if st.is_file() && flags & libc::O_TRUNC != 0 && st.size > 0 {
+                    self.vol.truncate_ino(ino, 0)?;
+                }
+                ino
+            }
+            None => {
+                if !creat {
+                    return Err(Errno::ENOENT);
+                }
+                if w.trailing_slash {
+                    return Err(Errno::EISDIR);
+                }
+                if flags & libc::O_DIRECTORY != 0 {
+                    return Err(Errno::EINVAL);
+                }
+                let mode = libc::S_IFREG | (mode & 0o7777 & !self.proc.umask);
+                let (uid, gid) = owner();
+                self.vol.create(w.parent, &w.name, mode, uid, gid, &[])?
+            }
+        };
+        let is_dir = self.vol.stat_ino(ino)?.is_dir();
+        let fd = self.proc.fds.insert(OpenFile::new(ino, flags, is_dir))?;
+        self.vol.open_ref(ino);
+        Ok(fd)
+    }
+
+    pub fn close(&mut self, fd: Fd) -> Result<()> {
+        if let Some(ino) = self.proc.fds.close(fd)? {
+            self.vol.close_ref(ino)?;
+        }
+        Ok(())
+    }
+
+    pub fn dup(&mut self, fd: Fd) -> Result<Fd> {
+        self.proc.fds.dup_from(fd, 0)
+    }
+
+    pub fn dup2(&mut self, old: Fd, new: Fd) -> Result<Fd> {
+        let (fd, closed) = self.proc.fds.dup2(old, new)?;
+        if let Some(ino) = closed {
+            self.vol.close_ref(ino)?;
+        }
+        Ok(fd)
+    }
+
+    // ---------------------------------------------------------------- data
+
+    fn readable(&self, fd: Fd) -> Result<(Ino, u64)> {
+        let f = self.proc.fds.get(fd)?;
+        if !f.readable {
+            return Err(Errno::EBADF);
+        }
+        if f.is_dir {
+            return Err(Errno::EISDIR);
+        }
+        Ok((f.ino, f.offset))
+    }
+
+    fn writable_fd(&self, fd: Fd) -> Result<&OpenFile> {
+        let f = self.proc.fds.get(fd)?;
+        if !f.writable {
+            return Err(Errno::EBADF);
+        }
+        Ok(f)
+    }
+
+    pub fn read(&mut self, fd: Fd, buf: &mut [u8]) -> Result<usize> {
+        let (ino, off) = self.readable(fd)?;
+        let n = self.vol.read_at(ino, buf, off)?;
+        self.proc.fds.get_mut(fd)?.offset = off + n as u64;
+        Ok(n)
+    }
+
+    pub fn pread(&mut self, fd: Fd, buf: &mut [u8], off: u64) -> Result<usize> {
+        let (ino, _) = self.readable(fd)?;
+        self.vol.read_at(ino, buf, off)
+    }
+
+    pub fn readv(&mut self, fd: Fd, bufs: &mut [IoSliceMut<'_>]) -> Result<usize> {
+        let mut total = 0;
+        for b in bufs.iter_mut() {
+            let n = self.read(fd, b)?;
+            total += n;
+            if n < b.len() {
+                break;
+            }
+        }
+        Ok(total)
+    }
+
+    pub fn write(&mut self, fd: Fd, buf: &[u8]) -> Result<usize> {
+        let f = self.writable_fd(fd)?;
+        let (ino, append, mut off) = (f.ino, f.append, f.offset);
+        if append {
+            off = self.vol.stat_ino(ino)?.size;
+        }
+        let n = self.vol.write_at(ino, buf, off)?;
+        self.proc.fds.get_mut(fd)?.offset = off + n as u64;
+        Ok(n)
+    }
+
+    pub fn pwrite(&mut self, fd: Fd, buf: &[u8], off: u64) -> Result<usize> {
+        let f = self.writable_fd(fd)?;
+        let (ino, append) = (f.ino, f.append);
+        // Linux appends even for pwrite on an O_APPEND descriptor.
+        let off = if append {
+            self.vol.stat_ino(ino)?.size
+        } else {
+            off
+        };
+        self.vol.write_at(ino, buf, off)
+    }
+
+    pub fn writev(&mut self, fd: Fd, bufs: &[IoSlice<'_>]) -> Result<usize> {
+        let mut total = 0;
+        for b in bufs {
+            let n = self.write(fd, b)?;
+            total += n;
+            if n < b.len() {
+                break;
+            }
+        }
+        Ok(total)
+    }
+
+    pub fn lseek(&mut self, fd: Fd, off: i64, whence: i32) -> Result<u64> {
+        let f = self.proc.fds.get(fd)?;
+        let (ino, cur) = (f.ino, f.offset);
+        let new = match whence {
+            libc::SEEK_SET => off,
+            libc::SEEK_CUR => (cur as i64).checked_add(off).ok_or(Errno::EOVERFLOW)?,
+            libc::SEEK_END => (self.vol.stat_ino(ino)?.size as i64)
+                .checked_add(off)
+                .ok_or(Errno::EOVERFLOW)?,
+            libc::SEEK_DATA | libc::SEEK_HOLE => {
+                if off < 0 {
+                    return Err(Errno::ENXIO);
+                }
+                self.vol
+                    .seek_data_hole(ino, off as u64, whence == libc::SEEK_DATA)?
+                    as i64
+            }
+            _ => return Err(Errno::EINVAL),
+        };
+        if new < 0 {
+            return Err(Errno::EINVAL);
+        }
+        self.proc.fds.get_mut(fd)?.offset = new as u64;
+        Ok(new as u64)
+    }
+
+    pub fn fstat(&mut self, fd: Fd) -> Result<Stat> {
+        let ino = self.proc.fds.get(fd)?.ino;
+        self.vol.stat_ino(ino)
+    }
+
+    pub fn ftruncate(&mut self, fd: Fd, len: u64) -> Result<()> {
+        let f = self.proc.fds.get(fd)?;
+        if !f.writable || f.is_dir {
+            return Err(Errno::EINVAL);
+        }
+        let ino = f.ino;
+        self.vol.truncate_ino(ino, len)
+    }
+
+    pub fn fallocate(&mut self, fd: Fd, mode: i32, off: u64, len: u64) -> Result<()> {
+        let ino = self.writable_fd(fd)?.ino;
+        if len == 0 {
+            return Err(Errno::EINVAL);
+        }
+        self.vol.fallocate_ino(ino, mode, off, len)
+    }
+
+    pub fn fsync(&mut self, fd: Fd) -> Result<()> {
+        self.proc.fds.get(fd)?;
+        self.vol.sync()
+    }
+
+    pub fn fdatasync(&mut self, fd: Fd) -> Result<()> {
+        self.fsync(fd)
+    }
+
+    pub fn sync(&mut self) -> Result<()> {
+        self.vol.sync()
+    }
+
+    /// Reads directory entries as `linux_dirent64` records, `.` and `..`
+    /// first. Returns 0 at the end of the directory.
+    pub fn getdents64(&mut self, fd: Fd, buf: &mut [u8]) -> Result<usize> {
+        let f = self.proc.fds.get(fd)?;
+        if !f.is_dir {
+            return Err(Errno::ENOTDIR);
+        }
+        let (ino, mut cookie) = (f.ino, f.offset);
+        let dir = self.vol.dir_inode(ino)?;
+        if dir.nlink == 0 {
+            return Ok(0);
+        }
+        let mut at = 0;
+        let mut full = false;
+        if cookie == 0 {
+            if !dirents::put(buf, &mut at, ino, 1, DT_DIR, b".") {
+                return Err(Errno::EINVAL);
+            }
+            cookie = 1;
+        }
+        if cookie == 1 {
+            let parent = if ino == self.vol.root() {
+                ino
+            } else {
+                dir.parent
+            };
+            full = !dirents::put(buf, &mut at, parent, 2, DT_DIR, b"..");
+            if !full {
+                cookie = 2;
+            }
+        }
+        if !full {
+            self.vol.read_dir(ino, cookie, |item| {
+                if dirents::put(buf, &mut at, item.ino, item.key + 1, item.dtype, item.name) {
+                    cookie = item.key + 1;
+                    true
+                } else {
+                    false
+                }
+            })?;
+        }
+        if at == 0 && cookie != u64::MAX && full {
+            return Err(Errno::EINVAL);
+        }
+        self.proc.fds.get_mut(fd)?.offset = cookie;
+        if at == 0 {
+            return Ok(0);
+        }
+        Ok(at)
+    }
+
+    // ---------------------------------------------------------------- paths
+
+    pub fn stat(&mut self, path: impl AsRef<[u8]>) -> Result<Stat> {
+        let ino = self.resolve(p(&path), true)?;
+        self.vol.stat_ino(ino)
+    }
+
+    pub fn lstat(&mut self, path: impl AsRef<[u8]>) -> Result<Stat> {
+        let ino = self.resolve(p(&path), false)?;
+        self.vol.stat_ino(ino)
+    }
+
+    pub fn mkdir(&mut self, path: impl AsRef<[u8]>, mode: u32) -> Result<()> {
+        let w = self.walk(p(&path), false)?;
+        if w.ino.is_some() {
+            return Err(Errno::EEXIST);
+        }
+        check_name(&w.name)?;
+        let mode = libc::S_IFDIR | (mode & 0o7777 & !self.proc.umask);
+        let (uid, gid) = owner();
+        self.vol
+            .create(w.parent, &w.name, mode, uid, gid, &[])
+            .map(drop)
+    }
+
+    pub fn rmdir(&mut self, path: impl AsRef<[u8]>) -> Result<()> {
+        let w = self.walk(p(&path), false)?;
+        let ino = w.ino.ok_or(Errno::ENOENT)?;
+        if w.name == b"." {
+            return Err(if ino == self.vol.root() && w.trailing_slash {
+                Errno::EBUSY
+            } else {
+                Errno::EINVAL
+            });
+        }
+        if w.name == b".." {
+            return Err(Errno::ENOTEMPTY);
+        }
+        if !self.vol.stat_ino(ino)?.is_dir() {
+            return Err(Errno::ENOTDIR);
+        }
+        self.vol.rmdir(w.parent, &w.name)
+    }
+
+    pub fn unlink(&mut self, path: impl AsRef<[u8]>) -> Result<()> {
+        let w = self.walk(p(&path), false)?;
+        let ino = w.ino.ok_or(Errno::ENOENT)?;
+        let st = self.vol.stat_ino(ino)?;
+        if w.is_dot() || st.is_dir() {
+            return Err(Errno::EISDIR);
+        }
+        if w.trailing_slash {
+            return Err(Errno::ENOTDIR);
+        }
+        self.vol.unlink(w.parent, &w.name)
+    }
+
+    pub fn rename(&mut self, old: impl AsRef<[u8]>, new: impl AsRef<[u8]>) -> Result<()> {
+        self.rename2(old, new, 0)
+    }
+
+    /// `renameat2` with RENAME_NOREPLACE or RENAME_EXCHANGE.
+    pub fn rename2(
+        &mut self,
+        old: impl AsRef<[u8]>,
+        new: impl AsRef<[u8]>,
+        flags: u32,
+    ) -> Result<()> {
+        let s = self.walk(p(&old), false)?;
+        let d = self.walk(p(&new), false)?;
+        let src = s.ino.ok_or(Errno::ENOENT)?;
+        if s.is_dot() {
+            return Err(Errno::EBUSY);
+        }
+        if d.is_dot() {
+            return Err(if flags & RENAME_NOREPLACE != 0 {
+                Errno::EEXIST
+            } else {
+                Errno::EBUSY
+            });
+        }
+        check_name(&d.name)?;
+        if !self.vol.stat_ino(src)?.is_dir()
+            && (s.trailing_slash || (flags & RENAME_EXCHANGE == 0 && d.trailing_slash))
+        {
+            return Err(Errno::ENOTDIR);
+        }
+        self.vol.rename(s.parent, &s.name, d.parent, &d.name, flags)
+    }
+
+    pub fn link(&mut self, old: impl AsRef<[u8]>, new: impl AsRef<[u8]>) -> Result<()> {
+        let src = self.resolve(p(&old), false)?;
+        let d = self.walk(p(&new), false)?;
+        if d.ino.is_some() {
+            return Err(Errno::EEXIST);
+        }
+        if self.vol.stat_ino(src)?.is_dir() {
+            return Err(Errno::EPERM);
+        }
+        if d.trailing_slash {
+            return Err(Errno::ENOENT);
+        }
+        check_name(&d.name)?;
+        self.vol.link(src, d.parent, &d.name)
+    }
+
+    pub fn symlink(&mut self, target: impl AsRef<[u8]>, linkpath: impl AsRef<[u8]>) -> Result<()> {
+        let target = p(&target);
+        let w = self.walk(p(&linkpath), false)?;
+        if w.ino.is_some() {
+            return Err(Errno::EEXIST);
+        }
+        if target.is_empty() || w.trailing_slash {
+            return Err(Errno::ENOENT);
+        }
+        if target.len() >= crate::format::PATH_MAX {
+            return Err(Errno::ENAMETOOLONG);
+        }
+        check_name(&w.name)?;
+        let (uid, gid) = owner();
+        self.vol
+            .create(w.parent, &w.name, libc::S_IFLNK | 0o777, uid, gid, target)
+            .map(drop)
+    }
+
+    pub fn readlink(&mut self, path: impl AsRef<[u8]>) -> Result<Vec<u8>> {
+        let ino = self.resolve(p(&path), false)?;
+        self.vol.readlink_ino(ino)
+    }
+
+    pub fn truncate(&mut self, path: impl AsRef<[u8]>, len: u64) -> Result<()> {
+        let ino = self.resolve(p(&path), true)?;
+        self.vol.truncate_ino(ino, len)
+    }
+
+    pub fn utimensat(
+        &mut self,
+        path: impl AsRef<[u8]>,
+        times: Option<[Timespec; 2]>,
+        flags: i32,
+    ) -> Result<()> {
+        if flags & !libc::AT_SYMLINK_NOFOLLOW != 0 {
+            return Err(Errno::EINVAL);
+        }
+        let ino = self.resolve(p(&path), flags & libc::AT_SYMLINK_NOFOLLOW == 0)?;
+        self.set_times(ino, times)
+    }
+
+    pub fn futimens(&mut self, fd: Fd, times: Option<[Timespec; 2]>) -> Result<()> {
+        let ino = self.proc.fds.get(fd)?.ino;
+        self.set_times(ino, times)
+    }
+
+    fn set_times(&mut self, ino: Ino, times: Option<[Timespec; 2]>) -> Result<()> {
+        let now = Timespec::now();
+        let [a, m] = times.unwrap_or(
+            [Timespec {
+                sec: 0,
+                nsec: UTIME_NOW,
+            }; 2],
+        );
+        for t in [a, m] {
+            if t.nsec != UTIME_NOW && t.nsec != UTIME_OMIT && !(0..1_000_000_000).contains(&t.nsec)
+            {
+                return Err(Errno::EINVAL);
+            }
+        }
+        if a.nsec == UTIME_OMIT && m.nsec == UTIME_OMIT {
+            return Ok(());
+        }
+        let pick = |t: Timespec| if t.nsec == UTIME_NOW { now } else { t };
+        self.vol.setattr(ino, |i| {
+            if a.nsec != UTIME_OMIT {
+                i.atime = pick(a);
+            }
+            if m.nsec != UTIME_OMIT {
+                i.mtime = pick(m);
+            }
+        })
+    }
+
+    pub fn chmod(&mut self, path: impl AsRef<[u8]>, mode: u32) -> Result<()> {
+        let ino = self.resolve(p(&path), true)?;
+        self.vol
+            .setattr(ino, |i| i.mode = (i.mode & libc::S_IFMT) | (mode & 0o7777))
+    }
+
+    pub fn fchmod(&mut self, fd: Fd, mode: u32) -> Result<()> {
+        let ino = self.proc.fds.get(fd)?.ino;
+        self.vol
+            .setattr(ino, |i| i.mode = (i.mode & libc::S_IFMT) | (mode & 0o7777))
+    }
+
+    fn set_owner(&mut self, ino: Ino, uid: u32, gid: u32) -> Result<()> {
+        self.vol.setattr(ino, |i| {
+            if uid != u32::MAX {
+                i.uid = uid;
+            }
+            if gid != u32::MAX {
+                i.gid = gid;
+            }
+        })
+    }
+
+    pub fn chown(&mut self, path: impl AsRef<[u8]>, uid: u32, gid: u32) -> Result<()> {
+        let ino = self.resolve(p(&path), true)?;
+        self.set_owner(ino, uid, gid)
+    }
+
+    pub fn lchown(&mut self, path: impl AsRef<[u8]>, uid: u32, gid: u32) -> Result<()> {
+        let ino = self.resolve(p(&path), false)?;
+        self.set_owner(ino, uid, gid)
+    }
+
+    pub fn fchown(&mut self, fd: Fd, uid: u32, gid: u32) -> Result<()> {
+        let ino = self.proc.fds.get(fd)?.ino;
+        self.set_owner(ino, uid, gid)
+    }
+
+    pub fn statfs(&mut self, path: impl AsRef<[u8]>) -> Result<StatFs> {
+        self.resolve(p(&path), true)?;
+        Ok(self.vol.statfs())
+    }
+
+    pub fn fstatfs(&mut self, fd: Fd) -> Result<StatFs> {
+        self.proc.fds.get(fd)?;
+        Ok(self.vol.statfs())
+    }
+
+    pub fn chdir(&mut self, path: impl AsRef<[u8]>) -> Result<()> {
+        let ino = self.resolve(p(&path), true)?;
+        if !self.vol.stat_ino(ino)?.is_dir() {
+            return Err(Errno::ENOTDIR);
+        }
+        self.vol.open_ref(ino);
+        let old = std::mem::replace(&mut self.proc.cwd, ino);
+        self.vol.close_ref(old)
+    }
+
+    pub fn getcwd(&mut self) -> Result<Vec<u8>> {
+        self.vol.path_of_dir(self.proc.cwd)
+    }
+}
+
+impl Drop for Fs {
+    fn drop(&mut self) {
+        let _ = self.shutdown();
+    }
+}
+
+/// A new entry's name must fit the format.
+fn check_name(name: &[u8]) -> Result<()> {
+    if name.len() > NAME_MAX {
+        return Err(Errno::ENAMETOOLONG);
+    }
+    if name == b"." || name == b".." {
+        return Err(Errno::EEXIST);
+    }
+    Ok(())
+}
+
+/// Owner of new files: the calling process's effective ids, as the kernel
+/// would record them.
+fn owner() -> (u32, u32) {
+    // SAFETY: geteuid/getegid take no arguments and cannot fail.
+    unsafe { (libc::geteuid(), libc::getegid()) }
+}

@@ -1,0 +1,154 @@
+//! Path resolution: `.`, `..`, repeated and trailing slashes, symlinks in
+//! every component (ELOOP after 40), ENAMETOOLONG past 255-byte names or
+//! 4096-byte paths. Linux on tmpfs is the reference for every corner.
+
+use crate::errno::{Errno, Result};
+use crate::format::{NAME_MAX, PATH_MAX};
+use crate::fs::Volume;
+use crate::types::Ino;
+
+/// Symlinks followed in one resolution before ELOOP, as Linux.
+pub const MAX_SYMLINKS: u32 = 40;
+
+/// The outcome of walking a path to its last component.
+#[derive(Debug)]
+pub struct Walk {
+    /// The directory holding the last component.
+    pub parent: Ino,
+    /// The last component (`.` or `..` for such paths and for "/").
+    pub name: Vec<u8>,
+    /// What the last component names, if it exists.
+    pub ino: Option<Ino>,
+    /// The path ended in a slash: its target must be a directory.
+    pub trailing_slash: bool,
+}
+
+impl Walk {
+    /// The last component is `.` or `..` (or the path is "/").
+    pub fn is_dot(&self) -> bool {
+        self.name == b"." || self.name == b".."
+    }
+}
+
+/// Walks `path` from `cwd`. The last component is followed if it is a
+/// symlink and `follow_last` is set or the path ends in a slash.
+pub fn walk(vol: &Volume, cwd: Ino, path: &[u8], follow_last: bool) -> Result<Walk> {
+    if path.is_empty() {
+        return Err(Errno::ENOENT);
+    }
+    if path.len() >= PATH_MAX {
+        return Err(Errno::ENAMETOOLONG);
+    }
+    let mut buf: Vec<u8> = path.to_vec();
+    let mut pos = 0;
+    let mut dir = if buf[0] == b'/' { vol.root() } else { cwd };
+    let mut links = 0;
+    loop {
+        while pos < buf.len() && buf[pos] == b'/' {
+            pos += 1;
+        }
+        if pos == buf.len() {
+            // Only slashes were left: the path names `dir` itself.
+            return Ok(Walk {
+                parent: dir,
+                name: b".".to_vec(),
+                ino: Some(dir),
+                trailing_slash: true,
+            });
+        }
+        let start = pos;
+        while pos < buf.len() && buf[pos] != b'/' {
+            pos += 1;
+        }
+        let comp = &buf[start..pos];
+        if comp.len() > NAME_MAX {
+            return Err(Errno::ENAMETOOLONG);
+        }
+        let rest = buf[pos..].iter().position(|&c| c != b'/');
+        let last = rest.is_none();
+        let trailing_slash = last && pos < buf.len();
+        vol.dir_inode(dir)?; // ENOTDIR when walking through a file
+        if comp == b"." || comp == b".." {
+            let target = if comp == b".." {
+                parent_of(vol, dir)?
+            } else {
+                dir
+            };
+            if last {
+                return Ok(Walk {
+                    parent: dir,
+                    name: comp.to_vec(),
+                    ino: Some(target),
+                    trailing_slash,
+                });
+            }
+            dir = target;
+            continue;
+        }
+        let found = match vol.lookup(dir, comp) {
+            Ok(ino) => Some(ino),
+            Err(Errno::ENOENT) => None,
+            Err(e) => return Err(e),
+        };
+        let Some(ino) = found else {
+            if last {
+                return Ok(Walk {
+                    parent: dir,
+                    name: comp.to_vec(),
+                    ino: None,
+                    trailing_slash,
+                });
+            }
+            return Err(Errno::ENOENT);
+        };
+        let st = vol.stat_ino(ino)?;
+        if st.is_symlink() && (!last || follow_last || trailing_slash) {
+            links += 1;
+            if links > MAX_SYMLINKS {
+                return Err(Errno::ELOOP);
+            }
+            let target = vol.readlink_ino(ino)?;
+            if target.is_empty() {
+                return Err(Errno::ENOENT);
+            }
+            if target[0] == b'/' {
+                dir = vol.root();
+            }
+            let mut next = target;
+            next.extend_from_slice(&buf[pos..]);
+            buf = next;
+            pos = 0;
+            continue;
+        }
+        if last {
+            return Ok(Walk {
+                parent: dir,
+                name: comp.to_vec(),
+                ino: Some(ino),
+                trailing_slash,
+            });
+        }
+        if !st.is_dir() {
+            return Err(Errno::ENOTDIR);
+        }
+        dir = ino;
+    }
+}
+
+/// `..` of a directory (the root is its own parent).
+fn parent_of(vol: &Volume, dir: Ino) -> Result<Ino> {
+    if dir == vol.root() {
+        return Ok(dir);
+    }
+    Ok(vol.dir_inode(dir)?.parent)
+}
+
+/// Resolves `path` to an existing inode, enforcing the trailing-slash rule.
+pub fn resolve(vol: &Volume, cwd: Ino, path: &[u8], follow: bool) -> Result<Ino> {
+    let w = walk(vol, cwd, path, follow)?;
+    let ino = w.ino.ok_or(Errno::ENOENT)?;
+    if w.trailing_slash && !vol.stat_ino(ino)?.is_dir() {
+        return Err(Errno::ENOTDIR);
+    }
+    Ok(ino)
+}

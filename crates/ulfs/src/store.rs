@@ -1,0 +1,155 @@
+//! Where blocks live: the image (a regular file or a block device) mapped
+//! MAP_SHARED into the process. Hands out blocks by id with bounds checks,
+//! and flushes the mapping to stable storage.
+//!
+//! The mapping is the whole data path: reads and writes of file data are
+//! memcpy to and from it, with no system call. Block ids come from the image,
+//! so every access is range-checked here and an out-of-range id is EUCLEAN,
+//! never an out-of-bounds access.
+
+use crate::errno::{Errno, Result};
+use crate::format::{BLOCK_SIZE, Bid, Block};
+use memmap2::{Mmap, MmapMut, MmapOptions};
+use std::fs::{File, OpenOptions};
+use std::io::{Seek, SeekFrom};
+use std::os::unix::fs::FileTypeExt;
+use std::path::Path;
+
+enum Mapping {
+    ReadOnly(Mmap),
+    ReadWrite(MmapMut),
+}
+
+pub struct Store {
+    // Kept open so that `flush` can reach the device; the mapping itself
+    // does not need it.
+    _file: File,
+    map: Mapping,
+    blocks: u64,
+}
+
+/// Size in bytes of a regular file or block device.
+pub fn backing_size(file: &mut File) -> std::io::Result<u64> {
+    let meta = file.metadata()?;
+    if meta.file_type().is_block_device() {
+        // A block device reports size 0 in its metadata; its end tells.
+        file.seek(SeekFrom::End(0))
+    } else {
+        Ok(meta.len())
+    }
+}
+
+/// Whether the path is a block device.
+pub fn is_block_device(path: &Path) -> bool {
+    std::fs::metadata(path).is_ok_and(|m| m.file_type().is_block_device())
+}
+
+impl Store {
+    /// Maps the whole image. Fails with the OS error if it cannot be opened
+    /// or mapped, and EINVAL if it is smaller than two blocks.
+    pub fn open(path: &Path, read_only: bool) -> std::io::Result<Store> {
+        let mut file = OpenOptions::new().read(true).write(!read_only).open(path)?;
+        let size = backing_size(&mut file)?;
+        let blocks = size / BLOCK_SIZE as u64;
+        if blocks < 2 {
+            return Err(std::io::Error::from_raw_os_error(libc::EINVAL));
+        }
+        let len = usize::try_from(blocks * BLOCK_SIZE as u64)
+            .map_err(|_| std::io::Error::from_raw_os_error(libc::EFBIG))?;
+        let opts = {
+            let mut o = MmapOptions::new();
+            o.len(len);
+            o
+        };
+        let map = if read_only {
+            // SAFETY: the mapping is only read through `&[u8]`. ulfs assumes
+            // (and documents) that the process owns its image: no other
+            // process truncates it while mounted. Truncation by a third party
+            // would raise SIGBUS, as for any mmap-based store.
+            Mapping::ReadOnly(unsafe { opts.map(&file)? })
+        } else {
+            // SAFETY: as above; the file was opened read-write and the
+            // mapping is MAP_SHARED so stores reach the image.
+            Mapping::ReadWrite(unsafe { opts.map_mut(&file)? })
+        };
+        Ok(Store {
+            _file: file,
+            map,
+            blocks,
+        })
+    }
+
+    /// Number of whole blocks in the image.
+    pub fn blocks(&self) -> u64 {
+        self.blocks
+    }
+
+    pub fn is_read_only(&self) -> bool {
+        matches!(self.map, Mapping::ReadOnly(_))
+    }
+
+    fn bytes(&self) -> &[u8] {
+        match &self.map {
+            Mapping::ReadOnly(m) => m,
+            Mapping::ReadWrite(m) => m,
+        }
+    }
+
+    /// The block `bid`, or EUCLEAN if the id lies outside the image.
+    #[inline]
+    pub fn block(&self, bid: Bid) -> Result<&Block> {
+        if bid as u64 >= self.blocks {
+            return Err(Errno::EUCLEAN);
+        }
+        let off = bid as usize * BLOCK_SIZE;
+        Ok(self.bytes()[off..off + BLOCK_SIZE]
+            .try_into()
+            .expect("block-sized slice"))
+    }
+
+    /// The block `bid` for writing; EROFS on a read-only mount.
+    #[inline]
+    pub fn block_mut(&mut self, bid: Bid) -> Result<&mut Block> {
+        if bid as u64 >= self.blocks {
+            return Err(Errno::EUCLEAN);
+        }
+        let off = bid as usize * BLOCK_SIZE;
+        match &mut self.map {
+            Mapping::ReadOnly(_) => Err(Errno::EROFS),
+            Mapping::ReadWrite(m) => Ok((&mut m[off..off + BLOCK_SIZE])
+                .try_into()
+                .expect("block-sized slice")),
+        }
+    }
+
+    /// Writes every dirty page of the mapping to stable storage and waits.
+    pub fn flush(&self) -> Result<()> {
+        match &self.map {
+            Mapping::ReadOnly(_) => Ok(()),
+            Mapping::ReadWrite(m) => m.flush().map_err(|_| Errno::EIO),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bounds_and_read_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("img");
+        std::fs::write(&p, vec![0u8; 4 * BLOCK_SIZE]).unwrap();
+        let mut s = Store::open(&p, false).unwrap();
+        assert_eq!(s.blocks(), 4);
+        s.block_mut(3).unwrap()[0] = 9;
+        assert_eq!(s.block(4).unwrap_err(), Errno::EUCLEAN);
+        s.flush().unwrap();
+        drop(s);
+        let mut r = Store::open(&p, true).unwrap();
+        assert_eq!(r.block(3).unwrap()[0], 9);
+        assert_eq!(r.block_mut(3).unwrap_err(), Errno::EROFS);
+        std::fs::write(&p, [0u8; 100]).unwrap();
+        assert!(Store::open(&p, true).is_err());
+    }
+}

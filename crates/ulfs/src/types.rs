@@ -1,0 +1,143 @@
+//! Plain data types shared by the syscall-shaped API and its callers:
+//! `Stat`, `StatFs`, `Timespec`, and the Linux flag constants ulfs accepts.
+//!
+//! They live apart from the file-system logic so that the C ABI, the CLI and
+//! (later) the preloader and server can speak them without pulling in the
+//! engine.
+
+/// Descriptor number, as in POSIX.
+pub type Fd = i32;
+
+/// Inode number: stable for the life of a file (see docs/FORMAT.md).
+pub type Ino = u64;
+
+/// A point in time, as `struct timespec`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Timespec {
+    pub sec: i64,
+    pub nsec: i64,
+}
+
+impl Timespec {
+    /// The current wall-clock time (vDSO, no system call on Linux).
+    pub fn now() -> Timespec {
+        let d = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        Timespec {
+            sec: d.as_secs() as i64,
+            nsec: d.subsec_nanos() as i64,
+        }
+    }
+}
+
+/// Everything `struct stat` carries.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stat {
+    pub dev: u64,
+    pub ino: Ino,
+    pub mode: u32,
+    pub nlink: u64,
+    pub uid: u32,
+    pub gid: u32,
+    pub rdev: u64,
+    pub size: u64,
+    pub blksize: u64,
+    /// In 512-byte units, as `st_blocks`.
+    pub blocks: u64,
+    pub atime: Timespec,
+    pub mtime: Timespec,
+    pub ctime: Timespec,
+}
+
+impl Stat {
+    pub fn is_dir(&self) -> bool {
+        self.mode & libc::S_IFMT == libc::S_IFDIR
+    }
+    pub fn is_file(&self) -> bool {
+        self.mode & libc::S_IFMT == libc::S_IFREG
+    }
+    pub fn is_symlink(&self) -> bool {
+        self.mode & libc::S_IFMT == libc::S_IFLNK
+    }
+
+    /// The system's `struct stat`, every field filled.
+    pub fn to_libc(&self) -> libc::stat {
+        // SAFETY: `libc::stat` is a plain C struct of integers, for which
+        // all-zero bytes are a valid value (padding fields included).
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        st.st_dev = self.dev as _;
+        st.st_ino = self.ino as _;
+        st.st_mode = self.mode as _;
+        st.st_nlink = self.nlink as _;
+        st.st_uid = self.uid as _;
+        st.st_gid = self.gid as _;
+        st.st_rdev = self.rdev as _;
+        st.st_size = self.size as _;
+        st.st_blksize = self.blksize as _;
+        st.st_blocks = self.blocks as _;
+        st.st_atime = self.atime.sec as _;
+        st.st_atime_nsec = self.atime.nsec as _;
+        st.st_mtime = self.mtime.sec as _;
+        st.st_mtime_nsec = self.mtime.nsec as _;
+        st.st_ctime = self.ctime.sec as _;
+        st.st_ctime_nsec = self.ctime.nsec as _;
+        st
+    }
+}
+
+/// What `statfs` reports.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StatFs {
+    /// `f_type`: ulfs's magic number.
+    pub fs_type: u64,
+    pub bsize: u64,
+    pub blocks: u64,
+    pub bfree: u64,
+    pub bavail: u64,
+    pub files: u64,
+    pub ffree: u64,
+    pub fsid: u64,
+    pub namelen: u64,
+    pub frsize: u64,
+}
+
+impl StatFs {
+    /// The system's `struct statfs`.
+    pub fn to_libc(&self) -> libc::statfs {
+        // SAFETY: `libc::statfs` is a plain C struct of integers; all-zero is valid.
+        let mut s: libc::statfs = unsafe { std::mem::zeroed() };
+        s.f_type = self.fs_type as _;
+        s.f_bsize = self.bsize as _;
+        s.f_blocks = self.blocks as _;
+        s.f_bfree = self.bfree as _;
+        s.f_bavail = self.bavail as _;
+        s.f_files = self.files as _;
+        s.f_ffree = self.ffree as _;
+        s.f_namelen = self.namelen as _;
+        s.f_frsize = self.frsize as _;
+        // SAFETY: `fsid_t` is two ints in a C struct; we write its bytes.
+        unsafe {
+            let p = &mut s.f_fsid as *mut libc::fsid_t as *mut [i32; 2];
+            *p = [self.fsid as i32, (self.fsid >> 32) as i32];
+        }
+        s
+    }
+}
+
+/// Flags for `rename2` (as `renameat2`).
+pub const RENAME_NOREPLACE: u32 = 1;
+pub const RENAME_EXCHANGE: u32 = 2;
+
+/// `nsec` values of `utimensat`.
+pub const UTIME_NOW: i64 = libc::UTIME_NOW;
+pub const UTIME_OMIT: i64 = libc::UTIME_OMIT;
+
+/// `d_type` values of `getdents64`.
+pub const DT_UNKNOWN: u8 = 0;
+pub const DT_DIR: u8 = 4;
+pub const DT_REG: u8 = 8;
+pub const DT_LNK: u8 = 10;
+
+/// `f_type` of `statfs` for ulfs images.
+pub const ULFS_MAGIC: u64 = 0x554c_4653; // "ULFS"

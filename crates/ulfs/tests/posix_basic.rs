@@ -1,0 +1,317 @@
+//! End-to-end behaviour of the syscall-shaped API on a real image: data,
+//! holes, directories, links, renames, errors, persistence across mounts.
+
+use ulfs::{Errno, Fs, MkfsOptions, MountOptions, RENAME_EXCHANGE, RENAME_NOREPLACE, mkfs};
+
+const RW: i32 = libc::O_RDWR;
+const CREAT: i32 = libc::O_CREAT | libc::O_RDWR;
+
+fn fresh(size: u64) -> (tempfile::TempDir, std::path::PathBuf, Fs) {
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("t.img");
+    mkfs(
+        &img,
+        &MkfsOptions {
+            size,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let fs = Fs::mount(&img, MountOptions::default()).unwrap();
+    (dir, img, fs)
+}
+
+fn names(fs: &mut Fs, path: &str) -> Vec<String> {
+    let fd = fs
+        .open(path, libc::O_RDONLY | libc::O_DIRECTORY, 0)
+        .unwrap();
+    let mut buf = vec![0u8; 4096];
+    let mut out = Vec::new();
+    loop {
+        let n = fs.getdents64(fd, &mut buf).unwrap();
+        if n == 0 {
+            break;
+        }
+        out.extend(
+            ulfs::parse_dirents(&buf[..n])
+                .into_iter()
+                .map(|d| String::from_utf8(d.name).unwrap()),
+        );
+    }
+    fs.close(fd).unwrap();
+    out.sort();
+    out
+}
+
+#[test]
+fn write_read_persist() {
+    let (_d, img, mut fs) = fresh(16 << 20);
+    let fd = fs.open("/hello", CREAT, 0o644).unwrap();
+    assert_eq!(fs.write(fd, b"hello world").unwrap(), 11);
+    assert_eq!(fs.lseek(fd, 0, libc::SEEK_SET).unwrap(), 0);
+    let mut buf = [0u8; 32];
+    assert_eq!(fs.read(fd, &mut buf).unwrap(), 11);
+    assert_eq!(&buf[..11], b"hello world");
+    assert_eq!(fs.read(fd, &mut buf).unwrap(), 0);
+    let st = fs.fstat(fd).unwrap();
+    assert_eq!(st.size, 11);
+    assert_eq!(st.mode, libc::S_IFREG | 0o644);
+    assert_eq!(st.nlink, 1);
+    assert_eq!(st.blocks, 8);
+    fs.close(fd).unwrap();
+    fs.unmount().unwrap();
+    let mut fs = Fs::mount(&img, MountOptions { read_only: true }).unwrap();
+    let fd = fs.open("hello", libc::O_RDONLY, 0).unwrap();
+    assert_eq!(fs.pread(fd, &mut buf, 6).unwrap(), 5);
+    assert_eq!(&buf[..5], b"world");
+    assert_eq!(fs.open("/x", CREAT, 0o644).unwrap_err(), Errno::EROFS);
+    assert!(fs.info().clean);
+}
+
+#[test]
+fn holes_and_truncate() {
+    let (_d, _img, mut fs) = fresh(64 << 20);
+    let fd = fs.open("/sparse", CREAT, 0o600).unwrap();
+    // Taken after the create: the root directory's first leaf is allocated then.
+    let before = fs.statfs("/").unwrap().bfree;
+    let far = 1u64 << 40; // 1 TiB
+    assert_eq!(fs.pwrite(fd, b"end", far).unwrap(), 3);
+    let st = fs.fstat(fd).unwrap();
+    assert_eq!(st.size, far + 3);
+    assert!(st.blocks <= 8 * 4, "sparse file took {} sectors", st.blocks);
+    let mut buf = [1u8; 8192];
+    assert_eq!(fs.pread(fd, &mut buf, 12345).unwrap(), 8192);
+    assert!(buf.iter().all(|&b| b == 0));
+    assert_eq!(fs.lseek(fd, 0, libc::SEEK_DATA).unwrap(), far & !4095);
+    assert_eq!(fs.lseek(fd, 0, libc::SEEK_HOLE).unwrap(), 0);
+    assert_eq!(fs.lseek(fd, far as i64, libc::SEEK_HOLE).unwrap(), far + 3);
+    fs.ftruncate(fd, 10).unwrap();
+    assert_eq!(fs.statfs("/").unwrap().bfree, before);
+    fs.ftruncate(fd, 10000).unwrap();
+    assert_eq!(fs.pread(fd, &mut buf, 0).unwrap(), 8192);
+    assert!(buf.iter().all(|&b| b == 0));
+    // Write, shrink into the block, grow: the cut part reads as zeros.
+    fs.pwrite(fd, &[7u8; 4096], 0).unwrap();
+    fs.ftruncate(fd, 100).unwrap();
+    fs.ftruncate(fd, 4096).unwrap();
+    fs.pread(fd, &mut buf[..4096], 0).unwrap();
+    assert!(buf[..100].iter().all(|&b| b == 7));
+    assert!(buf[100..4096].iter().all(|&b| b == 0));
+    fs.close(fd).unwrap();
+}
+
+#[test]
+fn big_file_crosses_every_map_level() {
+    let (_d, _img, mut fs) = fresh(64 << 20);
+    let fd = fs.open("/big", CREAT, 0o600).unwrap();
+    // Blocks in the direct, single, double and triple trees.
+    let offsets = [
+        0u64,
+        11,
+        12,
+        1031,
+        1032,
+        1032 + 1020 * 1020 - 1,
+        1032 + 1020 * 1020,
+        1 << 28,
+    ];
+    for (i, &blk) in offsets.iter().enumerate() {
+        let data = [i as u8 + 1; 4096];
+        assert_eq!(fs.pwrite(fd, &data, blk * 4096).unwrap(), 4096);
+    }
+    for (i, &blk) in offsets.iter().enumerate() {
+        let mut got = [0u8; 4096];
+        fs.pread(fd, &mut got, blk * 4096).unwrap();
+        assert!(got.iter().all(|&b| b == i as u8 + 1), "block {blk}");
+    }
+    let free_with = fs.statfs("/").unwrap().bfree;
+    fs.ftruncate(fd, 0).unwrap();
+    let free_without = fs.statfs("/").unwrap().bfree;
+    assert!(free_without > free_with + offsets.len() as u64);
+    fs.close(fd).unwrap();
+    fs.unlink("/big").unwrap();
+}
+
+#[test]
+fn directories_and_errors() {
+    let (_d, _img, mut fs) = fresh(16 << 20);
+    fs.mkdir("/a", 0o755).unwrap();
+    fs.mkdir("/a/b", 0o755).unwrap();
+    assert_eq!(fs.mkdir("/a", 0o755).unwrap_err(), Errno::EEXIST);
+    assert_eq!(fs.rmdir("/a").unwrap_err(), Errno::ENOTEMPTY);
+    assert_eq!(fs.stat("/a").unwrap().nlink, 3);
+    let fd = fs.open("/a/b/f", CREAT, 0o644).unwrap();
+    fs.close(fd).unwrap();
+    assert_eq!(
+        fs.open("/a/b/f/x", CREAT, 0o644).unwrap_err(),
+        Errno::ENOTDIR
+    );
+    assert_eq!(fs.stat("/a/b/f/").unwrap_err(), Errno::ENOTDIR);
+    assert_eq!(fs.stat("/nope").unwrap_err(), Errno::ENOENT);
+    assert_eq!(fs.unlink("/a/b").unwrap_err(), Errno::EISDIR);
+    assert_eq!(fs.rmdir("/a/b/f").unwrap_err(), Errno::ENOTDIR);
+    assert_eq!(
+        fs.stat(format!("/{}", "x".repeat(256))).unwrap_err(),
+        Errno::ENAMETOOLONG
+    );
+    let long = "y".repeat(255);
+    fs.mkdir(format!("/{long}"), 0o700).unwrap();
+    assert!(fs.stat(format!("//{long}//./")).unwrap().is_dir());
+    assert_eq!(names(&mut fs, "/a"), [".", "..", "b"]);
+    assert_eq!(fs.close(99).unwrap_err(), Errno::EBADF);
+    fs.chdir("/a/b").unwrap();
+    assert_eq!(fs.getcwd().unwrap(), b"/a/b");
+    fs.rename("/a", "/renamed").unwrap();
+    assert_eq!(fs.getcwd().unwrap(), b"/renamed/b");
+    assert!(fs.stat("f").unwrap().is_file());
+    assert_eq!(fs.stat("../../renamed/b/f").unwrap().size, 0);
+    assert_eq!(
+        fs.rename("/renamed", "/renamed/b/inside").unwrap_err(),
+        Errno::EINVAL
+    );
+}
+
+#[test]
+fn links_symlinks_rename_flags() {
+    let (_d, _img, mut fs) = fresh(16 << 20);
+    let fd = fs.open("/f", CREAT, 0o644).unwrap();
+    fs.write(fd, b"data").unwrap();
+    fs.close(fd).unwrap();
+    fs.link("/f", "/g").unwrap();
+    assert_eq!(fs.stat("/g").unwrap().nlink, 2);
+    assert_eq!(fs.stat("/f").unwrap().ino, fs.stat("/g").unwrap().ino);
+    fs.rename("/f", "/g").unwrap(); // same inode: nothing happens
+    assert!(fs.stat("/f").is_ok());
+    fs.symlink("f", "/s").unwrap();
+    fs.symlink("/nowhere", "/dangling").unwrap();
+    assert_eq!(fs.readlink("/s").unwrap(), b"f");
+    assert_eq!(fs.stat("/s").unwrap().size, 4);
+    assert!(fs.lstat("/s").unwrap().is_symlink());
+    assert_eq!(fs.stat("/dangling").unwrap_err(), Errno::ENOENT);
+    let long_target = "t/".repeat(300);
+    fs.symlink(&long_target, "/longlink").unwrap();
+    assert_eq!(fs.readlink("/longlink").unwrap(), long_target.as_bytes());
+    fs.symlink("loop2", "/loop1").unwrap();
+    fs.symlink("loop1", "/loop2").unwrap();
+    assert_eq!(fs.stat("/loop1").unwrap_err(), Errno::ELOOP);
+    assert_eq!(
+        fs.open("/s", libc::O_RDONLY | libc::O_NOFOLLOW, 0)
+            .unwrap_err(),
+        Errno::ELOOP
+    );
+    let fd = fs.open("/h", CREAT, 0o644).unwrap();
+    fs.close(fd).unwrap();
+    assert_eq!(
+        fs.rename2("/h", "/g", RENAME_NOREPLACE).unwrap_err(),
+        Errno::EEXIST
+    );
+    fs.rename2("/h", "/g", RENAME_EXCHANGE).unwrap();
+    assert_eq!(fs.stat("/h").unwrap().size, 4);
+    assert_eq!(fs.stat("/g").unwrap().size, 0);
+    fs.rename("/h", "/g").unwrap();
+    assert_eq!(fs.stat("/h").unwrap_err(), Errno::ENOENT);
+    // /f and /g are the same inode again (the exchange moved it to /h).
+    assert_eq!(fs.stat("/f").unwrap().nlink, 2);
+    assert_eq!(fs.stat("/f").unwrap().ino, fs.stat("/g").unwrap().ino);
+}
+
+#[test]
+fn unlinked_open_file_lives_until_close() {
+    let (_d, _img, mut fs) = fresh(16 << 20);
+    fs.mkdir("/warm", 0o755).unwrap(); // allocates the root's first leaf
+    let before = fs.statfs("/").unwrap();
+    let fd = fs.open("/tmp", CREAT, 0o644).unwrap();
+    fs.write(fd, &[5u8; 100_000]).unwrap();
+    let fd2 = fs.dup(fd).unwrap();
+    fs.unlink("/tmp").unwrap();
+    assert_eq!(fs.stat("/tmp").unwrap_err(), Errno::ENOENT);
+    assert_eq!(fs.fstat(fd).unwrap().nlink, 0);
+    let mut buf = [0u8; 10];
+    assert_eq!(fs.pread(fd, &mut buf, 99_990).unwrap(), 10);
+    assert_eq!(buf, [5u8; 10]);
+    fs.write(fd2, b"more").unwrap();
+    assert_eq!(fs.fstat(fd).unwrap().size, 100_004);
+    fs.close(fd).unwrap();
+    assert!(fs.statfs("/").unwrap().bfree < before.bfree);
+    fs.close(fd2).unwrap();
+    assert_eq!(fs.statfs("/").unwrap().bfree, before.bfree);
+}
+
+#[test]
+fn append_and_dup_share_offset() {
+    let (_d, _img, mut fs) = fresh(16 << 20);
+    let fd = fs.open("/log", CREAT | libc::O_APPEND, 0o644).unwrap();
+    fs.write(fd, b"one").unwrap();
+    fs.lseek(fd, 0, libc::SEEK_SET).unwrap();
+    fs.write(fd, b"two").unwrap();
+    let mut buf = [0u8; 6];
+    assert_eq!(fs.pread(fd, &mut buf, 0).unwrap(), 6);
+    assert_eq!(&buf, b"onetwo");
+    let d = fs.dup(fd).unwrap();
+    fs.lseek(fd, 2, libc::SEEK_SET).unwrap();
+    assert_eq!(fs.lseek(d, 0, libc::SEEK_CUR).unwrap(), 2);
+    let e = fs.dup2(fd, 40).unwrap();
+    assert_eq!(e, 40);
+    assert_eq!(fs.lseek(40, 0, libc::SEEK_CUR).unwrap(), 2);
+}
+
+#[test]
+fn full_disk_is_enospc_and_loses_nothing() {
+    let (_d, _img, mut fs) = fresh(1 << 20);
+    let fd = fs.open("/keep", CREAT, 0o644).unwrap();
+    fs.write(fd, b"precious").unwrap();
+    fs.close(fd).unwrap();
+    let fd = fs.open("/fill", CREAT, 0o644).unwrap();
+    let chunk = [9u8; 65536];
+    let mut total = 0;
+    loop {
+        match fs.write(fd, &chunk) {
+            Ok(n) => total += n,
+            Err(e) => {
+                assert_eq!(e, Errno::ENOSPC);
+                break;
+            }
+        }
+    }
+    assert!(total > 500_000);
+    assert_eq!(fs.fstat(fd).unwrap().size, total as u64);
+    let mut buf = [0u8; 8];
+    let k = fs.open("/keep", libc::O_RDONLY, 0).unwrap();
+    fs.read(k, &mut buf).unwrap();
+    assert_eq!(&buf, b"precious");
+    fs.close(fd).unwrap();
+    fs.unlink("/fill").unwrap();
+    let fd = fs.open("/again", CREAT, 0o644).unwrap();
+    assert_eq!(fs.write(fd, &chunk).unwrap(), chunk.len());
+}
+
+#[test]
+fn refuses_non_images() {
+    let dir = tempfile::tempdir().unwrap();
+    let junk = dir.path().join("junk");
+    std::fs::write(&junk, vec![0xA5u8; 1 << 20]).unwrap();
+    let err = Fs::mount(&junk, MountOptions::default()).err().unwrap();
+    assert!(err.message.contains("not a ulfs image"), "{err}");
+    let tiny = dir.path().join("tiny");
+    std::fs::write(&tiny, b"x").unwrap();
+    assert!(Fs::mount(&tiny, MountOptions::default()).is_err());
+    let img = dir.path().join("img");
+    mkfs(&img, &MkfsOptions::default()).unwrap();
+    let again = mkfs(&img, &MkfsOptions::default()).unwrap_err();
+    assert_eq!(again.errno, Errno::EEXIST);
+    mkfs(
+        &img,
+        &MkfsOptions {
+            force: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    // Damage both superblocks: refused, not trusted.
+    let mut bytes = std::fs::read(&img).unwrap();
+    bytes[100] ^= 0xff;
+    bytes[4096 + 100] ^= 0xff;
+    std::fs::write(&img, &bytes).unwrap();
+    let err = Fs::mount(&img, MountOptions::default()).err().unwrap();
+    assert_eq!(err.errno, Errno::EUCLEAN, "{err}");
+}
