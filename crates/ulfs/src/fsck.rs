@@ -1,3 +1,397 @@
-pub struct FsckOptions;
-pub struct FsckReport;
-pub fn fsck() {}
+//! `fsck`: checks an image without changing it.
+//!
+//! It walks what is reachable from the root and compares it with what the
+//! image claims: every block referenced once and marked used in the group
+//! bitmaps (and no block marked used that nothing references), group and
+//! superblock free counts, link counts, directory parent pointers, and the
+//! directory index invariants (node kinds, key order within and across
+//! leaves, each key matching its name's hash, entry counts). Inodes that are
+//! live but unreachable are reported unless they are orphans awaiting
+//! release. Cost is O(image metadata); it is a tool, not the mount path.
+
+use crate::errno::Errno;
+use crate::error::Error;
+use crate::format::dirnode::*;
+use crate::format::inode::{FLAG_INLINE, Inode};
+use crate::format::*;
+use crate::fs::{MountOptions, Volume};
+use crate::types::Ino;
+use std::collections::HashMap;
+use std::path::Path;
+
+/// Options of a check.
+#[derive(Default)]
+pub struct FsckOptions {
+    /// Called now and then with (inodes checked, inodes in use).
+    pub progress: Option<Box<dyn FnMut(u64, u64)>>,
+}
+
+/// What a check found.
+#[derive(Debug, Default, Clone)]
+pub struct FsckReport {
+    pub problems: Vec<String>,
+    pub files: u64,
+    pub dirs: u64,
+    pub symlinks: u64,
+    pub used_blocks: u64,
+}
+
+impl FsckReport {
+    pub fn is_clean(&self) -> bool {
+        self.problems.is_empty()
+    }
+}
+
+/// Checks the image at `image`. `Err` means it could not be checked at all
+/// (unreadable, or not a ulfs image); problems found go in the report.
+pub fn fsck(image: impl AsRef<Path>, opts: &mut FsckOptions) -> Result<FsckReport, Error> {
+    let vol = Volume::mount(image.as_ref(), MountOptions { read_only: true })?;
+    let mut c = Checker::new(&vol);
+    c.run(opts);
+    Ok(c.report)
+}
+
+/// Per-inode facts gathered during the walk.
+#[derive(Default, Clone, Copy)]
+struct Seen {
+    refs: u32,
+    subdirs: u32,
+}
+
+struct Checker<'a> {
+    vol: &'a Volume,
+    report: FsckReport,
+    /// Which blocks something references (one bit per block).
+    owned: Vec<u64>,
+    seen: HashMap<Ino, Seen>,
+}
+
+impl<'a> Checker<'a> {
+    fn new(vol: &'a Volume) -> Self {
+        let words = (vol.sb.total_blocks as usize).div_ceil(64);
+        Checker { vol, report: FsckReport::default(), owned: vec![0; words], seen: HashMap::new() }
+    }
+
+    fn problem(&mut self, msg: String) {
+        // A badly damaged image can produce millions of findings; the first
+        // thousand say enough.
+        if self.report.problems.len() < 1000 {
+            self.report.problems.push(msg);
+        }
+    }
+
+    /// Records that `what` references `bid`.
+    fn claim(&mut self, bid: Bid, what: &str) {
+        if bid as u64 >= self.vol.sb.total_blocks {
+            self.problem(format!("{what}: block {bid} is outside the image"));
+            return;
+        }
+        let (w, m) = (bid as usize / 64, 1u64 << (bid % 64));
+        if self.owned[w] & m != 0 {
+            self.problem(format!("{what}: block {bid} is referenced twice"));
+        }
+        self.owned[w] |= m;
+    }
+
+    fn run(&mut self, opts: &mut FsckOptions) {
+        let sb = self.vol.sb.clone();
+        for bid in 0..sb.first_group {
+            self.claim(bid, "superblock/journal region");
+        }
+        for g in 0..sb.group_count {
+            self.claim(sb.map_bid(g), "map block");
+        }
+        let live = self.inode_blocks();
+        self.walk_tree(&live, opts);
+        self.check_links(&live);
+        self.check_bitmaps();
+        let used = self.owned.iter().map(|w| w.count_ones() as u64).sum::<u64>();
+        self.report.used_blocks = used;
+    }
+
+    /// Walks the list of all inode blocks; returns every live inode.
+    fn inode_blocks(&mut self) -> Vec<(Ino, Inode)> {
+        let mut live = Vec::new();
+        let mut bid = self.vol.sb.inode_all_head;
+        let mut free_slots = 0;
+        let mut steps = 0u64;
+        while bid != 0 {
+            steps += 1;
+            if steps > self.vol.sb.total_blocks {
+                self.problem("inode block list loops".into());
+                break;
+            }
+            if self.vol.check_bid(bid).is_err() {
+                self.problem(format!("inode block list points outside the data area ({bid})"));
+                break;
+            }
+            let Ok(b) = self.vol.meta(bid) else { break };
+            if magic(b) != MAGIC_INODES {
+                self.problem(format!("block {bid} on the inode list is not an inode block"));
+                break;
+            }
+            let (used, next) = (get_u16(b, IBLK_USED), get_u32(b, IBLK_NEXT_ALL));
+            self.claim(bid, "inode block");
+            for slot in 1..INODES_PER_BLOCK {
+                let ino = ino_of(bid, slot);
+                if used & (1 << slot) == 0 {
+                    free_slots += 1;
+                    continue;
+                }
+                match self.vol.inode(ino) {
+                    Ok(i) => live.push((ino, i)),
+                    Err(_) => self.problem(format!("inode {ino}: slot in use but not a valid inode")),
+                }
+            }
+            bid = next;
+        }
+        let sb = &self.vol.sb;
+        let clean = sb.state == crate::format::superblock::STATE_CLEAN;
+        if clean && (live.len() as u64 != sb.used_inodes || free_slots != sb.free_inodes) {
+            let msg = format!(
+                "superblock counts {} used / {} free inodes, the inode blocks hold {} / {free_slots}",
+                sb.used_inodes,
+                sb.free_inodes,
+                live.len()
+            );
+            self.problem(msg);
+        }
+        live
+    }
+
+    /// Walks directories from the root, claiming every block of every
+    /// reachable inode.
+    fn walk_tree(&mut self, live: &[(Ino, Inode)], opts: &mut FsckOptions) {
+        let by_ino: HashMap<Ino, &Inode> = live.iter().map(|(i, n)| (*i, n)).collect();
+        let root = self.vol.sb.root_ino;
+        let Some(root_inode) = by_ino.get(&root) else {
+            self.problem(format!("root inode {root} is not a live inode"));
+            return;
+        };
+        if !root_inode.is_dir() {
+            self.problem("root inode is not a directory".into());
+            return;
+        }
+        let total = live.len() as u64;
+        let mut done = 0u64;
+        let mut stack = vec![root];
+        self.seen.entry(root).or_default().refs += 1;
+        self.claim_inode(root, root_inode);
+        while let Some(dir) = stack.pop() {
+            let d = by_ino[&dir];
+            for (name, key, ino, dtype) in self.dir_entries(dir, d) {
+                let shown = String::from_utf8_lossy(&name).into_owned();
+                let Some(child) = by_ino.get(&ino) else {
+                    self.problem(format!("directory {dir}: entry {shown:?} names a free or invalid inode {ino}"));
+                    continue;
+                };
+                if dtype != crate::fs::dtype_of(child.mode) {
+                    self.problem(format!("directory {dir}: entry {shown:?} has the wrong d_type"));
+                }
+                let first = {
+                    let s = self.seen.entry(ino).or_default();
+                    s.refs += 1;
+                    s.refs == 1
+                };
+                if child.is_dir() {
+                    self.seen.entry(dir).or_default().subdirs += 1;
+                    if !first {
+                        self.problem(format!("directory {ino} is linked from more than one place"));
+                        continue;
+                    }
+                    if child.parent != dir {
+                        self.problem(format!("directory {ino} ({shown:?}): parent pointer {} should be {dir}", child.parent));
+                    }
+                    if child.name_key != key {
+                        self.problem(format!("directory {ino} ({shown:?}): stale name key"));
+                    }
+                    stack.push(ino);
+                }
+                if first {
+                    self.claim_inode(ino, child);
+                    done += 1;
+                    if done % 4096 == 0
+                        && let Some(p) = opts.progress.as_mut()
+                    {
+                        p(done, total);
+                    }
+                }
+            }
+        }
+        if let Some(p) = opts.progress.as_mut() {
+            p(total, total);
+        }
+    }
+
+    /// Claims an inode's blocks and checks its block count.
+    fn claim_inode(&mut self, ino: Ino, inode: &Inode) {
+        let mut blocks = Vec::new();
+        let res = if inode.is_dir() {
+            self.vol.dir_blocks(inode, &mut |b| blocks.push(b))
+        } else if inode.is_symlink() && inode.flags & FLAG_INLINE != 0 {
+            Ok(())
+        } else {
+            self.vol.bmap_visit(inode, &mut |b, _| blocks.push(b))
+        };
+        if let Err(e) = res {
+            self.problem(format!("inode {ino}: damaged block map or index ({e:?})"));
+        }
+        if blocks.len() as u64 != inode.blocks {
+            self.problem(format!("inode {ino}: records {} blocks but owns {}", inode.blocks, blocks.len()));
+        }
+        for b in blocks {
+            self.claim(b, &format!("inode {ino}"));
+        }
+        match inode.file_type() {
+            libc::S_IFDIR => self.report.dirs += 1,
+            libc::S_IFLNK => self.report.symlinks += 1,
+            _ => self.report.files += 1,
+        }
+    }
+
+    /// Reads a directory's entries, checking the index invariants.
+    fn dir_entries(&mut self, dino: Ino, d: &Inode) -> Vec<(Vec<u8>, u64, Ino, u8)> {
+        let mut out = Vec::new();
+        let mut problems = Vec::new();
+        let res = self.vol.read_dir(dino, 0, |item| {
+            if self.vol.name_key(item.name) != item.key & !0xF {
+                problems.push(format!(
+                    "directory {dino}: entry {:?} is filed under the wrong hash",
+                    String::from_utf8_lossy(item.name)
+                ));
+            }
+            out.push((item.name.to_vec(), item.key, item.ino, item.dtype));
+            true
+        });
+        if let Err(e) = res {
+            problems.push(format!("directory {dino}: index unreadable ({e:?})"));
+        }
+        let strictly_sorted = out.windows(2).all(|w| w[0].1 < w[1].1);
+        if !strictly_sorted {
+            problems.push(format!("directory {dino}: keys out of order"));
+        }
+        if out.len() as u64 != d.entries {
+            problems.push(format!("directory {dino}: records {} entries, index holds {}", d.entries, out.len()));
+        }
+        if d.map[0] != 0 {
+            self.check_nodes(dino, d.map[0], 0, u64::MAX, &mut problems);
+        }
+        for p in problems {
+            self.problem(p);
+        }
+        out
+    }
+
+    /// Checks that every key under `bid` lies in `[lo, hi)` and that nodes
+    /// belong to this directory.
+    fn check_nodes(&self, dino: Ino, bid: Bid, lo: u64, hi: u64, problems: &mut Vec<String>) {
+        let Ok(b) = self.vol.meta(bid) else { return };
+        if get_u64(b, NODE_OWNER) != dino {
+            problems.push(format!("directory {dino}: index block {bid} belongs to inode {}", get_u64(b, NODE_OWNER)));
+        }
+        match magic(b) {
+            MAGIC_DIR_LEAF => {
+                for i in 0..node_count(b) {
+                    match leaf_rec(b, i) {
+                        Ok(r) if r.key < lo || r.key >= hi => {
+                            problems.push(format!("directory {dino}: leaf {bid} holds a key outside its range"))
+                        }
+                        Ok(_) => {}
+                        Err(e) => problems.push(format!("directory {dino}: leaf {bid}: {e}")),
+                    }
+                }
+            }
+            MAGIC_DIR_INNER if inner_check(b).is_ok() => {
+                let n = node_count(b);
+                for i in 0..n {
+                    let (k, child) = inner_entry(b, i);
+                    let k = if i == 0 { lo } else { k };
+                    let next = if i + 1 < n { inner_entry(b, i + 1).0 } else { hi };
+                    if k > next {
+                        problems.push(format!("directory {dino}: index node {bid} keys out of order"));
+                        return;
+                    }
+                    self.check_nodes(dino, child, k, next, problems);
+                }
+            }
+            _ => problems.push(format!("directory {dino}: block {bid} is not an index node")),
+        }
+    }
+
+    /// Link counts, and live inodes nothing reaches.
+    fn check_links(&mut self, live: &[(Ino, Inode)]) {
+        let mut orphans = std::collections::HashSet::new();
+        let mut o = self.vol.sb.orphan_head;
+        while o != 0 && orphans.len() < live.len() + 1 {
+            orphans.insert(o);
+            o = self.vol.inode(o).map(|i| i.next_orphan).unwrap_or(0);
+        }
+        for (ino, inode) in live {
+            let s = self.seen.get(ino).copied().unwrap_or_default();
+            if s.refs == 0 {
+                if !orphans.contains(ino) {
+                    self.problem(format!("inode {ino} is in use but no directory reaches it"));
+                }
+                continue;
+            }
+            let want = if inode.is_dir() { 2 + s.subdirs } else { s.refs };
+            if inode.nlink != want {
+                self.problem(format!("inode {ino}: link count {} should be {want}", inode.nlink));
+            }
+        }
+    }
+
+    /// Compares the group bitmaps with what was claimed.
+    fn check_bitmaps(&mut self) {
+        let sb = self.vol.sb.clone();
+        let mut free_total = 0u64;
+        for g in 0..sb.group_count {
+            let map = sb.map_bid(g);
+            let Ok(b) = self.vol.meta(map) else { continue };
+            if magic(b) != MAGIC_MAP {
+                self.problem(format!("group {g}: map block {map} has a bad magic"));
+                continue;
+            }
+            let b = *b;
+            let mut leaked = Vec::new();
+            let mut unmarked = Vec::new();
+            for i in 0..MAP_BITS {
+                let bid = map as u64 + 1 + i as u64;
+                let marked = b[MAP_BITMAP + (i / 8) as usize] & (1 << (i % 8)) != 0;
+                if bid >= sb.total_blocks {
+                    continue;
+                }
+                let owned = self.owned[bid as usize / 64] & (1 << (bid % 64)) != 0;
+                match (marked, owned) {
+                    (false, false) | (true, true) => {}
+                    (true, false) => leaked.push(bid),
+                    (false, true) => unmarked.push(bid),
+                }
+            }
+            if !leaked.is_empty() {
+                self.problem(format!("group {g}: {} blocks marked used but unreferenced (first {})", leaked.len(), leaked[0]));
+            }
+            if !unmarked.is_empty() {
+                self.problem(format!("group {g}: {} referenced blocks marked free (first {})", unmarked.len(), unmarked[0]));
+            }
+            let recorded = get_u32(&b, MAP_FREE);
+            let marked_free = (0..MAP_BITS)
+                .filter(|&i| map as u64 + 1 + (i as u64) < sb.total_blocks)
+                .filter(|&i| b[MAP_BITMAP + (i / 8) as usize] & (1 << (i % 8)) == 0)
+                .count() as u32;
+            if recorded != marked_free {
+                self.problem(format!("group {g}: free count {recorded} but the bitmap has {marked_free} free"));
+            }
+            free_total += marked_free as u64;
+        }
+        if sb.state == crate::format::superblock::STATE_CLEAN && free_total != sb.free_blocks {
+            self.problem(format!("superblock counts {} free blocks, the bitmaps {free_total}", sb.free_blocks));
+        }
+    }
+}
+
+impl From<Errno> for Error {
+    fn from(e: Errno) -> Error {
+        Error::new(e, e.to_string())
+    }
+}

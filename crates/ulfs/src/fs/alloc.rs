@@ -117,14 +117,4 @@ impl Volume {
         init_block(self.meta_mut(bid)?, magic);
         Ok(bid)
     }
-
-    /// Whether `bid` is marked used (for fsck and tests).
-    pub(crate) fn is_allocated(&self, bid: Bid) -> Result<bool> {
-        let g = self.sb.group_of(bid).ok_or(Errno::EUCLEAN)?;
-        if bid == self.sb.map_bid(g) {
-            return Ok(true);
-        }
-        let (map, off, mask) = self.bit_of(g, bid);
-        Ok(get_u64(self.meta(map)?, off) & mask != 0)
-    }
 }

@@ -16,6 +16,7 @@ mod mount;
 mod ops;
 
 pub use dir::DirItem;
+pub use ops::dtype_of;
 pub use mkfs::{MkfsOptions, mkfs};
 pub use mount::{Info, Mode, MountOptions};
 

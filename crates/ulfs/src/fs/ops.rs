@@ -13,7 +13,7 @@ use crate::format::inode::{FLAG_INLINE, INLINE_MAX, Inode};
 use crate::types::*;
 
 /// `d_type` of a mode.
-pub(crate) fn dtype_of(mode: u32) -> u8 {
+pub fn dtype_of(mode: u32) -> u8 {
     match mode & libc::S_IFMT {
         libc::S_IFDIR => DT_DIR,
         libc::S_IFREG => DT_REG,
