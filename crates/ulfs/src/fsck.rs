@@ -69,7 +69,12 @@ struct Checker<'a> {
 impl<'a> Checker<'a> {
     fn new(vol: &'a Volume) -> Self {
         let words = (vol.sb.total_blocks as usize).div_ceil(64);
-        Checker { vol, report: FsckReport::default(), owned: vec![0; words], seen: HashMap::new() }
+        Checker {
+            vol,
+            report: FsckReport::default(),
+            owned: vec![0; words],
+            seen: HashMap::new(),
+        }
     }
 
     fn problem(&mut self, msg: String) {
@@ -105,7 +110,11 @@ impl<'a> Checker<'a> {
         self.walk_tree(&live, opts);
         self.check_links(&live);
         self.check_bitmaps();
-        let used = self.owned.iter().map(|w| w.count_ones() as u64).sum::<u64>();
+        let used = self
+            .owned
+            .iter()
+            .map(|w| w.count_ones() as u64)
+            .sum::<u64>();
         self.report.used_blocks = used;
     }
 
@@ -122,12 +131,16 @@ impl<'a> Checker<'a> {
                 break;
             }
             if self.vol.check_bid(bid).is_err() {
-                self.problem(format!("inode block list points outside the data area ({bid})"));
+                self.problem(format!(
+                    "inode block list points outside the data area ({bid})"
+                ));
                 break;
             }
             let Ok(b) = self.vol.meta(bid) else { break };
             if magic(b) != MAGIC_INODES {
-                self.problem(format!("block {bid} on the inode list is not an inode block"));
+                self.problem(format!(
+                    "block {bid} on the inode list is not an inode block"
+                ));
                 break;
             }
             let (used, next) = (get_u16(b, IBLK_USED), get_u32(b, IBLK_NEXT_ALL));
@@ -140,7 +153,9 @@ impl<'a> Checker<'a> {
                 }
                 match self.vol.inode(ino) {
                     Ok(i) => live.push((ino, i)),
-                    Err(_) => self.problem(format!("inode {ino}: slot in use but not a valid inode")),
+                    Err(_) => {
+                        self.problem(format!("inode {ino}: slot in use but not a valid inode"))
+                    }
                 }
             }
             bid = next;
@@ -182,11 +197,15 @@ impl<'a> Checker<'a> {
             for (name, key, ino, dtype) in self.dir_entries(dir, d) {
                 let shown = String::from_utf8_lossy(&name).into_owned();
                 let Some(child) = by_ino.get(&ino) else {
-                    self.problem(format!("directory {dir}: entry {shown:?} names a free or invalid inode {ino}"));
+                    self.problem(format!(
+                        "directory {dir}: entry {shown:?} names a free or invalid inode {ino}"
+                    ));
                     continue;
                 };
                 if dtype != crate::fs::dtype_of(child.mode) {
-                    self.problem(format!("directory {dir}: entry {shown:?} has the wrong d_type"));
+                    self.problem(format!(
+                        "directory {dir}: entry {shown:?} has the wrong d_type"
+                    ));
                 }
                 let first = {
                     let s = self.seen.entry(ino).or_default();
@@ -196,11 +215,16 @@ impl<'a> Checker<'a> {
                 if child.is_dir() {
                     self.seen.entry(dir).or_default().subdirs += 1;
                     if !first {
-                        self.problem(format!("directory {ino} is linked from more than one place"));
+                        self.problem(format!(
+                            "directory {ino} is linked from more than one place"
+                        ));
                         continue;
                     }
                     if child.parent != dir {
-                        self.problem(format!("directory {ino} ({shown:?}): parent pointer {} should be {dir}", child.parent));
+                        self.problem(format!(
+                            "directory {ino} ({shown:?}): parent pointer {} should be {dir}",
+                            child.parent
+                        ));
                     }
                     if child.name_key != key {
                         self.problem(format!("directory {ino} ({shown:?}): stale name key"));
@@ -237,7 +261,11 @@ impl<'a> Checker<'a> {
             self.problem(format!("inode {ino}: damaged block map or index ({e:?})"));
         }
         if blocks.len() as u64 != inode.blocks {
-            self.problem(format!("inode {ino}: records {} blocks but owns {}", inode.blocks, blocks.len()));
+            self.problem(format!(
+                "inode {ino}: records {} blocks but owns {}",
+                inode.blocks,
+                blocks.len()
+            ));
         }
         for b in blocks {
             self.claim(b, &format!("inode {ino}"));
@@ -271,10 +299,14 @@ impl<'a> Checker<'a> {
             problems.push(format!("directory {dino}: keys out of order"));
         }
         if out.len() as u64 != d.entries {
-            problems.push(format!("directory {dino}: records {} entries, index holds {}", d.entries, out.len()));
+            problems.push(format!(
+                "directory {dino}: records {} entries, index holds {}",
+                d.entries,
+                out.len()
+            ));
         }
         if d.map[0] != 0 {
-            self.check_nodes(dino, d.map[0], 0, u64::MAX, &mut problems);
+            self.check_nodes(dino, d.map[0], 0, u64::MAX, 8, &mut problems);
         }
         for p in problems {
             self.problem(p);
@@ -284,18 +316,40 @@ impl<'a> Checker<'a> {
 
     /// Checks that every key under `bid` lies in `[lo, hi)` and that nodes
     /// belong to this directory.
-    fn check_nodes(&self, dino: Ino, bid: Bid, lo: u64, hi: u64, problems: &mut Vec<String>) {
+    fn check_nodes(
+        &self,
+        dino: Ino,
+        bid: Bid,
+        lo: u64,
+        hi: u64,
+        budget: u32,
+        problems: &mut Vec<String>,
+    ) {
+        // A damaged (cyclic) index must not recurse forever.
+        if budget == 0 || self.vol.check_bid(bid).is_err() {
+            problems.push(format!(
+                "directory {dino}: index deeper than possible or pointing outside the image"
+            ));
+            return;
+        }
         let Ok(b) = self.vol.meta(bid) else { return };
         if get_u64(b, NODE_OWNER) != dino {
-            problems.push(format!("directory {dino}: index block {bid} belongs to inode {}", get_u64(b, NODE_OWNER)));
+            problems.push(format!(
+                "directory {dino}: index block {bid} belongs to inode {}",
+                get_u64(b, NODE_OWNER)
+            ));
         }
         match magic(b) {
             MAGIC_DIR_LEAF => {
+                if let Err(e) = leaf_check(b) {
+                    problems.push(format!("directory {dino}: leaf {bid}: {e}"));
+                    return;
+                }
                 for i in 0..node_count(b) {
                     match leaf_rec(b, i) {
-                        Ok(r) if r.key < lo || r.key >= hi => {
-                            problems.push(format!("directory {dino}: leaf {bid} holds a key outside its range"))
-                        }
+                        Ok(r) if r.key < lo || r.key >= hi => problems.push(format!(
+                            "directory {dino}: leaf {bid} holds a key outside its range"
+                        )),
                         Ok(_) => {}
                         Err(e) => problems.push(format!("directory {dino}: leaf {bid}: {e}")),
                     }
@@ -306,15 +360,23 @@ impl<'a> Checker<'a> {
                 for i in 0..n {
                     let (k, child) = inner_entry(b, i);
                     let k = if i == 0 { lo } else { k };
-                    let next = if i + 1 < n { inner_entry(b, i + 1).0 } else { hi };
+                    let next = if i + 1 < n {
+                        inner_entry(b, i + 1).0
+                    } else {
+                        hi
+                    };
                     if k > next {
-                        problems.push(format!("directory {dino}: index node {bid} keys out of order"));
+                        problems.push(format!(
+                            "directory {dino}: index node {bid} keys out of order"
+                        ));
                         return;
                     }
-                    self.check_nodes(dino, child, k, next, problems);
+                    self.check_nodes(dino, child, k, next, budget - 1, problems);
                 }
             }
-            _ => problems.push(format!("directory {dino}: block {bid} is not an index node")),
+            _ => problems.push(format!(
+                "directory {dino}: block {bid} is not an index node"
+            )),
         }
     }
 
@@ -334,9 +396,16 @@ impl<'a> Checker<'a> {
                 }
                 continue;
             }
-            let want = if inode.is_dir() { 2 + s.subdirs } else { s.refs };
+            let want = if inode.is_dir() {
+                2 + s.subdirs
+            } else {
+                s.refs
+            };
             if inode.nlink != want {
-                self.problem(format!("inode {ino}: link count {} should be {want}", inode.nlink));
+                self.problem(format!(
+                    "inode {ino}: link count {} should be {want}",
+                    inode.nlink
+                ));
             }
         }
     }
@@ -369,10 +438,18 @@ impl<'a> Checker<'a> {
                 }
             }
             if !leaked.is_empty() {
-                self.problem(format!("group {g}: {} blocks marked used but unreferenced (first {})", leaked.len(), leaked[0]));
+                self.problem(format!(
+                    "group {g}: {} blocks marked used but unreferenced (first {})",
+                    leaked.len(),
+                    leaked[0]
+                ));
             }
             if !unmarked.is_empty() {
-                self.problem(format!("group {g}: {} referenced blocks marked free (first {})", unmarked.len(), unmarked[0]));
+                self.problem(format!(
+                    "group {g}: {} referenced blocks marked free (first {})",
+                    unmarked.len(),
+                    unmarked[0]
+                ));
             }
             let recorded = get_u32(&b, MAP_FREE);
             let marked_free = (0..MAP_BITS)
@@ -380,12 +457,17 @@ impl<'a> Checker<'a> {
                 .filter(|&i| b[MAP_BITMAP + (i / 8) as usize] & (1 << (i % 8)) == 0)
                 .count() as u32;
             if recorded != marked_free {
-                self.problem(format!("group {g}: free count {recorded} but the bitmap has {marked_free} free"));
+                self.problem(format!(
+                    "group {g}: free count {recorded} but the bitmap has {marked_free} free"
+                ));
             }
             free_total += marked_free as u64;
         }
         if sb.state == crate::format::superblock::STATE_CLEAN && free_total != sb.free_blocks {
-            self.problem(format!("superblock counts {} free blocks, the bitmaps {free_total}", sb.free_blocks));
+            self.problem(format!(
+                "superblock counts {} free blocks, the bitmaps {free_total}",
+                sb.free_blocks
+            ));
         }
     }
 }

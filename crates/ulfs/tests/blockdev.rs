@@ -14,7 +14,11 @@ impl Drop for Loop {
 }
 
 fn attach(file: &std::path::Path) -> Option<Loop> {
-    let out = Command::new("losetup").args(["-f", "--show"]).arg(file).output().ok()?;
+    let out = Command::new("losetup")
+        .args(["-f", "--show"])
+        .arg(file)
+        .output()
+        .ok()?;
     if !out.status.success() {
         return None;
     }
@@ -25,17 +29,29 @@ fn attach(file: &std::path::Path) -> Option<Loop> {
 fn image_on_a_loop_device() {
     let dir = tempfile::tempdir().unwrap();
     let backing = dir.path().join("backing");
-    std::fs::File::create(&backing).unwrap().set_len(48 << 20).unwrap();
+    std::fs::File::create(&backing)
+        .unwrap()
+        .set_len(48 << 20)
+        .unwrap();
     let Some(dev) = attach(&backing) else {
         eprintln!("losetup unavailable here: block-device test not run");
         return;
     };
     // The size argument is ignored for a device: the device is used whole.
-    mkfs(&dev.0, &MkfsOptions { size: 1 << 20, ..Default::default() }).unwrap();
+    mkfs(
+        &dev.0,
+        &MkfsOptions {
+            size: 1 << 20,
+            ..Default::default()
+        },
+    )
+    .unwrap();
     let mut fs = Fs::mount(&dev.0, MountOptions::default()).unwrap();
     assert_eq!(fs.info().total_blocks, (48 << 20) / 4096);
     fs.mkdir("/on-device", 0o755).unwrap();
-    let fd = fs.open("/on-device/f", libc::O_CREAT | libc::O_RDWR, 0o644).unwrap();
+    let fd = fs
+        .open("/on-device/f", libc::O_CREAT | libc::O_RDWR, 0o644)
+        .unwrap();
     let data: Vec<u8> = (0..3_000_000u32).map(|i| (i % 251) as u8).collect();
     assert_eq!(fs.write(fd, &data).unwrap(), data.len());
     fs.close(fd).unwrap();
@@ -46,5 +62,9 @@ fn image_on_a_loop_device() {
     assert_eq!(fs.read(fd, &mut back).unwrap(), data.len());
     assert!(back == data);
     drop(fs);
-    assert!(fsck(&dev.0, &mut FsckOptions::default()).unwrap().is_clean());
+    assert!(
+        fsck(&dev.0, &mut FsckOptions::default())
+            .unwrap()
+            .is_clean()
+    );
 }

@@ -7,7 +7,14 @@ use ulfs::{Errno, Fs, FsckOptions, MkfsOptions, MountOptions, fsck, mkfs};
 fn image(size: u64) -> (tempfile::TempDir, std::path::PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let img = dir.path().join("t.img");
-    mkfs(&img, &MkfsOptions { size, ..Default::default() }).unwrap();
+    mkfs(
+        &img,
+        &MkfsOptions {
+            size,
+            ..Default::default()
+        },
+    )
+    .unwrap();
     (dir, img)
 }
 
@@ -20,11 +27,15 @@ fn populate(fs: &mut Fs) {
     fs.mkdir("/d", 0o755).unwrap();
     fs.mkdir("/d/e", 0o700).unwrap();
     for i in 0..300 {
-        let fd = fs.open(format!("/d/f{i}"), libc::O_CREAT | libc::O_WRONLY, 0o644).unwrap();
+        let fd = fs
+            .open(format!("/d/f{i}"), libc::O_CREAT | libc::O_WRONLY, 0o644)
+            .unwrap();
         fs.write(fd, &vec![i as u8; i * 97]).unwrap();
         fs.close(fd).unwrap();
     }
-    let fd = fs.open("/big", libc::O_CREAT | libc::O_WRONLY, 0o644).unwrap();
+    let fd = fs
+        .open("/big", libc::O_CREAT | libc::O_WRONLY, 0o644)
+        .unwrap();
     fs.pwrite(fd, &[1u8; 10000], 5 << 20).unwrap();
     fs.close(fd).unwrap();
     fs.link("/d/f7", "/d/e/hard").unwrap();
@@ -71,14 +82,24 @@ fn finds_damage() {
     bytes[last] |= mask;
     std::fs::write(&img, &bytes).unwrap();
     let problems = check(&img);
-    assert!(problems.iter().any(|p| p.contains("marked used but unreferenced")), "{problems:#?}");
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.contains("marked used but unreferenced")),
+        "{problems:#?}"
+    );
     bytes[last] &= !mask;
     // Bump /big's link count (inode block = ino / 16, slot = ino % 16).
     let off = (st.ino / 16) as usize * 4096 + (st.ino % 16) as usize * 256 + 4;
     bytes[off] += 1;
     std::fs::write(&img, &bytes).unwrap();
     let problems = check(&img);
-    assert!(problems.iter().any(|p| p.contains("link count 2 should be 1")), "{problems:#?}");
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.contains("link count 2 should be 1")),
+        "{problems:#?}"
+    );
 }
 
 #[test]
@@ -94,7 +115,13 @@ fn big_directory(n: usize) {
     let mut fs = Fs::mount(&img, MountOptions::default()).unwrap();
     fs.mkdir("/big", 0o755).unwrap();
     for i in 0..n {
-        let fd = fs.open(format!("/big/entry-{i:07}"), libc::O_CREAT | libc::O_WRONLY, 0o644).unwrap();
+        let fd = fs
+            .open(
+                format!("/big/entry-{i:07}"),
+                libc::O_CREAT | libc::O_WRONLY,
+                0o644,
+            )
+            .unwrap();
         fs.close(fd).unwrap();
     }
     for i in (0..n).step_by(n / 1000) {
@@ -104,9 +131,14 @@ fn big_directory(n: usize) {
     for i in (0..n).step_by(2) {
         fs.unlink(format!("/big/entry-{i:07}")).unwrap();
     }
-    assert_eq!(fs.stat(format!("/big/entry-{:07}", 0)).unwrap_err(), Errno::ENOENT);
+    assert_eq!(
+        fs.stat(format!("/big/entry-{:07}", 0)).unwrap_err(),
+        Errno::ENOENT
+    );
     // A full listing returns each remaining entry exactly once.
-    let fd = fs.open("/big", libc::O_RDONLY | libc::O_DIRECTORY, 0).unwrap();
+    let fd = fs
+        .open("/big", libc::O_RDONLY | libc::O_DIRECTORY, 0)
+        .unwrap();
     let mut buf = vec![0u8; 64 * 1024];
     let mut seen = std::collections::HashSet::new();
     loop {
@@ -143,10 +175,14 @@ fn readdir_cookies_survive_changes() {
     let mut fs = Fs::mount(&img, MountOptions::default()).unwrap();
     fs.mkdir("/d", 0o755).unwrap();
     for i in 0..2000 {
-        let fd = fs.open(format!("/d/{i}"), libc::O_CREAT | libc::O_WRONLY, 0o644).unwrap();
+        let fd = fs
+            .open(format!("/d/{i}"), libc::O_CREAT | libc::O_WRONLY, 0o644)
+            .unwrap();
         fs.close(fd).unwrap();
     }
-    let fd = fs.open("/d", libc::O_RDONLY | libc::O_DIRECTORY, 0).unwrap();
+    let fd = fs
+        .open("/d", libc::O_RDONLY | libc::O_DIRECTORY, 0)
+        .unwrap();
     let mut buf = vec![0u8; 2048];
     let mut seen = std::collections::HashSet::new();
     let mut round = 0;
@@ -161,7 +197,13 @@ fn readdir_cookies_survive_changes() {
         // Churn between calls: add new names, remove some not yet seen.
         round += 1;
         for j in 0..20 {
-            let fd2 = fs.open(format!("/d/new-{round}-{j}"), libc::O_CREAT | libc::O_WRONLY, 0o644).unwrap();
+            let fd2 = fs
+                .open(
+                    format!("/d/new-{round}-{j}"),
+                    libc::O_CREAT | libc::O_WRONLY,
+                    0o644,
+                )
+                .unwrap();
             fs.close(fd2).unwrap();
         }
     }

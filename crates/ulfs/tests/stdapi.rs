@@ -2,13 +2,26 @@
 //! and the thread-safe wrapper used from several threads at once.
 
 use std::io::{Read, Seek, SeekFrom, Write};
-use ulfs::{File, Fs, MkfsOptions, MountOptions, SharedFs, create_dir_all, metadata, mkfs, read_dir, remove_dir_all};
+use ulfs::{
+    File, Fs, MkfsOptions, MountOptions, SharedFs, create_dir_all, metadata, mkfs, read_dir,
+    remove_dir_all,
+};
 
 fn shared() -> (tempfile::TempDir, SharedFs) {
     let dir = tempfile::tempdir().unwrap();
     let img = dir.path().join("t.img");
-    mkfs(&img, &MkfsOptions { size: 32 << 20, ..Default::default() }).unwrap();
-    (dir, SharedFs::new(Fs::mount(&img, MountOptions::default()).unwrap()))
+    mkfs(
+        &img,
+        &MkfsOptions {
+            size: 32 << 20,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    (
+        dir,
+        SharedFs::new(Fs::mount(&img, MountOptions::default()).unwrap()),
+    )
 }
 
 #[test]
@@ -23,7 +36,10 @@ fn file_read_write_seek() {
     f.write_all(b"XYZW").unwrap();
     drop(f);
     let mut s = String::new();
-    File::open(&fs, "/a/b/c/file").unwrap().read_to_string(&mut s).unwrap();
+    File::open(&fs, "/a/b/c/file")
+        .unwrap()
+        .read_to_string(&mut s)
+        .unwrap();
     assert_eq!(s, "0123456XYZW");
     let err = File::open(&fs, "/a/missing").err().unwrap();
     assert_eq!(err.kind(), std::io::ErrorKind::NotFound);
@@ -40,7 +56,10 @@ fn read_dir_and_remove_dir_all() {
         File::create(&fs, format!("/t/sub/{n}")).unwrap();
     }
     fs.lock().symlink("x", "/t/link").unwrap();
-    let mut names: Vec<_> = read_dir(&fs, "/t").unwrap().map(|e| e.unwrap().name).collect();
+    let mut names: Vec<_> = read_dir(&fs, "/t")
+        .unwrap()
+        .map(|e| e.unwrap().name)
+        .collect();
     names.sort();
     assert_eq!(names, [&b"link"[..], b"sub", b"x", b"y", b"z"]);
     remove_dir_all(&fs, "/t").unwrap();
@@ -67,7 +86,10 @@ fn threads_share_one_fs() {
     }
     assert_eq!(read_dir(&fs, "/").unwrap().count(), 200);
     let mut buf = Vec::new();
-    File::open(&fs, "/t3-49").unwrap().read_to_end(&mut buf).unwrap();
+    File::open(&fs, "/t3-49")
+        .unwrap()
+        .read_to_end(&mut buf)
+        .unwrap();
     assert_eq!(buf, vec![3u8; 1000]);
     fs.into_inner().unwrap().unmount().unwrap();
 }

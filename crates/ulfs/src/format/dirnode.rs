@@ -80,6 +80,9 @@ pub fn leaf_check(b: &Block) -> Result<(), NodeError> {
 
 /// Entry `i` of a checked leaf.
 pub fn leaf_rec(b: &Block, i: usize) -> Result<Rec<'_>, NodeError> {
+    if NODE_HDR + 2 * i + 2 > BLOCK_SIZE {
+        return Err("leaf slot index past the block");
+    }
     let off = get_u16(b, NODE_HDR + 2 * i) as usize;
     let heap = get_u16(b, LEAF_HEAP) as usize;
     if off < heap || off + REC_NAME > BLOCK_SIZE {
@@ -99,6 +102,9 @@ pub fn leaf_rec(b: &Block, i: usize) -> Result<Rec<'_>, NodeError> {
 
 /// Key of entry `i` without bounds on the name (cheap, for binary search).
 fn leaf_key(b: &Block, i: usize) -> Result<u64, NodeError> {
+    if NODE_HDR + 2 * i + 2 > BLOCK_SIZE {
+        return Err("leaf slot index past the block");
+    }
     let off = get_u16(b, NODE_HDR + 2 * i) as usize;
     if off + 8 > BLOCK_SIZE || off < NODE_HDR {
         return Err("leaf slot points outside the block");

@@ -86,7 +86,7 @@ impl Volume {
         put_u64(b, off, v);
         let free = get_u32(b, MAP_FREE);
         put_u32(b, MAP_FREE, free.saturating_sub(1));
-        self.sb.free_blocks -= 1;
+        self.sb.free_blocks = self.sb.free_blocks.saturating_sub(1);
         Ok(true)
     }
 

@@ -89,12 +89,12 @@ impl Volume {
             }
             let bid = self.alloc_block(goal)?;
             inode.map[slot] = bid;
-            inode.blocks += 1;
+            inode.blocks = inode.blocks.saturating_add(1);
             return Ok((bid, true));
         }
         if inode.map[slot] == 0 {
             inode.map[slot] = self.new_indirect(ino, goal)?;
-            inode.blocks += 1;
+            inode.blocks = inode.blocks.saturating_add(1);
         }
         let mut parent = inode.map[slot];
         for (level, &i) in idx[..depth].iter().enumerate() {
@@ -110,7 +110,7 @@ impl Volume {
                 self.new_indirect(ino, goal)?
             };
             put_u32(self.meta_mut(parent)?, IND_PTRS + 4 * i, new);
-            inode.blocks += 1;
+            inode.blocks = inode.blocks.saturating_add(1);
             if last {
                 return Ok((new, true));
             }
@@ -133,7 +133,7 @@ impl Volume {
             if inode.map[slot] != 0 {
                 self.free_block(inode.map[slot])?;
                 inode.map[slot] = 0;
-                inode.blocks -= 1;
+                inode.blocks = inode.blocks.saturating_sub(1);
             }
             return Ok(());
         }
@@ -146,7 +146,7 @@ impl Volume {
             if level + 1 == depth && child != 0 {
                 self.free_block(child)?;
                 put_u32(self.meta_mut(parent)?, IND_PTRS + 4 * i, 0);
-                inode.blocks -= 1;
+                inode.blocks = inode.blocks.saturating_sub(1);
                 return Ok(());
             }
             parent = child;
@@ -161,7 +161,7 @@ impl Volume {
             if inode.map[i] != 0 {
                 self.free_block(inode.map[i])?;
                 inode.map[i] = 0;
-                inode.blocks -= 1;
+                inode.blocks = inode.blocks.saturating_sub(1);
             }
         }
         for (slot, depth, base) in TREES {
@@ -170,14 +170,14 @@ impl Volume {
                 continue;
             }
             if from <= base {
-                inode.blocks -= self.free_subtree(root, depth)?;
+                inode.blocks = inode.blocks.saturating_sub(self.free_subtree(root, depth)?);
                 inode.map[slot] = 0;
             } else {
                 let (freed, empty) = self.free_partial(root, depth, base, from)?;
-                inode.blocks -= freed;
+                inode.blocks = inode.blocks.saturating_sub(freed);
                 if empty {
                     self.free_block(root)?;
-                    inode.blocks -= 1;
+                    inode.blocks = inode.blocks.saturating_sub(1);
                     inode.map[slot] = 0;
                 }
             }

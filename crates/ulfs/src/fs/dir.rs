@@ -215,7 +215,7 @@ impl Volume {
             let leaf = self.alloc_meta(0, MAGIC_DIR_LEAF)?;
             leaf_init(self.meta_mut(leaf)?, dino);
             dir.map[0] = leaf;
-            dir.blocks += 1;
+            dir.blocks = dir.blocks.saturating_add(1);
         }
         let path = self.find_leaf(dir.map[0], key)?;
         let rec = Rec {
@@ -225,8 +225,8 @@ impl Volume {
             name,
         };
         self.leaf_put(dino, dir, path, &rec)?;
-        dir.entries += 1;
-        dir.size = dir.blocks * BLOCK_SIZE as u64;
+        dir.entries = dir.entries.saturating_add(1);
+        dir.size = dir.blocks.saturating_mul(BLOCK_SIZE as u64);
         Ok(key)
     }
 
@@ -269,7 +269,7 @@ impl Volume {
         }
         let cut = cut.max(1);
         let right = self.alloc_meta(leaf, MAGIC_DIR_LEAF)?;
-        dir.blocks += 1;
+        dir.blocks = dir.blocks.saturating_add(1);
         let old_next = leaf_next(self.meta(leaf)?);
         let rb = self.meta_mut(right)?;
         leaf_init(rb, dino);
@@ -296,7 +296,7 @@ impl Volume {
         let Some((&(parent, idx), rest)) = up.split_last() else {
             let old_root = dir.map[0];
             let root = self.alloc_meta(old_root, MAGIC_DIR_INNER)?;
-            dir.blocks += 1;
+            dir.blocks = dir.blocks.saturating_add(1);
             let b = self.meta_mut(root)?;
             inner_init(b, dino, child_level + 1);
             inner_push(b, 0, old_root);
@@ -316,7 +316,7 @@ impl Volume {
             inner_push(b, k, c);
         }
         let right = self.alloc_meta(parent, MAGIC_DIR_INNER)?;
-        dir.blocks += 1;
+        dir.blocks = dir.blocks.saturating_add(1);
         let rb = self.meta_mut(right)?;
         inner_init(rb, dino, level);
         for &(k, c) in &entries[half..] {

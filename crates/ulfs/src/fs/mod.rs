@@ -16,9 +16,9 @@ mod mount;
 mod ops;
 
 pub use dir::DirItem;
-pub use ops::dtype_of;
 pub use mkfs::{MkfsOptions, mkfs};
 pub use mount::{Info, Mode, MountOptions};
+pub use ops::dtype_of;
 
 use crate::errno::{Errno, Result};
 use crate::format::superblock::{SB_PRIMARY, SB_SECONDARY, Superblock};
@@ -124,5 +124,80 @@ impl Volume {
 
     pub(crate) fn dev(&self) -> u64 {
         self.dev
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::format::inode::Inode;
+
+    fn volume(size: u64) -> (tempfile::TempDir, Volume) {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("img");
+        mkfs(
+            &p,
+            &MkfsOptions {
+                size,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let v = Volume::mount(&p, MountOptions::default()).unwrap();
+        (dir, v)
+    }
+
+    #[test]
+    fn allocation_is_contiguous_and_reuses_freed_blocks() {
+        let (_d, mut v) = volume(4 << 20);
+        let a = v.alloc_block(0).unwrap();
+        let b = v.alloc_block(a + 1).unwrap();
+        assert_eq!(b, a + 1);
+        let free = v.sb.free_blocks;
+        v.free_block(a).unwrap();
+        assert_eq!(v.sb.free_blocks, free + 1);
+        assert_eq!(
+            v.free_block(a),
+            Err(Errno::EUCLEAN),
+            "double free is refused"
+        );
+        assert_eq!(v.alloc_block(a).unwrap(), a);
+        let mut n = 0;
+        while v.alloc_block(0).is_ok() {
+            n += 1;
+        }
+        assert_eq!(v.sb.free_blocks, 0);
+        assert!(n > 900);
+        assert_eq!(v.alloc_block(0), Err(Errno::ENOSPC));
+    }
+
+    #[test]
+    fn inode_slots_fill_blocks_and_come_back() {
+        let (_d, mut v) = volume(4 << 20);
+        let mut inos = Vec::new();
+        for _ in 0..40 {
+            let mut i = Inode {
+                mode: libc::S_IFREG | 0o600,
+                nlink: 1,
+                ..Default::default()
+            };
+            inos.push(v.alloc_inode(&mut i).unwrap());
+        }
+        // 15 slots per block: 40 inodes (plus the root) span three blocks.
+        let blocks: std::collections::HashSet<_> = inos.iter().map(|i| i / 16).collect();
+        assert_eq!(blocks.len(), 3);
+        let victim = inos[3];
+        v.free_inode(victim).unwrap();
+        assert_eq!(v.inode(victim), Err(Errno::EUCLEAN));
+        let mut i = Inode {
+            mode: libc::S_IFREG,
+            nlink: 1,
+            ..Default::default()
+        };
+        assert_eq!(
+            v.alloc_inode(&mut i).unwrap(),
+            victim,
+            "a freed slot is reused first"
+        );
     }
 }

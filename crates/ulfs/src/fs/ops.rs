@@ -57,7 +57,7 @@ impl Volume {
             rdev: i.rdev,
             size: i.size,
             blksize: BLOCK_SIZE as u64,
-            blocks: i.blocks * (BLOCK_SIZE as u64 / 512),
+            blocks: i.blocks.saturating_mul(BLOCK_SIZE as u64 / 512),
             atime: i.atime,
             mtime: i.mtime,
             ctime: i.ctime,
@@ -119,7 +119,7 @@ impl Volume {
             }
         };
         if is_dir {
-            d.nlink += 1;
+            d.nlink = d.nlink.saturating_add(1);
             let mut child = self.inode(ino)?;
             child.name_key = key;
             self.put_inode(ino, &child)?;

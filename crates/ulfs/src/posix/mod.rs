@@ -345,21 +345,18 @@ impl Fs {
         }
         if !full {
             self.vol.read_dir(ino, cookie, |item| {
-                if dirents::put(buf, &mut at, item.ino, item.key + 1, item.dtype, item.name) {
+                full = !dirents::put(buf, &mut at, item.ino, item.key + 1, item.dtype, item.name);
+                if !full {
                     cookie = item.key + 1;
-                    true
-                } else {
-                    false
                 }
+                !full
             })?;
         }
-        if at == 0 && cookie != u64::MAX && full {
+        // Not even one record fit: say so rather than look like the end.
+        if at == 0 && full {
             return Err(Errno::EINVAL);
         }
         self.proc.fds.get_mut(fd)?.offset = cookie;
-        if at == 0 {
-            return Ok(0);
-        }
         Ok(at)
     }
 

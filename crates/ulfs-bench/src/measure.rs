@@ -1,0 +1,103 @@
+//! Repetition policy: how many times each cell runs and which number is
+//! reported.
+//!
+//! The machines are shared and noisy, so the peers of one cell are run in
+//! interleaved rounds (one repetition of each per round, rotating who goes
+//! first): a burst of noise then hits all peers alike instead of one of
+//! them, which is what keeps the ratios meaningful. The median over
+//! repetitions is reported because it ignores the occasional descheduled
+//! repetition that would dominate a mean.
+
+use std::io;
+use std::time::Duration;
+
+pub struct Budget {
+    /// Never fewer repetitions than this, however slow a cell is.
+    pub min_reps: usize,
+    /// Bounds the memory and time of cells whose repetitions are tiny.
+    pub max_reps: usize,
+    /// Stop once the slowest peer has spent this long being measured.
+    pub target: Duration,
+}
+
+impl Budget {
+    pub fn full() -> Self {
+        Budget {
+            min_reps: 5,
+            max_reps: 100_000,
+            target: Duration::from_millis(200),
+        }
+    }
+
+    pub fn quick() -> Self {
+        Budget {
+            min_reps: 2,
+            max_reps: 20,
+            target: Duration::from_millis(2),
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+pub struct Sample {
+    pub ns_per_op: f64,
+    pub reps: usize,
+}
+
+/// One repetition of one peer: does untimed setup itself and returns the
+/// timed part.
+pub type Rep<'a> = Box<dyn FnMut() -> io::Result<Duration> + 'a>;
+
+/// Warms every peer up once, then runs interleaved rounds until the budget
+/// is spent. Returns one sample per peer, in the order given.
+pub fn interleaved(budget: &Budget, ops_per_rep: u64, peers: &mut [Rep<'_>]) -> io::Result<Vec<Sample>> {
+    for rep in peers.iter_mut() {
+        rep()?;
+    }
+    let n = peers.len();
+    let mut times: Vec<Vec<Duration>> = vec![Vec::new(); n];
+    let mut spent = vec![Duration::ZERO; n];
+    let mut round = 0;
+    loop {
+        for k in 0..n {
+            let i = (round + k) % n;
+            let d = (peers[i])()?;
+            times[i].push(d);
+            spent[i] += d;
+        }
+        round += 1;
+        let slowest = spent.iter().max().copied().unwrap_or_default();
+        if round >= budget.max_reps || (round >= budget.min_reps && slowest >= budget.target) {
+            break;
+        }
+    }
+    Ok(times
+        .into_iter()
+        .map(|t| Sample {
+            ns_per_op: median_ns(t) / ops_per_rep as f64,
+            reps: round,
+        })
+        .collect())
+}
+
+fn median_ns(mut t: Vec<Duration>) -> f64 {
+    t.sort_unstable();
+    let m = t.len() / 2;
+    if t.len() % 2 == 1 {
+        t[m].as_nanos() as f64
+    } else {
+        (t[m - 1].as_nanos() + t[m].as_nanos()) as f64 / 2.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn median_of_odd_and_even() {
+        let ms = |v: &[u64]| v.iter().map(|&x| Duration::from_nanos(x)).collect();
+        assert_eq!(median_ns(ms(&[5, 1, 9])), 5.0);
+        assert_eq!(median_ns(ms(&[4, 1, 9, 2])), 3.0);
+    }
+}
