@@ -50,7 +50,11 @@ pub type Rep<'a> = Box<dyn FnMut() -> io::Result<Duration> + 'a>;
 
 /// Warms every peer up once, then runs interleaved rounds until the budget
 /// is spent. Returns one sample per peer, in the order given.
-pub fn interleaved(budget: &Budget, ops_per_rep: u64, peers: &mut [Rep<'_>]) -> io::Result<Vec<Sample>> {
+pub fn interleaved(
+    budget: &Budget,
+    ops_per_rep: u64,
+    peers: &mut [Rep<'_>],
+) -> io::Result<Vec<Sample>> {
     for rep in peers.iter_mut() {
         rep()?;
     }

@@ -43,7 +43,7 @@ pub struct RawPlan {
 
 impl RawPlan {
     pub fn new(chunk: usize, seed: u64) -> Self {
-        assert!(chunk > 0 && RAW_BYTES % chunk == 0);
+        assert!(chunk > 0 && RAW_BYTES.is_multiple_of(chunk));
         let mut rng = SplitMix64::new(seed ^ chunk as u64);
         let mut offsets: Vec<usize> = (0..RAW_BYTES / chunk).map(|i| i * chunk).collect();
         rng.shuffle(&mut offsets);
@@ -66,7 +66,11 @@ impl RawPlan {
 /// then a `pread` of the same range. Creating and removing the file is not
 /// timed (the figure is about data movement); the bytes read back are
 /// checked after the clock stops, so a wrong answer cannot pass as fast.
-pub fn read_after_write<P: Peer>(p: &mut P, plan: &RawPlan, dst: &mut [u8]) -> io::Result<Duration> {
+pub fn read_after_write<P: Peer>(
+    p: &mut P,
+    plan: &RawPlan,
+    dst: &mut [u8],
+) -> io::Result<Duration> {
     const NAME: &str = "raw";
     dst.fill(0);
     let fd = p.create(NAME)?;

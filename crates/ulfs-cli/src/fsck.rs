@@ -6,6 +6,7 @@ use std::path::Path;
 use ulfs::FsckOptions;
 
 use crate::error::{CliError, CliResult};
+use crate::image;
 use crate::progress::{Progress, Unit};
 
 pub const EXIT_ERRORS_FOUND: i32 = 4;
@@ -16,13 +17,14 @@ pub fn run(image_path: &Path) -> CliResult {
     // The callback must be 'static, so the bar is owned by the closure and
     // cleared when fsck drops its options.
     let mut progress = Progress::new("checking", Unit::Steps, 0);
-    let opts = FsckOptions {
+    let mut opts = FsckOptions {
         progress: Some(Box::new(move |done, total| progress.set(done, total))),
     };
-    let report = ulfs::fsck(image_path, &opts);
+    let report = ulfs::fsck(image_path, &mut opts);
     drop(opts);
-    let report =
-        report.map_err(|e| CliError::new(&ctx, e.to_string()).with_code(EXIT_OPERATIONAL_ERROR))?;
+    let report = report.map_err(|e| {
+        image::whole_image_error("fsck", image_path, &e).with_code(EXIT_OPERATIONAL_ERROR)
+    })?;
     for problem in &report.problems {
         println!("{problem}");
     }

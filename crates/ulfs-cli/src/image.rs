@@ -20,8 +20,18 @@ pub fn mount(cmd: &str, image: &Path, access: Access) -> CliResult<Fs> {
     let opts = MountOptions {
         read_only: access == Access::ReadOnly,
     };
-    Fs::mount(image, opts)
-        .map_err(|e| CliError::new(format!("{cmd}: {}", image.display()), e.to_string()))
+    Fs::mount(image, opts).map_err(|e| whole_image_error(cmd, image, &e))
+}
+
+/// `cmd: IMAGE: message` for mkfs/mount/fsck failures. Some core messages
+/// already start with the image path; it is not repeated then.
+pub fn whole_image_error(cmd: &str, image: &Path, e: &ulfs::Error) -> CliError {
+    let shown = image.display().to_string();
+    if e.message.starts_with(&format!("{shown}: ")) {
+        CliError::new(cmd, e.message.clone())
+    } else {
+        CliError::new(format!("{cmd}: {shown}"), e.message.clone())
+    }
 }
 
 pub fn unmount(cmd: &str, image: &Path, fs: Fs) -> CliResult {

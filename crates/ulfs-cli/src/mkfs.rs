@@ -9,6 +9,7 @@ use std::path::Path;
 use ulfs::{Errno, MkfsOptions};
 
 use crate::error::{CliError, CliResult};
+use crate::image;
 
 /// Block size of every ulfs image (docs/FORMAT.md); journal sizes are
 /// given in bytes on the command line but stored in blocks.
@@ -70,7 +71,7 @@ pub fn run(args: &Args<'_>) -> CliResult {
                 "file exists and is not empty; refusing to overwrite it (use --force to replace it)",
             )
         } else {
-            CliError::new(&ctx, e.to_string())
+            image::whole_image_error("mkfs", args.image, &e)
         }
     })
 }

@@ -234,7 +234,7 @@ impl<'a> Checker<'a> {
                 if first {
                     self.claim_inode(ino, child);
                     done += 1;
-                    if done % 4096 == 0
+                    if done.is_multiple_of(4096)
                         && let Some(p) = opts.progress.as_mut()
                     {
                         p(done, total);

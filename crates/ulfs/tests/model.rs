@@ -1424,6 +1424,9 @@ impl Harness {
                     "#{n:<3} {op:?}{slots_desc}\n      host (tmpfs): {h:?}\n      ulfs:         {u:?}"
                 )
             };
+            if std::env::var_os("TMPSTATS").is_some() {
+                eprintln!("STAT {line}");
+            }
             self.trace.push(line);
             if h != u {
                 return Err(self.fail(n, op, "results differ"));
@@ -1682,7 +1685,14 @@ fn run_case(ops: &[Op]) -> Result<(), String> {
         }
     };
     r?;
-    let _ = &img; // TEMP: fsck not yet implemented
+    let report = ulfs::fsck(&img, &mut ulfs::FsckOptions::default())
+        .map_err(|e| format!("fsck could not check the image: {e}"))?;
+    if !report.is_clean() {
+        return Err(format!(
+            "fsck after the case found problems: {:?}\n(ops replayed cleanly against tmpfs)",
+            report.problems
+        ));
+    }
     Ok(())
 }
 

@@ -3,7 +3,6 @@
 
 use ulfs::{Errno, Fs, MkfsOptions, MountOptions, RENAME_EXCHANGE, RENAME_NOREPLACE, mkfs};
 
-const RW: i32 = libc::O_RDWR;
 const CREAT: i32 = libc::O_CREAT | libc::O_RDWR;
 
 fn fresh(size: u64) -> (tempfile::TempDir, std::path::PathBuf, Fs) {

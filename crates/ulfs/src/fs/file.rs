@@ -77,26 +77,20 @@ impl Volume {
         if end > MAX_FILE_SIZE {
             return Err(Errno::EFBIG);
         }
+        // `copy_in` returns a short count when space runs out part-way, and
+        // an error only when nothing was written.
         let result = self.copy_in(ino, &mut inode, buf, off);
-        let done = match result {
-            Ok(n) => n,
-            Err(_) if matches!(result, Err(Errno::ENOSPC)) => 0,
-            Err(e) => return Err(e),
-        };
-        if done > 0 {
+        if let Ok(done) = result {
             inode.size = inode.size.max(off + done as u64);
             let now = Timespec::now();
             inode.mtime = now;
             inode.ctime = now;
         }
-        // Blocks may have been mapped even when nothing was copied.
+        // Blocks may have been mapped even when nothing was copied, so the
+        // inode is written back either way.
         self.put_inode(ino, &inode)?;
         self.commit()?;
-        match result {
-            Ok(n) => Ok(n),
-            Err(e) if done == 0 => Err(e),
-            Err(_) => Ok(done),
-        }
+        result
     }
 
     fn copy_in(&mut self, ino: Ino, inode: &mut Inode, buf: &[u8], off: u64) -> Result<usize> {

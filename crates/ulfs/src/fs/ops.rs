@@ -103,11 +103,12 @@ impl Volume {
             inode.size = target.len() as u64;
         }
         let ino = self.alloc_inode(&mut inode)?;
-        if mode & libc::S_IFMT == libc::S_IFLNK && inode.flags & FLAG_INLINE == 0 {
-            if let Err(e) = self.write_symlink_body(ino, target) {
-                self.destroy(ino)?;
-                return Err(e);
-            }
+        if mode & libc::S_IFMT == libc::S_IFLNK
+            && inode.flags & FLAG_INLINE == 0
+            && let Err(e) = self.write_symlink_body(ino, target)
+        {
+            self.destroy(ino)?;
+            return Err(e);
         }
         let key = match self.dir_insert(dir, &mut d, name, ino, dtype_of(mode)) {
             Ok(k) => k,
