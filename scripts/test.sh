@@ -27,5 +27,4 @@ fi
 
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings
-cargo build --workspace
 cargo test --workspace

@@ -85,6 +85,20 @@ impl<'a> Checker<'a> {
         }
     }
 
+    /// Checksums are sealed at every checkpoint, so on a cleanly unmounted
+    /// image every metadata block must carry a valid one. (After a crash in
+    /// mode `none` they may be stale, and are not judged.)
+    fn verify_crc(&mut self, bid: Bid, what: &str) {
+        if self.vol.sb.state != crate::format::superblock::STATE_CLEAN {
+            return;
+        }
+        if let Ok(b) = self.vol.meta(bid)
+            && !block_crc_ok(b)
+        {
+            self.problem(format!("{what}: block {bid} fails its checksum"));
+        }
+    }
+
     /// Records that `what` references `bid`.
     fn claim(&mut self, bid: Bid, what: &str) {
         if bid as u64 >= self.vol.sb.total_blocks {
@@ -145,6 +159,7 @@ impl<'a> Checker<'a> {
             }
             let (used, next) = (get_u16(b, IBLK_USED), get_u32(b, IBLK_NEXT_ALL));
             self.claim(bid, "inode block");
+            self.verify_crc(bid, "inode block");
             for slot in 1..INODES_PER_BLOCK {
                 let ino = ino_of(bid, slot);
                 if used & (1 << slot) == 0 {
@@ -186,6 +201,12 @@ impl<'a> Checker<'a> {
         if !root_inode.is_dir() {
             self.problem("root inode is not a directory".into());
             return;
+        }
+        if root_inode.parent != root {
+            self.problem(format!(
+                "root directory's parent pointer is {}, not itself",
+                root_inode.parent
+            ));
         }
         let total = live.len() as u64;
         let mut done = 0u64;
@@ -250,13 +271,42 @@ impl<'a> Checker<'a> {
     /// Claims an inode's blocks and checks its block count.
     fn claim_inode(&mut self, ino: Ino, inode: &Inode) {
         let mut blocks = Vec::new();
+        // Blocks holding metadata (index nodes, indirect blocks): checksummed.
+        let mut meta = Vec::new();
         let res = if inode.is_dir() {
-            self.vol.dir_blocks(inode, &mut |b| blocks.push(b))
+            if inode.size != inode.blocks.saturating_mul(BLOCK_SIZE as u64) {
+                self.problem(format!(
+                    "directory {ino}: size {} is not its block count times {BLOCK_SIZE}",
+                    inode.size
+                ));
+            }
+            self.vol.dir_blocks(inode, &mut |b| {
+                blocks.push(b);
+                meta.push(b);
+            })
         } else if inode.is_symlink() && inode.flags & FLAG_INLINE != 0 {
             Ok(())
         } else {
-            self.vol.bmap_visit(inode, &mut |b, _| blocks.push(b))
+            self.vol.bmap_visit(inode, &mut |b, indirect| {
+                blocks.push(b);
+                if indirect {
+                    meta.push(b);
+                }
+            })
         };
+        for &b in &meta {
+            self.verify_crc(b, &format!("inode {ino}"));
+            let owner = self
+                .vol
+                .meta(b)
+                .map(|blk| get_u64(blk, IND_OWNER))
+                .unwrap_or(ino);
+            if owner != ino {
+                self.problem(format!(
+                    "inode {ino}: block {b} is marked as belonging to inode {owner}"
+                ));
+            }
+        }
         if let Err(e) = res {
             self.problem(format!("inode {ino}: damaged block map or index ({e:?})"));
         }
@@ -421,7 +471,14 @@ impl<'a> Checker<'a> {
                 self.problem(format!("group {g}: map block {map} has a bad magic"));
                 continue;
             }
+            if get_u32(b, MAP_GROUP) != g {
+                self.problem(format!(
+                    "group {g}: map block {map} says it is group {}",
+                    get_u32(b, MAP_GROUP)
+                ));
+            }
             let b = *b;
+            self.verify_crc(map, &format!("group {g} map"));
             let mut leaked = Vec::new();
             let mut unmarked = Vec::new();
             for i in 0..MAP_BITS {

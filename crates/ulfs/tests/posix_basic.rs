@@ -314,3 +314,18 @@ fn refuses_non_images() {
     let err = Fs::mount(&img, MountOptions::default()).err().unwrap();
     assert_eq!(err.errno, Errno::EUCLEAN, "{err}");
 }
+
+#[test]
+fn unsupported_superblock_copy_is_never_passed_over() {
+    let (_d, img, fs) = fresh(8 << 20);
+    fs.unmount().unwrap();
+    let mut bytes = std::fs::read(&img).unwrap();
+    // Make the primary copy claim a future format version (CRC kept valid).
+    bytes[8..12].copy_from_slice(&3u32.to_le_bytes());
+    let block: &mut [u8; 4096] = (&mut bytes[..4096]).try_into().unwrap();
+    ulfs::format::seal_block(block);
+    std::fs::write(&img, &bytes).unwrap();
+    let err = Fs::mount(&img, MountOptions::default()).err().unwrap();
+    assert_eq!(err.errno, Errno::EOPNOTSUPP, "{err}");
+    assert!(err.message.contains("format version 3"), "{err}");
+}

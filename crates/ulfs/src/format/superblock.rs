@@ -251,9 +251,6 @@ impl Superblock {
                 self.group_count
             ));
         }
-        if self.free_blocks > self.data_blocks() {
-            return Err("free block count exceeds the data area".into());
-        }
         for (what, bid) in [
             ("inode list", self.inode_all_head),
             ("free-inode list", self.inode_free_head),

@@ -1,8 +1,9 @@
 //! Directories: a B+tree per directory, keyed by a keyed hash of the name.
 //!
 //! Keys are SipHash-2-4 of the name under the image's secret 128-bit seed,
-//! cut to 58 bits, with 4 low bits left for a collision sequence number:
-//! `key = 2^62 | (hash >> 6) << 4 | seq`. Leaves are slotted pages sorted by
+//! cut to 57 bits, with 4 low bits left for a collision sequence number:
+//! `key = 2^62 | (hash >> 7) << 4 | seq`, so every key and `key + 1` (the
+//! `d_off` after it) is a positive `i64`. Leaves are slotted pages sorted by
 //! key, chained left to right; inner nodes route by key. Lookup, insert and
 //! remove are O(log n). A `getdents` cookie is the key to resume from, so
 //! cookies stay valid while the directory changes: no entry is returned
@@ -71,7 +72,7 @@ impl Volume {
     pub(crate) fn name_key(&self, name: &[u8]) -> u64 {
         let mut h = SipHasher24::new_with_keys(self.hash_key.0, self.hash_key.1);
         h.write(name);
-        KEY_BASE | ((h.finish() >> 6) << 4)
+        KEY_BASE | ((h.finish() >> 7) << 4)
     }
 
     /// Descends from `root` to the leaf whose range holds `key`.

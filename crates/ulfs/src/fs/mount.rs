@@ -69,6 +69,16 @@ impl Volume {
             pick(SB_PRIMARY).map_err(|e| Error::new(e, format!("{shown}: unreadable")))?;
         let secondary =
             pick(SB_SECONDARY).map_err(|e| Error::new(e, format!("{shown}: unreadable")))?;
+        // A copy this version does not understand may be the newer one (an
+        // upgrade cut short): never fall back past it to the older copy.
+        for copy in [&primary, &secondary] {
+            if let Err(SbError::Unsupported(what)) = copy {
+                return Err(Error::new(
+                    Errno::EOPNOTSUPP,
+                    format!("{shown}: unsupported {what}"),
+                ));
+            }
+        }
         let sb = match (primary, secondary) {
             (Ok(a), Ok(b)) => {
                 if a.seq >= b.seq {
@@ -89,7 +99,9 @@ impl Volume {
                     format!("{shown}: not a ulfs image{hint}"),
                 ));
             }
-            (Err(e), _) => {
+            (Err(e), Err(SbError::NotUlfs))
+            | (Err(SbError::NotUlfs), Err(e))
+            | (Err(e), Err(_)) => {
                 return Err(Error::new(
                     Errno::EUCLEAN,
                     format!("{shown}: damaged superblock: {}", describe(&e)),
@@ -109,7 +121,16 @@ impl Volume {
                 format!("{shown}: has features that allow read-only mounting only"),
             ));
         }
+        let mut sb = sb;
+        // Counters are rewritten at every checkpoint; after a crash in mode
+        // `none` they can be stale. They are hints (fsck recounts them), so
+        // an impossible value is clamped rather than trusted or refused.
+        sb.free_blocks = sb.free_blocks.min(sb.data_blocks());
         let mut vol = Volume::assemble(store, sb, read_only);
+        if vol.sb.state != STATE_CLEAN {
+            vol.recount_free_blocks()
+                .map_err(|e| Error::new(e, format!("{shown}: cannot read the group maps: {e}")))?;
+        }
         if !read_only {
             vol.open_for_writing()
                 .map_err(|e| Error::new(e, format!("{shown}: cannot mount read-write: {e}")))?;

@@ -312,7 +312,7 @@ impl Volume {
             return Ok(());
         }
         let mut cur = self.sb.orphan_head;
-        for _ in 0..self.sb.used_inodes + 1 {
+        for _ in 0..=self.orphan_walk_limit() {
             if cur == 0 {
                 return Ok(());
             }
@@ -326,10 +326,18 @@ impl Volume {
         Err(Errno::EUCLEAN)
     }
 
+    /// Longest orphan list that can be real: every inode slot the image
+    /// could hold. Bounds walks of a list read from a possibly damaged image.
+    fn orphan_walk_limit(&self) -> u64 {
+        self.sb
+            .total_blocks
+            .saturating_mul(crate::format::INODES_PER_BLOCK)
+    }
+
     /// Frees orphans left by a crash or a process that exited with files
     /// open: O(orphans), run at mount.
     pub(crate) fn reap_orphans(&mut self) -> Result<()> {
-        for _ in 0..self.sb.used_inodes + 1 {
+        for _ in 0..=self.orphan_walk_limit() {
             let ino = self.sb.orphan_head;
             if ino == 0 {
                 return Ok(());

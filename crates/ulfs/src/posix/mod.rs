@@ -472,6 +472,9 @@ impl Fs {
         if w.ino.is_some() {
             return Err(Errno::EEXIST);
         }
+        if target.contains(&0) {
+            return Err(Errno::EINVAL);
+        }
         if target.is_empty() || w.trailing_slash {
             return Err(Errno::ENOENT);
         }

@@ -39,6 +39,11 @@ pub fn walk(vol: &Volume, cwd: Ino, path: &[u8], follow_last: bool) -> Result<Wa
     if path.len() >= PATH_MAX {
         return Err(Errno::ENAMETOOLONG);
     }
+    // A C path ends at its NUL; one inside a Rust path could name an entry
+    // no C program can reach.
+    if path.contains(&0) {
+        return Err(Errno::EINVAL);
+    }
     let mut buf: Vec<u8> = path.to_vec();
     let mut pos = 0;
     let mut dir = if buf[0] == b'/' { vol.root() } else { cwd };
