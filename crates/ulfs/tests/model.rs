@@ -5,24 +5,26 @@
 //! SEEK_HOLE, fstat, stat, lstat, mkdir, rmdir, unlink, rename, renameat2
 //! with RENAME_NOREPLACE / RENAME_EXCHANGE, link, symlink, readlink, truncate,
 //! ftruncate, chmod, fchmod, dup, dup2, getdents64, fsync, fdatasync, chdir,
-//! getcwd) over a small universe of colliding paths (names a-d up to depth
-//! 3, `.`, `..`, `/`, trailing and double slashes, a 255-byte name and a
-//! 256-byte one, paths through regular files, symlink loops), ulfs gives the same results as the Linux kernel does on a
-//! tmpfs directory: the same success values (byte counts, data, offsets,
-//! file type, permission bits, size, nlink) and the same errno on failure.
-//! After every step the offsets and `fstat` of all open descriptors are
-//! compared too, and at the end of each case the whole tree (names, types,
-//! modes, sizes, link counts, contents, symlink targets) and, after unmount,
-//! `ulfs::fsck` must find the image clean. DESIGN.md guarantee 1 says
-//! "where behaviour is in doubt, Linux on tmpfs is the reference"; this test
-//! is that reference, executed.
+//! getcwd) over a small universe of colliding paths (names a-d up to depth 3,
+//! `.`, `..`, `/`, trailing and double slashes, a 255-byte name and a
+//! 256-byte one, paths through regular files, symlink loops), ulfs gives the
+//! same results as the Linux kernel does on a tmpfs directory: the same
+//! success values (byte counts, data, offsets, file type, permission bits,
+//! size, nlink) and the same errno on failure. After every step the offsets
+//! and `fstat` of all open descriptors are compared too, and at the end of
+//! each case the whole tree (names, types, modes, sizes, link counts,
+//! contents, symlink targets) and, after unmount, `ulfs::fsck` must find the
+//! image clean. DESIGN.md guarantee 1 says "where behaviour is in doubt,
+//! Linux on tmpfs is the reference"; this test is that reference, executed.
+//! Most cases start from a small seeded tree (`seed_ops`) so that random ops
+//! collide with existing files, directories, symlinks and open descriptors.
 //!
 //! How the host side is set up: each case runs in its own thread, which
 //! `unshare(CLONE_FS)`s and `chroot`s into a fresh directory under /dev/shm
-//! (falling back to `std::env::temp_dir()`) with umask 022 (the umask
-//! a fresh `ulfs::Fs` starts with), so that `/`, `..`
-//! at the root and absolute symlink targets mean the same on both sides and
-//! no other thread is affected. Without CAP_SYS_CHROOT the test falls back to
+//! (falling back to `std::env::temp_dir()`) with umask 022 (the umask a
+//! fresh `ulfs::Fs` starts with), so that `/`, `..` at the root and absolute
+//! symlink targets mean the same on both sides and no other thread is
+//! affected. Without CAP_SYS_CHROOT the test falls back to
 //! running both trees under an eight-level prefix directory and skips
 //! symlinks with absolute targets.
 //!
@@ -31,8 +33,8 @@
 //! on tmpfs; ulfs does none in library mode), timestamps, st_ino, st_dev,
 //! st_blocks, st_size of directories, the order and d_off of getdents64
 //! records (the *sorted list* of (name, d_type), `.` and `..` included, is
-//! compared), lseek offsets of directory descriptors (opaque cookies), and
-//! uid/gid.
+//! compared), lseek offsets of directory descriptors (opaque cookies),
+//! uid/gid, and RENAME_WHITEOUT (it makes a character device; ulfs has none).
 //!
 //! Known divergences found by this test are listed, with minimal sequences,
 //! in /work/notes/model-findings.md; each has a regression test at the bottom

@@ -85,6 +85,13 @@ impl Volume {
         }
         let now = Timespec::now();
         let is_dir = mode & libc::S_IFMT == libc::S_IFDIR;
+        // A set-group-ID directory hands its group to new entries, and its
+        // set-group-ID bit to new subdirectories (inode_init_owner).
+        let (mode, gid) = if d.mode & libc::S_ISGID != 0 {
+            (if is_dir { mode | libc::S_ISGID } else { mode }, d.gid)
+        } else {
+            (mode, gid)
+        };
         let mut inode = Inode {
             mode,
             nlink: if is_dir { 2 } else { 1 },
@@ -412,14 +419,15 @@ impl Volume {
                 return Ok(()); // same inode: POSIX says do nothing
             }
             let t = self.inode(dst)?;
+            // Linux's lock_rename trap: a target that contains the source.
+            if t.is_dir() && self.is_within(sdir, dst)? {
+                return Err(Errno::ENOTEMPTY);
+            }
             match (s.is_dir(), t.is_dir()) {
                 (true, false) => return Err(Errno::ENOTDIR),
                 (false, true) => return Err(Errno::EISDIR),
                 (true, true) if !self.dir_is_empty(&t) => return Err(Errno::ENOTEMPTY),
                 _ => {}
-            }
-            if t.is_dir() && self.is_within(ddir, dst)? {
-                return Err(Errno::EINVAL);
             }
         }
         let now = Timespec::now();

@@ -11,11 +11,10 @@ pub mod namei;
 
 use crate::errno::{Errno, Result};
 use crate::error::Error;
-use crate::format::NAME_MAX;
 use crate::fs::{Info, MountOptions, Volume};
 use crate::types::*;
 use fdtable::{FdTable, OpenFile};
-use namei::{Walk, resolve, walk};
+use namei::{Last, Walk, resolve, walk};
 use std::io::{IoSlice, IoSliceMut};
 use std::path::Path;
 
@@ -88,8 +87,8 @@ impl Fs {
         std::mem::replace(&mut self.proc.umask, mask & 0o777)
     }
 
-    fn walk(&self, path: &[u8], follow: bool) -> Result<Walk> {
-        walk(&self.vol, self.proc.cwd, path, follow)
+    fn walk(&self, path: &[u8], last: Last) -> Result<Walk> {
+        walk(&self.vol, self.proc.cwd, path, last)
     }
 
     fn resolve(&self, path: &[u8], follow: bool) -> Result<Ino> {
@@ -100,56 +99,99 @@ impl Fs {
 
     pub fn open(&mut self, path: impl AsRef<[u8]>, flags: i32, mode: u32) -> Result<Fd> {
         let path = p(&path);
-        if flags & libc::O_ACCMODE == libc::O_ACCMODE {
+        let creat = flags & libc::O_CREAT != 0;
+        if flags & libc::O_ACCMODE == libc::O_ACCMODE || (creat && flags & libc::O_DIRECTORY != 0) {
+            // O_CREAT|O_DIRECTORY is always EINVAL, as since Linux 6.4.
             return Err(Errno::EINVAL);
         }
-        let creat = flags & libc::O_CREAT != 0;
-        let excl = creat && flags & libc::O_EXCL != 0;
-        let follow = flags & libc::O_NOFOLLOW == 0 && !excl;
-        let w = self.walk(path, follow)?;
-        let wants_write = flags & libc::O_ACCMODE != libc::O_RDONLY;
-        let ino = match w.ino {
-            Some(ino) => {
-                if excl {
-                    return Err(Errno::EEXIST);
-                }
-                let st = self.vol.stat_ino(ino)?;
-                if st.is_symlink() {
-                    return Err(Errno::ELOOP);
-                }
-                if !st.is_dir() && (w.trailing_slash || flags & libc::O_DIRECTORY != 0) {
-                    return Err(Errno::ENOTDIR);
-                }
-                if st.is_dir() && (wants_write || creat || flags & libc::O_TRUNC != 0) {
-                    return Err(Errno::EISDIR);
-                }
-                if wants_write || flags & libc::O_TRUNC != 0 {
-                    self.vol.writable()?;
-                }
-                if st.is_file() && flags & libc::O_TRUNC != 0 && st.size > 0 {
-                    self.vol.truncate_ino(ino, 0)?;
-                }
-                ino
-            }
-            None => {
-                if !creat {
-                    return Err(Errno::ENOENT);
-                }
-                if w.trailing_slash {
-                    return Err(Errno::EISDIR);
-                }
-                if flags & libc::O_DIRECTORY != 0 {
-                    return Err(Errno::EINVAL);
-                }
-                let mode = libc::S_IFREG | (mode & 0o7777 & !self.proc.umask);
-                let (uid, gid) = owner();
-                self.vol.create(w.parent, &w.name, mode, uid, gid, &[])?
-            }
+        let ino = if creat {
+            self.open_create(path, flags, mode)?
+        } else {
+            self.open_existing(path, flags)?
         };
         let is_dir = self.vol.stat_ino(ino)?.is_dir();
         let fd = self.proc.fds.insert(OpenFile::new(ino, flags, is_dir))?;
         self.vol.open_ref(ino);
         Ok(fd)
+    }
+
+    /// open(O_CREAT): the last component is created if missing; symlinks
+    /// to it are followed unless O_EXCL or O_NOFOLLOW.
+    fn open_create(&mut self, path: &[u8], flags: i32, mode: u32) -> Result<Ino> {
+        let excl = flags & libc::O_EXCL != 0;
+        let follow = !excl && flags & libc::O_NOFOLLOW == 0;
+        let mut path = path.to_vec();
+        for _ in 0..=namei::MAX_SYMLINKS {
+            let w = self.walk(&path, Last::Entry)?;
+            // `.`, `..` and "/" always exist and are directories.
+            if w.is_dot() {
+                return Err(if excl { Errno::EEXIST } else { Errno::EISDIR });
+            }
+            // A trailing slash (also from a symlink's body) can never name a
+            // file to create: EISDIR whatever is there.
+            if w.trailing_slash {
+                return Err(Errno::EISDIR);
+            }
+            w.name_fits()?;
+            let Some(ino) = w.ino else {
+                let mode = libc::S_IFREG | (mode & 0o7777 & !self.proc.umask);
+                let (uid, gid) = owner();
+                return self.vol.create(w.parent, &w.name, mode, uid, gid, &[]);
+            };
+            if excl {
+                return Err(Errno::EEXIST);
+            }
+            let st = self.vol.stat_ino(ino)?;
+            if st.is_symlink() && follow {
+                // Follow the link and create (or open) what it names, with
+                // the link's directory as the starting point.
+                let target = self.vol.readlink_ino(ino)?;
+                path = if target.first() == Some(&b'/') {
+                    target
+                } else {
+                    let mut dir = self.vol.path_of_dir(w.parent)?;
+                    dir.push(b'/');
+                    dir.extend_from_slice(&target);
+                    dir
+                };
+                continue;
+            }
+            return self.open_checks(ino, flags, false);
+        }
+        Err(Errno::ELOOP)
+    }
+
+    fn open_existing(&mut self, path: &[u8], flags: i32) -> Result<Ino> {
+        let last = if flags & libc::O_NOFOLLOW != 0 {
+            Last::NoFollow
+        } else {
+            Last::Follow
+        };
+        let w = self.walk(path, last)?;
+        let ino = w.ino.ok_or(Errno::ENOENT)?;
+        self.open_checks(ino, flags, w.trailing_slash)
+    }
+
+    /// What `open` checks of an existing inode, in Linux's order.
+    fn open_checks(&mut self, ino: Ino, flags: i32, trailing_slash: bool) -> Result<Ino> {
+        let st = self.vol.stat_ino(ino)?;
+        let wants_write = flags & libc::O_ACCMODE != libc::O_RDONLY;
+        if !st.is_dir() && (trailing_slash || flags & libc::O_DIRECTORY != 0) {
+            return Err(Errno::ENOTDIR);
+        }
+        if st.is_symlink() {
+            return Err(Errno::ELOOP);
+        }
+        if st.is_dir() && (wants_write || flags & (libc::O_CREAT | libc::O_TRUNC) != 0) {
+            return Err(Errno::EISDIR);
+        }
+        if wants_write || flags & libc::O_TRUNC != 0 {
+            self.vol.writable()?;
+        }
+        if st.is_file() && flags & libc::O_TRUNC != 0 && st.size > 0 {
+            self.vol.truncate_ino(ino, 0)?;
+        }
+        Ok(ino)
     }
 
     pub fn close(&mut self, fd: Fd) -> Result<()> {
@@ -219,6 +261,10 @@ impl Fs {
     pub fn write(&mut self, fd: Fd, buf: &[u8]) -> Result<usize> {
         let f = self.writable_fd(fd)?;
         let (ino, append, mut off) = (f.ino, f.append, f.offset);
+        if buf.is_empty() {
+            // Linux returns before applying O_APPEND: the offset stays.
+            return Ok(0);
+        }
         if append {
             off = self.vol.stat_ino(ino)?.size;
         }
@@ -373,12 +419,14 @@ impl Fs {
     }
 
     pub fn mkdir(&mut self, path: impl AsRef<[u8]>, mode: u32) -> Result<()> {
-        let w = self.walk(p(&path), false)?;
-        if w.ino.is_some() {
+        let w = self.walk(p(&path), Last::Entry)?;
+        if w.is_dot() || w.ino.is_some() {
             return Err(Errno::EEXIST);
         }
-        check_name(&w.name)?;
-        let mode = libc::S_IFDIR | (mode & 0o7777 & !self.proc.umask);
+        w.name_fits()?;
+        // As vfs_mkdir: only permission bits and the sticky bit are taken
+        // from the caller (set-id bits come from the parent, if at all).
+        let mode = libc::S_IFDIR | (mode & 0o1777 & !self.proc.umask);
         let (uid, gid) = owner();
         self.vol
             .create(w.parent, &w.name, mode, uid, gid, &[])
@@ -386,18 +434,17 @@ impl Fs {
     }
 
     pub fn rmdir(&mut self, path: impl AsRef<[u8]>) -> Result<()> {
-        let w = self.walk(p(&path), false)?;
-        let ino = w.ino.ok_or(Errno::ENOENT)?;
-        if w.name == b"." {
-            return Err(if ino == self.vol.root() && w.trailing_slash {
-                Errno::EBUSY
-            } else {
-                Errno::EINVAL
-            });
+        let w = self.walk(p(&path), Last::Entry)?;
+        match w.name.as_slice() {
+            b"/" => return Err(Errno::EBUSY),
+            b"." => return Err(Errno::EINVAL),
+            _ => {}
         }
         if w.name == b".." {
             return Err(Errno::ENOTEMPTY);
         }
+        w.name_fits()?;
+        let ino = w.ino.ok_or(Errno::ENOENT)?;
         if !self.vol.stat_ino(ino)?.is_dir() {
             return Err(Errno::ENOTDIR);
         }
@@ -405,10 +452,13 @@ impl Fs {
     }
 
     pub fn unlink(&mut self, path: impl AsRef<[u8]>) -> Result<()> {
-        let w = self.walk(p(&path), false)?;
+        let w = self.walk(p(&path), Last::Entry)?;
+        if w.is_dot() {
+            return Err(Errno::EISDIR);
+        }
+        w.name_fits()?;
         let ino = w.ino.ok_or(Errno::ENOENT)?;
-        let st = self.vol.stat_ino(ino)?;
-        if w.is_dot() || st.is_dir() {
+        if self.vol.stat_ino(ino)?.is_dir() {
             return Err(Errno::EISDIR);
         }
         if w.trailing_slash {
@@ -421,16 +471,22 @@ impl Fs {
         self.rename2(old, new, 0)
     }
 
-    /// `renameat2` with RENAME_NOREPLACE or RENAME_EXCHANGE.
+    /// `renameat2` with RENAME_NOREPLACE or RENAME_EXCHANGE. Checks come in
+    /// Linux's order: flags, both parents, `.`/`..` names, the source, the
+    /// target name.
     pub fn rename2(
         &mut self,
         old: impl AsRef<[u8]>,
         new: impl AsRef<[u8]>,
         flags: u32,
     ) -> Result<()> {
-        let s = self.walk(p(&old), false)?;
-        let d = self.walk(p(&new), false)?;
-        let src = s.ino.ok_or(Errno::ENOENT)?;
+        if flags & !(RENAME_NOREPLACE | RENAME_EXCHANGE) != 0
+            || flags == RENAME_NOREPLACE | RENAME_EXCHANGE
+        {
+            return Err(Errno::EINVAL);
+        }
+        let s = self.walk(p(&old), Last::Entry)?;
+        let d = self.walk(p(&new), Last::Entry)?;
         if s.is_dot() {
             return Err(Errno::EBUSY);
         }
@@ -441,7 +497,18 @@ impl Fs {
                 Errno::EBUSY
             });
         }
-        check_name(&d.name)?;
+        s.name_fits()?;
+        let src = s.ino.ok_or(Errno::ENOENT)?;
+        d.name_fits()?;
+        if flags & RENAME_NOREPLACE != 0 && d.ino.is_some() {
+            return Err(Errno::EEXIST);
+        }
+        if flags & RENAME_EXCHANGE != 0 {
+            let dst = d.ino.ok_or(Errno::ENOENT)?;
+            if d.trailing_slash && !self.vol.stat_ino(dst)?.is_dir() {
+                return Err(Errno::ENOTDIR);
+            }
+        }
         if !self.vol.stat_ino(src)?.is_dir()
             && (s.trailing_slash || (flags & RENAME_EXCHANGE == 0 && d.trailing_slash))
         {
@@ -452,36 +519,45 @@ impl Fs {
 
     pub fn link(&mut self, old: impl AsRef<[u8]>, new: impl AsRef<[u8]>) -> Result<()> {
         let src = self.resolve(p(&old), false)?;
-        let d = self.walk(p(&new), false)?;
-        if d.ino.is_some() {
+        let d = self.walk(p(&new), Last::Entry)?;
+        if d.is_dot() {
             return Err(Errno::EEXIST);
         }
-        if self.vol.stat_ino(src)?.is_dir() {
-            return Err(Errno::EPERM);
+        d.name_fits()?;
+        if d.ino.is_some() {
+            return Err(Errno::EEXIST);
         }
         if d.trailing_slash {
             return Err(Errno::ENOENT);
         }
-        check_name(&d.name)?;
+        if self.vol.stat_ino(src)?.is_dir() {
+            return Err(Errno::EPERM);
+        }
         self.vol.link(src, d.parent, &d.name)
     }
 
     pub fn symlink(&mut self, target: impl AsRef<[u8]>, linkpath: impl AsRef<[u8]>) -> Result<()> {
         let target = p(&target);
-        let w = self.walk(p(&linkpath), false)?;
-        if w.ino.is_some() {
-            return Err(Errno::EEXIST);
+        if target.is_empty() {
+            return Err(Errno::ENOENT);
         }
         if target.contains(&0) {
             return Err(Errno::EINVAL);
         }
-        if target.is_empty() || w.trailing_slash {
-            return Err(Errno::ENOENT);
-        }
         if target.len() >= crate::format::PATH_MAX {
             return Err(Errno::ENAMETOOLONG);
         }
-        check_name(&w.name)?;
+        let w = self.walk(p(&linkpath), Last::Entry)?;
+        if w.is_dot() {
+            return Err(Errno::EEXIST);
+        }
+        w.name_fits()?;
+        if w.ino.is_some() {
+            return Err(Errno::EEXIST);
+        }
+        if w.trailing_slash {
+            return Err(Errno::ENOENT);
+        }
         let (uid, gid) = owner();
         self.vol
             .create(w.parent, &w.name, libc::S_IFLNK | 0o777, uid, gid, target)
@@ -611,17 +687,6 @@ impl Drop for Fs {
     fn drop(&mut self) {
         let _ = self.shutdown();
     }
-}
-
-/// A new entry's name must fit the format.
-fn check_name(name: &[u8]) -> Result<()> {
-    if name.len() > NAME_MAX {
-        return Err(Errno::ENAMETOOLONG);
-    }
-    if name == b"." || name == b".." {
-        return Err(Errno::EEXIST);
-    }
-    Ok(())
 }
 
 /// Owner of new files: the calling process's effective ids, as the kernel

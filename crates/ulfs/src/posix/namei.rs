@@ -15,7 +15,7 @@ pub const MAX_SYMLINKS: u32 = 40;
 pub struct Walk {
     /// The directory holding the last component.
     pub parent: Ino,
-    /// The last component (`.` or `..` for such paths and for "/").
+    /// The last component (`.`, `..`, or `/` for a path of only slashes).
     pub name: Vec<u8>,
     /// What the last component names, if it exists.
     pub ino: Option<Ino>,
@@ -24,15 +24,38 @@ pub struct Walk {
 }
 
 impl Walk {
-    /// The last component is `.` or `..` (or the path is "/").
+    /// The last component is `.` or `..`, or the path is "/".
     pub fn is_dot(&self) -> bool {
-        self.name == b"." || self.name == b".."
+        self.name == b"." || self.name == b".." || self.name == b"/"
+    }
+
+    /// ENAMETOOLONG for a last component past NAME_MAX (from `Last::Entry`).
+    pub fn name_fits(&self) -> Result<()> {
+        if self.name.len() > NAME_MAX {
+            Err(Errno::ENAMETOOLONG)
+        } else {
+            Ok(())
+        }
     }
 }
 
-/// Walks `path` from `cwd`. The last component is followed if it is a
-/// symlink and `follow_last` is set or the path ends in a slash.
-pub fn walk(vol: &Volume, cwd: Ino, path: &[u8], follow_last: bool) -> Result<Walk> {
+/// How the last component of a path is treated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Last {
+    /// Look it up and follow it if it is a symlink (stat, open).
+    Follow,
+    /// Look it up, and follow a symlink only when a trailing slash asks for
+    /// a directory (lstat, readlink).
+    NoFollow,
+    /// Never follow it, never fail on it: calls that create or remove the
+    /// name itself (mkdir, unlink, rename, symlink, link, open O_CREAT).
+    /// A name longer than NAME_MAX comes back unlooked-up for the caller
+    /// to judge in Linux's order.
+    Entry,
+}
+
+/// Walks `path` from `cwd` to its last component, treated as `last` says.
+pub fn walk(vol: &Volume, cwd: Ino, path: &[u8], last_rule: Last) -> Result<Walk> {
     if path.is_empty() {
         return Err(Errno::ENOENT);
     }
@@ -53,10 +76,10 @@ pub fn walk(vol: &Volume, cwd: Ino, path: &[u8], follow_last: bool) -> Result<Wa
             pos += 1;
         }
         if pos == buf.len() {
-            // Only slashes were left: the path names `dir` itself.
+            // Only slashes: the path is "/" (Linux's LAST_ROOT).
             return Ok(Walk {
                 parent: dir,
-                name: b".".to_vec(),
+                name: b"/".to_vec(),
                 ino: Some(dir),
                 trailing_slash: true,
             });
@@ -66,12 +89,20 @@ pub fn walk(vol: &Volume, cwd: Ino, path: &[u8], follow_last: bool) -> Result<Wa
             pos += 1;
         }
         let comp = &buf[start..pos];
-        if comp.len() > NAME_MAX {
-            return Err(Errno::ENAMETOOLONG);
-        }
         let rest = buf[pos..].iter().position(|&c| c != b'/');
         let last = rest.is_none();
         let trailing_slash = last && pos < buf.len();
+        if comp.len() > NAME_MAX {
+            if last && last_rule == Last::Entry {
+                return Ok(Walk {
+                    parent: dir,
+                    name: comp.to_vec(),
+                    ino: None,
+                    trailing_slash,
+                });
+            }
+            return Err(Errno::ENAMETOOLONG);
+        }
         vol.dir_inode(dir)?; // ENOTDIR when walking through a file
         if comp == b"." || comp == b".." {
             let target = if comp == b".." {
@@ -107,7 +138,13 @@ pub fn walk(vol: &Volume, cwd: Ino, path: &[u8], follow_last: bool) -> Result<Wa
             return Err(Errno::ENOENT);
         };
         let st = vol.stat_ino(ino)?;
-        if st.is_symlink() && (!last || follow_last || trailing_slash) {
+        let follow = !last
+            || match last_rule {
+                Last::Follow => true,
+                Last::NoFollow => trailing_slash,
+                Last::Entry => false,
+            };
+        if st.is_symlink() && follow {
             links += 1;
             if links > MAX_SYMLINKS {
                 return Err(Errno::ELOOP);
@@ -150,7 +187,12 @@ fn parent_of(vol: &Volume, dir: Ino) -> Result<Ino> {
 
 /// Resolves `path` to an existing inode, enforcing the trailing-slash rule.
 pub fn resolve(vol: &Volume, cwd: Ino, path: &[u8], follow: bool) -> Result<Ino> {
-    let w = walk(vol, cwd, path, follow)?;
+    let w = walk(
+        vol,
+        cwd,
+        path,
+        if follow { Last::Follow } else { Last::NoFollow },
+    )?;
     let ino = w.ino.ok_or(Errno::ENOENT)?;
     if w.trailing_slash && !vol.stat_ino(ino)?.is_dir() {
         return Err(Errno::ENOTDIR);
