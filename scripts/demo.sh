@@ -4,7 +4,7 @@
 #   scripts/demo.sh [HOSTDIR] [IMAGE]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-src=${1:-$PWD/docs}
+src=${1:-$PWD/crates}
 img=${2:-${TMPDIR:-/tmp}/ulfs-demo.img}
 
 cargo build --release -p ulfs-cli
@@ -17,7 +17,8 @@ echo "--- ls -l /demo"
 $ulfs ls -l "$img" /demo
 echo "--- ls -R / (first lines)"
 $ulfs ls -R "$img" / | head -20
-first=$($ulfs ls "$img" /demo | head -1)
+first=$(cd "$src" && find . -type f | sort | head -1)
+first=${first#./}
 echo "--- cat /demo/$first (first lines)"
 $ulfs cat "$img" "/demo/$first" | head -5
 echo "--- fsck"

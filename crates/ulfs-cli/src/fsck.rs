@@ -40,9 +40,13 @@ pub fn run(image_path: &Path) -> CliResult {
         println!("clean");
         Ok(())
     } else {
-        Err(
-            CliError::new(&ctx, format!("{} problem(s) found", report.problems.len()))
-                .with_code(EXIT_ERRORS_FOUND),
+        Err(CliError::new(
+            &ctx,
+            format!(
+                "image is damaged; {} problem(s) listed above",
+                report.problems.len()
+            ),
         )
+        .with_code(EXIT_ERRORS_FOUND))
     }
 }

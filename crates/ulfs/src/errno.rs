@@ -78,8 +78,10 @@ impl fmt::Debug for Errno {
 
 impl fmt::Display for Errno {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let msg = std::io::Error::from_raw_os_error(self.0);
-        write!(f, "{msg}")
+        // The OS's message, without std's " (os error N)" suffix.
+        let msg = std::io::Error::from_raw_os_error(self.0).to_string();
+        let text = msg.find(" (os error").map_or(msg.as_str(), |i| &msg[..i]);
+        f.write_str(text)
     }
 }
 

@@ -20,9 +20,15 @@ impl Error {
 
     /// Wraps an OS error with what was being done.
     pub fn io(context: impl fmt::Display, e: std::io::Error) -> Error {
-        Error {
-            errno: Errno(e.raw_os_error().unwrap_or(libc::EIO)),
-            message: format!("{context}: {e}"),
+        match e.raw_os_error() {
+            Some(n) => Error {
+                errno: Errno(n),
+                message: format!("{context}: {}", Errno(n)),
+            },
+            None => Error {
+                errno: Errno::EIO,
+                message: format!("{context}: {e}"),
+            },
         }
     }
 }

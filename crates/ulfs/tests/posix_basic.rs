@@ -329,3 +329,21 @@ fn unsupported_superblock_copy_is_never_passed_over() {
     assert_eq!(err.errno, Errno::EOPNOTSUPP, "{err}");
     assert!(err.message.contains("format version 3"), "{err}");
 }
+
+#[test]
+fn failed_mkfs_leaves_nothing_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("small.img");
+    let err = mkfs(
+        &img,
+        &MkfsOptions {
+            size: 4096,
+            ..Default::default()
+        },
+    )
+    .unwrap_err();
+    assert_eq!(err.errno, Errno::EINVAL);
+    assert!(err.message.contains("too small"), "{err}");
+    assert!(!img.exists());
+    assert!(!err.message.contains("os error"), "{err}");
+}

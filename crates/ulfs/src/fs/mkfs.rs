@@ -71,6 +71,36 @@ pub fn mkfs(image: impl AsRef<Path>, opts: &MkfsOptions) -> Result<(), Error> {
         ));
     }
     let blockdev = is_block_device(path);
+    let journal = opts.journal_blocks.unwrap_or(0) as u64;
+    let too_small = |size: u64| {
+        Error::new(
+            Errno::EINVAL,
+            format!(
+                "{shown}: {size} bytes is too small for an image (at least {} KiB)",
+                (MIN_BLOCKS + journal) * 4
+            ),
+        )
+    };
+    if !blockdev && opts.size / (BLOCK_SIZE as u64) < MIN_BLOCKS + journal {
+        return Err(too_small(opts.size));
+    }
+    let existed = path.exists();
+    let result = make(path, opts, blockdev, journal, too_small);
+    if result.is_err() && !existed && !blockdev {
+        // Leave nothing half-made behind.
+        let _ = std::fs::remove_file(path);
+    }
+    result
+}
+
+fn make(
+    path: &Path,
+    opts: &MkfsOptions,
+    blockdev: bool,
+    journal: u64,
+    too_small: impl Fn(u64) -> Error,
+) -> Result<(), Error> {
+    let shown = path.display();
     let mut file = OpenOptions::new()
         .read(true)
         .write(true)
@@ -87,16 +117,10 @@ pub fn mkfs(image: impl AsRef<Path>, opts: &MkfsOptions) -> Result<(), Error> {
     }
     let size = if blockdev { existing } else { opts.size };
     let total = (size / BLOCK_SIZE as u64).min(u32::MAX as u64 + 1);
-    let journal = opts.journal_blocks.unwrap_or(0) as u64;
     if total < MIN_BLOCKS + journal {
-        return Err(Error::new(
-            Errno::EINVAL,
-            format!(
-                "{size} bytes is too small for an image (at least {} KiB)",
-                (MIN_BLOCKS + journal) * 4
-            ),
-        ));
+        return Err(too_small(size));
     }
+
     if !blockdev {
         let bytes = total * BLOCK_SIZE as u64;
         file.set_len(0)
