@@ -347,3 +347,20 @@ fn failed_mkfs_leaves_nothing_behind() {
     assert!(!img.exists());
     assert!(!err.message.contains("os error"), "{err}");
 }
+
+/// The published ULFS's own images (shared/testdata/ulfs-v1) are recognised
+/// and refused with a clear word, not mistaken for damage.
+#[test]
+fn original_ulfs_v1_image_is_recognised() {
+    let sample = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../../shared/testdata/ulfs-v1/sample-v1.img");
+    if !sample.exists() {
+        eprintln!("{} not found: test not run", sample.display());
+        return;
+    }
+    let err = Fs::mount(&sample, MountOptions { read_only: true })
+        .err()
+        .unwrap();
+    assert_eq!(err.errno, Errno::EINVAL);
+    assert!(err.message.contains("original ULFS v1"), "{err}");
+}

@@ -207,7 +207,7 @@ impl Volume {
             return Err(Errno::EEXIST);
         }
         if used_seqs == u16::MAX {
-            // 16 names sharing 58 hash bits under a secret seed: not a
+            // 16 names sharing 57 hash bits under a secret seed: not a
             // real-world case, but refuse rather than mis-index.
             return Err(Errno::ENOSPC);
         }
