@@ -26,7 +26,7 @@ pub mod types;
 
 pub use errno::{Errno, Result};
 pub use error::Error;
-pub use fs::{Info, MkfsOptions, Mode, MountOptions, mkfs};
+pub use fs::{Info, MkfsOptions, Mode, MountOptions, format_store, mkfs};
 pub use fsck::{FsckOptions, FsckReport, fsck};
 pub use posix::Fs;
 pub use posix::dirents::{Dirent, parse as parse_dirents};

@@ -13,11 +13,11 @@
 
 use crate::errno::Result;
 use crate::format::{Bid, Block, seal_block};
-use crate::store::Store;
+use crate::store::BlockStore;
 use std::collections::HashSet;
 
 pub struct Journal {
-    store: Store,
+    store: Box<dyn BlockStore>,
     /// Metadata blocks written since the last checkpoint; their CRCs are
     /// stale until sealed.
     dirty: HashSet<Bid>,
@@ -27,7 +27,7 @@ pub struct Journal {
 }
 
 impl Journal {
-    pub fn new(store: Store) -> Journal {
+    pub fn new(store: Box<dyn BlockStore>) -> Journal {
         Journal {
             store,
             dirty: HashSet::new(),
@@ -35,8 +35,13 @@ impl Journal {
         }
     }
 
-    pub fn store(&self) -> &Store {
-        &self.store
+    /// Gives the store back (after unmount).
+    pub fn into_store(self) -> Box<dyn BlockStore> {
+        self.store
+    }
+
+    pub fn store(&self) -> &dyn BlockStore {
+        &*self.store
     }
 
     /// Reads a metadata block as the current transaction sees it.
@@ -109,7 +114,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("img");
         std::fs::write(&p, vec![0u8; 8 * BLOCK_SIZE]).unwrap();
-        (dir, Journal::new(Store::open(&p, false).unwrap()))
+        (
+            dir,
+            Journal::new(Box::new(crate::store::MmapStore::open(&p, false).unwrap())),
+        )
     }
 
     #[test]

@@ -9,7 +9,7 @@ use crate::error::Error;
 use crate::format::inode::Inode;
 use crate::format::superblock::*;
 use crate::format::*;
-use crate::store::{Store, backing_size, is_block_device};
+use crate::store::{BlockStore, MmapStore, backing_size, is_block_device};
 use crate::types::Timespec;
 use std::collections::HashMap;
 use std::fs::OpenOptions;
@@ -136,8 +136,8 @@ fn make(
         }
     }
     drop(file);
-    let store = Store::open(path, false).map_err(|e| Error::io(format!("{shown}"), e))?;
-    format_store(store, total, journal as u32, &opts.label).map_err(|e| {
+    let store = MmapStore::open(path, false).map_err(|e| Error::io(format!("{shown}"), e))?;
+    format_store(Box::new(store), opts).map(drop).map_err(|e| {
         Error::new(
             e,
             format!("{shown}: writing the new file system failed: {e}"),
@@ -145,7 +145,18 @@ fn make(
     })
 }
 
-fn format_store(store: Store, total: u64, journal: u32, label: &str) -> Result<(), Errno> {
+/// Formats a whole store (used by mkfs, and by tests on a simulated disk);
+/// gives the store back, synced.
+pub fn format_store(
+    store: Box<dyn BlockStore>,
+    opts: &MkfsOptions,
+) -> Result<Box<dyn BlockStore>, Errno> {
+    let journal = opts.journal_blocks.unwrap_or(0);
+    let label = opts.label.as_str();
+    let total = store.blocks().min(u32::MAX as u64 + 1);
+    if total < MIN_BLOCKS + journal as u64 || label.len() > LABEL_MAX {
+        return Err(Errno::EINVAL);
+    }
     let rnd = random_bytes().map_err(|e| e.errno)?;
     let first_group = 2 + journal;
     let group_count = (total - first_group as u64).div_ceil(GROUP_SPAN as u64) as u32;
@@ -209,12 +220,13 @@ fn format_store(store: Store, total: u64, journal: u32, label: &str) -> Result<(
     root.parent = ino;
     vol.sb.root_ino = ino;
     vol.put_inode(ino, &root)?;
-    vol.sync()
+    vol.sync()?;
+    Ok(vol.j.into_store())
 }
 
 impl Volume {
     /// Builds a volume over a store and a validated superblock.
-    pub(crate) fn assemble(store: Store, sb: Superblock, read_only: bool) -> Volume {
+    pub(crate) fn assemble(store: Box<dyn BlockStore>, sb: Superblock, read_only: bool) -> Volume {
         let k0 = u64::from_le_bytes(sb.hash_key[..8].try_into().expect("8 bytes"));
         let k1 = u64::from_le_bytes(sb.hash_key[8..].try_into().expect("8 bytes"));
         let was_clean = sb.state == STATE_CLEAN;

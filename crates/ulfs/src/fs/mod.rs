@@ -16,7 +16,7 @@ mod mount;
 mod ops;
 
 pub use dir::DirItem;
-pub use mkfs::{MkfsOptions, mkfs};
+pub use mkfs::{MkfsOptions, format_store, mkfs};
 pub use mount::{Info, Mode, MountOptions};
 pub use ops::dtype_of;
 

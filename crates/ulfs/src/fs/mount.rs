@@ -7,7 +7,7 @@ use super::Volume;
 use crate::errno::{Errno, Result};
 use crate::error::Error;
 use crate::format::superblock::*;
-use crate::store::Store;
+use crate::store::{BlockStore, MmapStore};
 use crate::types::Timespec;
 use std::path::Path;
 
@@ -56,13 +56,22 @@ pub struct Info {
 impl Volume {
     pub fn mount(image: &Path, opts: MountOptions) -> std::result::Result<Volume, Error> {
         let shown = image.display();
-        let store = Store::open(image, opts.read_only).map_err(|e| match e.raw_os_error() {
+        let store = MmapStore::open(image, opts.read_only).map_err(|e| match e.raw_os_error() {
             Some(libc::EINVAL) => Error::new(
                 Errno::EINVAL,
                 format!("{shown}: too small to be a ulfs image"),
             ),
             _ => Error::io(format!("{shown}"), e),
         })?;
+        Volume::mount_store(Box::new(store), opts, &shown.to_string())
+    }
+
+    /// Mounts the image held by `store` (`shown` names it in messages).
+    pub fn mount_store(
+        store: Box<dyn BlockStore>,
+        opts: MountOptions,
+        shown: &str,
+    ) -> std::result::Result<Volume, Error> {
         let blocks = store.blocks();
         let pick = |bid| store.block(bid).map(|b| Superblock::decode(b, blocks));
         let primary =

@@ -54,6 +54,30 @@ impl Fs {
         })
     }
 
+    /// Mounts the image held by any store (a `SimDisk` in crash tests).
+    pub fn mount_store(
+        store: Box<dyn crate::store::BlockStore>,
+        opts: MountOptions,
+    ) -> std::result::Result<Fs, Error> {
+        let mut vol = Volume::mount_store(store, opts, "image")?;
+        let root = vol.root();
+        vol.open_ref(root);
+        Ok(Fs {
+            vol,
+            proc: Process {
+                fds: FdTable::default(),
+                cwd: root,
+                umask: 0o022,
+            },
+            unmounted: false,
+        })
+    }
+
+    /// The simulated disk under this file system, if it runs on one.
+    pub fn sim_disk(&self) -> Option<&crate::store::SimDisk> {
+        self.vol.j.store().as_sim()
+    }
+
     /// Closes every descriptor, makes everything durable and marks the
     /// image clean.
     pub fn unmount(mut self) -> Result<()> {

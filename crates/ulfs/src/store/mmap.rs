@@ -1,12 +1,12 @@
-//! Where blocks live: the image (a regular file or a block device) mapped
-//! MAP_SHARED into the process. Hands out blocks by id with bounds checks,
-//! and flushes the mapping to stable storage.
+//! The real store: the image (a regular file or a block device) mapped
+//! MAP_SHARED into the process.
 //!
 //! The mapping is the whole data path: reads and writes of file data are
 //! memcpy to and from it, with no system call. Block ids come from the image,
 //! so every access is range-checked here and an out-of-range id is EUCLEAN,
 //! never an out-of-bounds access.
 
+use super::BlockStore;
 use crate::errno::{Errno, Result};
 use crate::format::{BLOCK_SIZE, Bid, Block};
 use memmap2::{Mmap, MmapMut, MmapOptions};
@@ -20,7 +20,7 @@ enum Mapping {
     ReadWrite(MmapMut),
 }
 
-pub struct Store {
+pub struct MmapStore {
     // Kept open so that `flush` can reach the device; the mapping itself
     // does not need it.
     _file: File,
@@ -44,10 +44,10 @@ pub fn is_block_device(path: &Path) -> bool {
     std::fs::metadata(path).is_ok_and(|m| m.file_type().is_block_device())
 }
 
-impl Store {
+impl MmapStore {
     /// Maps the whole image. Fails with the OS error if it cannot be opened
     /// or mapped, and EINVAL if it is smaller than two blocks.
-    pub fn open(path: &Path, read_only: bool) -> std::io::Result<Store> {
+    pub fn open(path: &Path, read_only: bool) -> std::io::Result<MmapStore> {
         let mut file = OpenOptions::new().read(true).write(!read_only).open(path)?;
         let size = backing_size(&mut file)?;
         let blocks = size / BLOCK_SIZE as u64;
@@ -56,11 +56,8 @@ impl Store {
         }
         let len = usize::try_from(blocks * BLOCK_SIZE as u64)
             .map_err(|_| std::io::Error::from_raw_os_error(libc::EFBIG))?;
-        let opts = {
-            let mut o = MmapOptions::new();
-            o.len(len);
-            o
-        };
+        let mut opts = MmapOptions::new();
+        opts.len(len);
         let map = if read_only {
             // SAFETY: the mapping is only read through `&[u8]`. ulfs assumes
             // (and documents) that the process owns its image: no other
@@ -72,20 +69,11 @@ impl Store {
             // mapping is MAP_SHARED so stores reach the image.
             Mapping::ReadWrite(unsafe { opts.map_mut(&file)? })
         };
-        Ok(Store {
+        Ok(MmapStore {
             _file: file,
             map,
             blocks,
         })
-    }
-
-    /// Number of whole blocks in the image.
-    pub fn blocks(&self) -> u64 {
-        self.blocks
-    }
-
-    pub fn is_read_only(&self) -> bool {
-        matches!(self.map, Mapping::ReadOnly(_))
     }
 
     fn bytes(&self) -> &[u8] {
@@ -94,10 +82,19 @@ impl Store {
             Mapping::ReadWrite(m) => m,
         }
     }
+}
 
-    /// The block `bid`, or EUCLEAN if the id lies outside the image.
+impl BlockStore for MmapStore {
+    fn blocks(&self) -> u64 {
+        self.blocks
+    }
+
+    fn is_read_only(&self) -> bool {
+        matches!(self.map, Mapping::ReadOnly(_))
+    }
+
     #[inline]
-    pub fn block(&self, bid: Bid) -> Result<&Block> {
+    fn block(&self, bid: Bid) -> Result<&Block> {
         if bid as u64 >= self.blocks {
             return Err(Errno::EUCLEAN);
         }
@@ -107,9 +104,8 @@ impl Store {
             .expect("block-sized slice"))
     }
 
-    /// The block `bid` for writing; EROFS on a read-only mount.
     #[inline]
-    pub fn block_mut(&mut self, bid: Bid) -> Result<&mut Block> {
+    fn block_mut(&mut self, bid: Bid) -> Result<&mut Block> {
         if bid as u64 >= self.blocks {
             return Err(Errno::EUCLEAN);
         }
@@ -122,8 +118,10 @@ impl Store {
         }
     }
 
-    /// Writes every dirty page of the mapping to stable storage and waits.
-    pub fn flush(&self) -> Result<()> {
+    /// msync(MS_SYNC) of the whole mapping: the kernel writes the dirty
+    /// pages (it tracks them; the cost follows what was written, not the
+    /// image size) and waits.
+    fn flush(&mut self) -> Result<()> {
         match &self.map {
             Mapping::ReadOnly(_) => Ok(()),
             Mapping::ReadWrite(m) => m.flush().map_err(|_| Errno::EIO),
@@ -140,16 +138,16 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("img");
         std::fs::write(&p, vec![0u8; 4 * BLOCK_SIZE]).unwrap();
-        let mut s = Store::open(&p, false).unwrap();
+        let mut s = MmapStore::open(&p, false).unwrap();
         assert_eq!(s.blocks(), 4);
         s.block_mut(3).unwrap()[0] = 9;
         assert_eq!(s.block(4).unwrap_err(), Errno::EUCLEAN);
         s.flush().unwrap();
         drop(s);
-        let mut r = Store::open(&p, true).unwrap();
+        let mut r = MmapStore::open(&p, true).unwrap();
         assert_eq!(r.block(3).unwrap()[0], 9);
         assert_eq!(r.block_mut(3).unwrap_err(), Errno::EROFS);
         std::fs::write(&p, [0u8; 100]).unwrap();
-        assert!(Store::open(&p, true).is_err());
+        assert!(MmapStore::open(&p, true).is_err());
     }
 }

@@ -1,0 +1,37 @@
+//! Where blocks live. `BlockStore` is what every layer above needs of the
+//! medium: bounds-checked block access and a durability barrier.
+//!
+//! `MmapStore` is the real one (the image mapped MAP_SHARED). `SimDisk` is
+//! a simulated disk for crash testing: it remembers what is durable and
+//! what was written since the last flush, so tests can produce every state
+//! a power cut could leave.
+
+mod mmap;
+pub mod sim;
+
+pub use mmap::{MmapStore, backing_size, is_block_device};
+pub use sim::{Fate, SimDisk};
+
+use crate::errno::Result;
+use crate::format::{Bid, Block};
+
+/// A block device as the file system sees it.
+///
+/// Contract: `block_mut` may be written at any time; nothing written is
+/// durable until `flush` returns Ok, and until then any subset of the
+/// written blocks may reach the medium, each possibly torn at 512-byte
+/// sector granularity (this is what a MAP_SHARED mapping gives: the kernel
+/// writes dirty pages back when it likes). Ids are checked: past the end is
+/// EUCLEAN, writing a read-only store is EROFS.
+pub trait BlockStore: Send {
+    fn blocks(&self) -> u64;
+    fn is_read_only(&self) -> bool;
+    fn block(&self, bid: Bid) -> Result<&Block>;
+    fn block_mut(&mut self, bid: Bid) -> Result<&mut Block>;
+    /// Makes every write so far durable and waits; EIO if it could not.
+    fn flush(&mut self) -> Result<()>;
+    /// The simulated disk behind this store, for crash tests.
+    fn as_sim(&self) -> Option<&SimDisk> {
+        None
+    }
+}
