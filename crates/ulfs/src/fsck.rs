@@ -46,9 +46,22 @@ impl FsckReport {
 /// (unreadable, or not a ulfs image); problems found go in the report.
 pub fn fsck(image: impl AsRef<Path>, opts: &mut FsckOptions) -> Result<FsckReport, Error> {
     let vol = Volume::mount(image.as_ref(), MountOptions { read_only: true })?;
-    let mut c = Checker::new(&vol);
+    Ok(check_volume(&vol, opts))
+}
+
+/// Checks the image held by `store` (a `SimDisk` in crash tests).
+pub fn fsck_store(
+    store: Box<dyn crate::store::BlockStore>,
+    opts: &mut FsckOptions,
+) -> Result<FsckReport, Error> {
+    let vol = Volume::mount_store(store, MountOptions { read_only: true }, "image")?;
+    Ok(check_volume(&vol, opts))
+}
+
+fn check_volume(vol: &Volume, opts: &mut FsckOptions) -> FsckReport {
+    let mut c = Checker::new(vol);
     c.run(opts);
-    Ok(c.report)
+    c.report
 }
 
 /// Per-inode facts gathered during the walk.
