@@ -65,6 +65,7 @@ pub unsafe extern "C" fn ulfs_mount(
         let image = unsafe { c_bytes(image) }?;
         let opts = MountOptions {
             read_only: flags & ULFS_RDONLY != 0,
+            ..Default::default()
         };
         let mounted = Fs::mount(host_path(image)?, opts).map_err(|e| e.errno)?;
         fs = ulfs_t::into_raw(mounted);

@@ -19,6 +19,7 @@ pub enum Access {
 pub fn mount(cmd: &str, image: &Path, access: Access) -> CliResult<Fs> {
     let opts = MountOptions {
         read_only: access == Access::ReadOnly,
+        ..Default::default()
     };
     Fs::mount(image, opts).map_err(|e| whole_image_error(cmd, image, &e))
 }

@@ -45,7 +45,13 @@ impl FsckReport {
 /// Checks the image at `image`. `Err` means it could not be checked at all
 /// (unreadable, or not a ulfs image); problems found go in the report.
 pub fn fsck(image: impl AsRef<Path>, opts: &mut FsckOptions) -> Result<FsckReport, Error> {
-    let vol = Volume::mount(image.as_ref(), MountOptions { read_only: true })?;
+    let vol = Volume::mount(
+        image.as_ref(),
+        MountOptions {
+            read_only: true,
+            ..Default::default()
+        },
+    )?;
     Ok(check_volume(&vol, opts))
 }
 
@@ -54,7 +60,14 @@ pub fn fsck_store(
     store: Box<dyn crate::store::BlockStore>,
     opts: &mut FsckOptions,
 ) -> Result<FsckReport, Error> {
-    let vol = Volume::mount_store(store, MountOptions { read_only: true }, "image")?;
+    let vol = Volume::mount_store(
+        store,
+        MountOptions {
+            read_only: true,
+            ..Default::default()
+        },
+        "image",
+    )?;
     Ok(check_volume(&vol, opts))
 }
 

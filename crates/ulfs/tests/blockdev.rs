@@ -56,7 +56,14 @@ fn image_on_a_loop_device() {
     assert_eq!(fs.write(fd, &data).unwrap(), data.len());
     fs.close(fd).unwrap();
     fs.unmount().unwrap();
-    let mut fs = Fs::mount(&dev.0, MountOptions { read_only: true }).unwrap();
+    let mut fs = Fs::mount(
+        &dev.0,
+        MountOptions {
+            read_only: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
     let fd = fs.open("/on-device/f", libc::O_RDONLY, 0).unwrap();
     let mut back = vec![0u8; data.len()];
     assert_eq!(fs.read(fd, &mut back).unwrap(), data.len());

@@ -59,7 +59,14 @@ fn write_read_persist() {
     assert_eq!(st.blocks, 8);
     fs.close(fd).unwrap();
     fs.unmount().unwrap();
-    let mut fs = Fs::mount(&img, MountOptions { read_only: true }).unwrap();
+    let mut fs = Fs::mount(
+        &img,
+        MountOptions {
+            read_only: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
     let fd = fs.open("hello", libc::O_RDONLY, 0).unwrap();
     assert_eq!(fs.pread(fd, &mut buf, 6).unwrap(), 5);
     assert_eq!(&buf[..5], b"world");
@@ -358,9 +365,15 @@ fn original_ulfs_v1_image_is_recognised() {
         eprintln!("{} not found: test not run", sample.display());
         return;
     }
-    let err = Fs::mount(&sample, MountOptions { read_only: true })
-        .err()
-        .unwrap();
+    let err = Fs::mount(
+        &sample,
+        MountOptions {
+            read_only: true,
+            ..Default::default()
+        },
+    )
+    .err()
+    .unwrap();
     assert_eq!(err.errno, Errno::EINVAL);
     assert!(err.message.contains("original ULFS v1"), "{err}");
 }

@@ -29,9 +29,26 @@ impl std::fmt::Display for Mode {
     }
 }
 
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy)]
 pub struct MountOptions {
     pub read_only: bool,
+    /// Journal mode: commit the running transaction once it holds this many
+    /// metadata blocks (0: a quarter of the journal).
+    pub commit_blocks: u32,
+    /// Journal mode: commit the running transaction once its first change
+    /// is this old. Checked at every call, so an idle process commits at
+    /// its next call or at unmount.
+    pub commit_interval: std::time::Duration,
+}
+
+impl Default for MountOptions {
+    fn default() -> Self {
+        MountOptions {
+            read_only: false,
+            commit_blocks: 0,
+            commit_interval: std::time::Duration::from_secs(5),
+        }
+    }
 }
 
 /// What `ulfs info` shows.
