@@ -74,7 +74,10 @@ mod tests {
         assert_eq!(o.size, 1 << 20);
         assert_eq!(o.label, d.label);
         assert_eq!(o.force, d.force);
-        assert!(matches!(o.mode, Mode::None));
+        assert!(
+            matches!(o.mode, Mode::Journal),
+            "journal is the default mode"
+        );
         assert_eq!(o.journal_blocks, None);
     }
 

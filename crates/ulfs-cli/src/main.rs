@@ -149,13 +149,22 @@ enum Command {
         /// Host directory to copy into (created if missing)
         hostdir: PathBuf,
     },
-    /// Check an image for inconsistencies
+    /// Check an image for inconsistencies, and with --repair fix them
     ///
-    /// Exit status: 0 clean, 4 problems found, 8 the image could not be
-    /// checked (unreadable or not an ulfs image).
+    /// The repair frees leaked blocks and marks used ones, sets link counts,
+    /// moves unreachable files to /lost+found, rebuilds damaged directory
+    /// indexes, recounts the superblock and reseals stale checksums (as
+    /// left by a crash in mode none).
+    ///
+    /// Exit status, as fsck(8): 0 clean, 1 errors corrected (--repair),
+    /// 4 errors left uncorrected, 8 the image could not be checked
+    /// (unreadable or not an ulfs image).
     Fsck {
         /// Image file
         image: PathBuf,
+        /// Repair what can be repaired, in place
+        #[arg(long, short = 'y')]
+        repair: bool,
     },
 }
 
@@ -247,6 +256,6 @@ fn run(command: Command) -> CliResult {
             src,
             hostdir,
         } => export::run(&image, &imgpath::from_arg(&src), &hostdir),
-        Command::Fsck { image } => fsck::run(&image),
+        Command::Fsck { image, repair } => fsck::run(&image, repair),
     }
 }

@@ -663,3 +663,112 @@ fn import_export_round_trip_is_faithful() {
         .unwrap();
     assert!(diff.success(), "second import diverged");
 }
+
+// ---------------------------------------------------------------- fsck --repair
+
+/// An image with a directory of files, imported from the host.
+fn image_with_files(dir: &Path) -> PathBuf {
+    let img = fresh_image(dir, "16M");
+    let host = dir.join("host");
+    fs::create_dir_all(host.join("d")).unwrap();
+    for i in 0..50 {
+        fs::write(
+            host.join("d").join(format!("f{i}")),
+            noise(3000 + i * 100, i as u64),
+        )
+        .unwrap();
+    }
+    ok(&["import", s(&img), s(&host), "/"]);
+    img
+}
+
+/// Edits block `bid` of the image in place; `seal` recomputes its CRC.
+fn edit_block(img: &Path, bid: usize, seal: bool, f: impl FnOnce(&mut [u8; 4096])) {
+    let mut bytes = fs::read(img).unwrap();
+    let b: &mut [u8; 4096] = (&mut bytes[bid * 4096..(bid + 1) * 4096])
+        .try_into()
+        .unwrap();
+    f(b);
+    if seal {
+        ulfs::format::seal_block(b);
+    }
+    fs::write(img, &bytes).unwrap();
+}
+
+fn code_of(args: &[&str]) -> (i32, String) {
+    let out = ulfs(args);
+    (
+        out.status.code().unwrap_or(-1),
+        format!("{}{}", text(&out.stdout), text(&out.stderr)),
+    )
+}
+
+#[test]
+fn fsck_repair_fixes_and_exits_like_fsck8() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = image_with_files(dir.path());
+    // A clean image: nothing to do, nothing changed.
+    let before = fs::read(&img).unwrap();
+    let (code, out) = code_of(&["fsck", "--repair", s(&img)]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("clean"), "{out}");
+    assert!(fs::read(&img).unwrap() == before);
+
+    // Leak a free block in group 0's bitmap, and break the CRC of the map
+    // block on top of it.
+    let first_group = {
+        let b = fs::read(&img).unwrap();
+        u32::from_le_bytes(b[48..52].try_into().unwrap()) as usize
+    };
+    edit_block(&img, first_group, false, |b| {
+        let i = (0..32640)
+            .find(|i| b[16 + i / 8] & (1 << (i % 8)) == 0)
+            .unwrap();
+        b[16 + i / 8] |= 1 << (i % 8);
+    });
+    let (code, out) = code_of(&["fsck", s(&img)]);
+    assert_eq!(code, 4, "{out}");
+    let (code, out) = code_of(&["fsck", "--repair", s(&img)]);
+    assert_eq!(code, 1, "errors corrected: {out}");
+    assert!(out.contains("fixed: "), "{out}");
+    assert!(out.contains("leaked"), "{out}");
+    let (code, out) = code_of(&["fsck", s(&img)]);
+    assert_eq!(code, 0, "after repair: {out}");
+    let (code, out) = code_of(&["fsck", "-y", s(&img)]);
+    assert_eq!(code, 0, "second repair: {out}");
+    // The data survived.
+    for i in [0usize, 17, 49] {
+        let out = ulfs(&["cat", s(&img), &format!("/d/f{i}")]);
+        assert!(out.status.success());
+        assert_eq!(out.stdout, noise(3000 + i * 100, i as u64));
+    }
+}
+
+#[test]
+fn fsck_repair_reports_what_it_cannot_fix() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = image_with_files(dir.path());
+    let root = {
+        let b = fs::read(&img).unwrap();
+        u64::from_le_bytes(b[64..72].try_into().unwrap()) as usize
+    };
+    // The root inode's mode destroyed (with a valid CRC): nothing can say
+    // where the namespace starts.
+    edit_block(&img, root / 16, true, |b| {
+        b[(root % 16) * 256..(root % 16) * 256 + 4].fill(0);
+    });
+    let (code, out) = code_of(&["fsck", "--repair", s(&img)]);
+    assert_eq!(code, 4, "{out}");
+    assert!(out.contains("remaining: "), "{out}");
+    assert!(out.contains("could not be repaired"), "{out}");
+
+    // Both superblocks destroyed: nothing to repair from.
+    let img2 = dir.path().join("nosb.img");
+    ok(&["mkfs", s(&img2), "4M"]);
+    edit_block(&img2, 0, false, |b| b.fill(0x5A));
+    edit_block(&img2, 1, false, |b| b.fill(0x5A));
+    let (code, err) = fails(&["fsck", "--repair", s(&img2)]);
+    assert_eq!(code, 8, "{err}");
+    let (code, _) = fails(&["fsck", "--repair", s(&dir.path().join("absent.img"))]);
+    assert_eq!(code, 8);
+}

@@ -27,7 +27,7 @@ pub mod types;
 pub use errno::{Errno, Result};
 pub use error::Error;
 pub use fs::{Info, MkfsOptions, Mode, MountOptions, format_store, mkfs};
-pub use fsck::{FsckOptions, FsckReport, fsck, fsck_store};
+pub use fsck::{FsckOptions, FsckReport, RepairReport, fsck, fsck_repair, fsck_store};
 pub use posix::Fs;
 pub use posix::dirents::{Dirent, parse as parse_dirents};
 pub use stdapi::{

@@ -1,64 +1,329 @@
 //! Transactions over metadata blocks: the only door through which the file
-//! system changes a metadata block.
+//! system changes a metadata block ([`Journal::meta_mut`]).
 //!
-//! Every first write of a metadata block in a transaction goes through
-//! [`Journal::meta_mut`]. In mode `none` (this release, as published ULFS)
-//! the write lands in place in the mapping and the block is remembered so its
-//! CRC32C can be sealed at the next checkpoint (`sync`, `fsync`, unmount).
-//! The journal mode adds shadow copies, commit records and replay behind the
-//! same calls, without touching the file-system logic above.
+//! Two modes sit behind the same calls:
 //!
-//! File data blocks bypass transactions (`data`, `data_mut`): like ext4's
-//! `data=ordered`, only metadata is journaled.
+//! - **In place** (mode `none`, as published ULFS): a write lands in the
+//!   mapping at once; the block is remembered so its CRC32C can be sealed at
+//!   the next checkpoint (`sync`, unmount). A crash can leave anything.
+//! - **Journal** (mode `journal`): the first write of a block in the running
+//!   transaction makes a private *shadow* copy, and reads see the shadow.
+//!   No page of the mapping is ever dirtied with metadata that is not yet
+//!   durable in the journal. `commit_txn` seals the shadows, writes them to
+//!   the log after a descriptor, flushes (so file data written so far is
+//!   durable before the commit record: ext4's `data=ordered`), writes the
+//!   commit record (sequence number + CRC32C of the copies), flushes, and
+//!   only then installs the shadows at home. `checkpoint` flushes the homes
+//!   and empties the log by advancing the header's sequence number. Replay
+//!   at mount re-applies every complete transaction after the header's
+//!   sequence, in order; a torn or stale record ends it. Replaying twice
+//!   writes the same bytes twice, so a crash during replay is harmless.
+//!
+//! Blocks freed by a transaction are *quarantined* until the checkpoint
+//! after its commit: reusing one earlier could put file data where a replay
+//! (or the durable state) still expects the old contents.
+//!
+//! File data blocks bypass transactions (`data`, `data_mut`).
+//!
+//! A metadata block read from the image has its CRC32C verified the first
+//! time (EUCLEAN on a mismatch, the block remembered for the error report),
+//! unless the image was left by a crash in mode `none`, whose checksums are
+//! known to be stale until `fsck --repair`.
 
-use crate::errno::Result;
-use crate::format::{Bid, Block, seal_block};
+use crate::errno::{Errno, Result};
+use crate::format::journal::*;
+use crate::format::{BLOCK_SIZE, Bid, Block, block_crc_ok, seal_block};
 use crate::store::BlockStore;
-use std::collections::HashSet;
+use std::cell::Cell;
+use std::collections::{HashMap, HashSet};
+use std::hash::{BuildHasherDefault, Hasher};
+use std::time::Instant;
+
+/// A hasher for block ids: they are already well spread integers, and the
+/// shadow lookup sits on the data path, so a multiply is all it needs.
+#[derive(Default)]
+pub struct BidHasher(u64);
+
+impl Hasher for BidHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 ^ b as u64).wrapping_mul(0x100_0000_01b3);
+        }
+    }
+    fn write_u32(&mut self, n: u32) {
+        self.0 = (n as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
+
+type BidMap<V> = HashMap<Bid, V, BuildHasherDefault<BidHasher>>;
+type BidSet = HashSet<Bid, BuildHasherDefault<BidHasher>>;
+
+/// The journal region and the running transaction (mode `journal`).
+struct Log {
+    /// First block of the region: the header. The log follows it.
+    start: Bid,
+    /// Blocks of the region, header included.
+    blocks: u32,
+    /// Next free log block, counted from `start + 1`.
+    pos: u32,
+    /// Sequence number the next commit gets.
+    next_seq: u64,
+    shadows: BidMap<Box<Block>>,
+    /// Shadows in the order they were first written (the log order).
+    order: Vec<Bid>,
+    /// Shadow buffers kept for reuse, so commits do not allocate.
+    spare: Vec<Box<Block>>,
+    /// When the running transaction made its first change.
+    began: Option<Instant>,
+    freed_running: BidSet,
+    freed_committed: BidSet,
+    /// Homes were installed since the last checkpoint.
+    installed: bool,
+}
+
+impl Log {
+    fn capacity(&self) -> u32 {
+        self.blocks - 1
+    }
+
+    /// Log blocks a transaction of `n` copies takes.
+    fn footprint(n: usize) -> u32 {
+        (n + n.div_ceil(DESC_CAP) + 1) as u32
+    }
+}
 
 pub struct Journal {
     store: Box<dyn BlockStore>,
-    /// Metadata blocks written since the last checkpoint; their CRCs are
-    /// stale until sealed.
+    log: Option<Log>,
+    /// In place: metadata blocks written since the last checkpoint.
     dirty: HashSet<Bid>,
-    /// The last block added to `dirty`: the data path touches the same inode
-    /// block call after call, and this spares it the hash.
     last_dirty: Option<Bid>,
+    /// One bit per block: its checksum was verified (or we wrote it).
+    verified: Vec<Cell<u64>>,
+    verify: bool,
+    /// The last metadata block that failed verification.
+    damaged: Cell<Option<Bid>>,
+    /// A flush failed: nothing more may be written.
+    failed: bool,
+}
+
+/// What replay found and applied.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Replayed {
+    pub transactions: u64,
+    pub blocks: u64,
 }
 
 impl Journal {
-    pub fn new(store: Box<dyn BlockStore>) -> Journal {
+    fn with_store(store: Box<dyn BlockStore>, verify: bool) -> Journal {
+        let words = (store.blocks() as usize).div_ceil(64);
         Journal {
             store,
+            log: None,
             dirty: HashSet::new(),
             last_dirty: None,
+            verified: (0..if verify { words } else { 0 })
+                .map(|_| Cell::new(0))
+                .collect(),
+            verify,
+            damaged: Cell::new(None),
+            failed: false,
         }
     }
 
-    /// Gives the store back (after unmount).
-    pub fn into_store(self) -> Box<dyn BlockStore> {
-        self.store
+    /// Mode `none`: writes land in place.
+    pub fn in_place(store: Box<dyn BlockStore>, verify: bool) -> Journal {
+        Journal::with_store(store, verify)
+    }
+
+    /// Mode `journal` over the region `start .. start + blocks`: replays
+    /// what the log holds (into the store, or, on a read-only store, into
+    /// the shadows, so the replayed state is what reads see).
+    pub fn journaled(
+        store: Box<dyn BlockStore>,
+        start: Bid,
+        blocks: u32,
+        verify: bool,
+    ) -> Result<(Journal, Replayed)> {
+        if blocks < 3 {
+            return Err(Errno::EUCLEAN);
+        }
+        let mut j = Journal::with_store(store, verify);
+        let next_seq = header_decode(j.store.block(start)?).ok_or(Errno::EUCLEAN)?;
+        j.log = Some(Log {
+            start,
+            blocks,
+            pos: 0,
+            next_seq,
+            shadows: BidMap::default(),
+            order: Vec::new(),
+            spare: Vec::new(),
+            began: None,
+            freed_running: BidSet::default(),
+            freed_committed: BidSet::default(),
+            installed: false,
+        });
+        let replayed = j.replay()?;
+        Ok((j, replayed))
+    }
+
+    /// Writes an empty journal region (mkfs).
+    pub fn format_region(store: &mut dyn BlockStore, start: Bid, blocks: u32) -> Result<()> {
+        for bid in start..start + blocks {
+            store.block_mut(bid)?.fill(0);
+        }
+        header_encode(store.block_mut(start)?, 1);
+        Ok(())
     }
 
     pub fn store(&self) -> &dyn BlockStore {
         &*self.store
     }
 
-    /// Reads a metadata block as the current transaction sees it.
+    /// Gives the store back.
+    pub fn into_store(self) -> Box<dyn BlockStore> {
+        self.store
+    }
+
+    pub fn is_journaled(&self) -> bool {
+        self.log.is_some()
+    }
+
+    /// A flush failed earlier; the volume is read-only from then on.
+    pub fn has_failed(&self) -> bool {
+        self.failed
+    }
+
+    /// The last metadata block whose checksum did not match.
+    pub fn damaged_block(&self) -> Option<Bid> {
+        self.damaged.get()
+    }
+
+    /// Blocks the running transaction holds (0 in place).
+    pub fn pending(&self) -> usize {
+        self.log.as_ref().map_or(0, |l| l.shadows.len())
+    }
+
+    /// How long ago the running transaction made its first change.
+    pub fn age(&self) -> Option<std::time::Duration> {
+        self.log.as_ref().and_then(|l| l.began).map(|t| t.elapsed())
+    }
+
+    /// Log blocks a transaction may hold in all.
+    pub fn capacity(&self) -> usize {
+        self.log.as_ref().map_or(usize::MAX, |l| {
+            let cap = l.capacity() as usize;
+            cap - cap.div_ceil(DESC_CAP) - 1
+        })
+    }
+
+    /// Whether `bid` was freed by a transaction not yet checkpointed.
     #[inline]
-    pub fn meta(&self, bid: Bid) -> Result<&Block> {
+    pub fn is_quarantined(&self, bid: Bid) -> bool {
+        self.log
+            .as_ref()
+            .is_some_and(|l| l.freed_running.contains(&bid) || l.freed_committed.contains(&bid))
+    }
+
+    /// Whether anything is quarantined (so allocation must look).
+    #[inline]
+    pub fn has_quarantine(&self) -> bool {
+        self.log
+            .as_ref()
+            .is_some_and(|l| !l.freed_running.is_empty() || !l.freed_committed.is_empty())
+    }
+
+    /// Blocks freed and not yet reusable.
+    pub fn quarantined(&self) -> usize {
+        self.log
+            .as_ref()
+            .map_or(0, |l| l.freed_running.len() + l.freed_committed.len())
+    }
+
+    /// Blocks freed by committed transactions, reusable after a checkpoint.
+    pub fn quarantined_committed(&self) -> usize {
+        self.log.as_ref().map_or(0, |l| l.freed_committed.len())
+    }
+
+    fn mark_verified(&self, bid: Bid) {
+        if let Some(w) = self.verified.get(bid as usize / 64) {
+            w.set(w.get() | 1 << (bid % 64));
+        }
+    }
+
+    /// A block as the running transaction sees it, unverified (superblock
+    /// copies, which carry and check their own CRC).
+    pub fn peek(&self, bid: Bid) -> Result<&Block> {
+        if let Some(log) = &self.log
+            && let Some(s) = log.shadows.get(&bid)
+        {
+            return Ok(s);
+        }
         self.store.block(bid)
     }
 
-    /// Writes a metadata block within the current transaction.
+    /// Reads a metadata block as the running transaction sees it.
     #[inline]
-    pub fn meta_mut(&mut self, bid: Bid) -> Result<&mut Block> {
-        let b = self.store.block_mut(bid)?;
-        if self.last_dirty != Some(bid) {
-            self.dirty.insert(bid);
-            self.last_dirty = Some(bid);
+    pub fn meta(&self, bid: Bid) -> Result<&Block> {
+        if let Some(log) = &self.log
+            && !log.shadows.is_empty()
+            && let Some(s) = log.shadows.get(&bid)
+        {
+            return Ok(s);
+        }
+        let b = self.store.block(bid)?;
+        if self.verify
+            && let Some(w) = self.verified.get(bid as usize / 64)
+            && w.get() & (1 << (bid % 64)) == 0
+        {
+            if !block_crc_ok(b) {
+                self.damaged.set(Some(bid));
+                return Err(Errno::EUCLEAN);
+            }
+            w.set(w.get() | 1 << (bid % 64));
         }
         Ok(b)
+    }
+
+    /// Writes a metadata block within the running transaction.
+    #[inline]
+    pub fn meta_mut(&mut self, bid: Bid) -> Result<&mut Block> {
+        if self.failed {
+            return Err(Errno::EROFS);
+        }
+        self.mark_verified(bid);
+        let Some(log) = &mut self.log else {
+            let b = self.store.block_mut(bid)?;
+            if self.last_dirty != Some(bid) {
+                self.dirty.insert(bid);
+                self.last_dirty = Some(bid);
+            }
+            return Ok(b);
+        };
+        if self.store.is_read_only() {
+            return Err(Errno::EROFS);
+        }
+        if !log.shadows.contains_key(&bid) {
+            let home = self.store.block(bid)?;
+            let mut shadow = log.spare.pop().unwrap_or_else(|| Box::new([0; BLOCK_SIZE]));
+            shadow.copy_from_slice(home);
+            log.shadows.insert(bid, shadow);
+            log.order.push(bid);
+            log.began.get_or_insert_with(Instant::now);
+        }
+        Ok(log.shadows.get_mut(&bid).expect("shadow just made"))
+    }
+
+    /// A block written in place even in journal mode: only the secondary
+    /// superblock, refreshed after a checkpoint.
+    pub fn direct_mut(&mut self, bid: Bid) -> Result<&mut Block> {
+        if self.failed {
+            return Err(Errno::EROFS);
+        }
+        self.store.block_mut(bid)
     }
 
     /// Reads a file data block.
@@ -70,31 +335,159 @@ impl Journal {
     /// Writes a file data block (not journaled: data=ordered semantics).
     #[inline]
     pub fn data_mut(&mut self, bid: Bid) -> Result<&mut Block> {
+        if self.failed {
+            return Err(Errno::EROFS);
+        }
         self.store.block_mut(bid)
     }
 
-    /// Ends the current transaction. In mode `none` its writes are already
-    /// in place, so there is nothing to install.
-    #[inline]
-    pub fn commit(&mut self) {}
-
-    /// Forgets a freed metadata block: it will not be sealed, since its
-    /// bytes now belong to whoever allocates it next.
+    /// A block was freed: drop what the transaction held of it, and keep it
+    /// from reuse until it is safe.
     pub fn forget(&mut self, bid: Bid) {
         self.dirty.remove(&bid);
         if self.last_dirty == Some(bid) {
             self.last_dirty = None;
         }
+        if let Some(log) = &mut self.log {
+            if let Some(s) = log.shadows.remove(&bid) {
+                log.spare.push(s);
+            }
+            log.freed_running.insert(bid);
+        }
     }
 
-    /// Checkpoint: seals the CRC of every block written since the last one
-    /// and flushes the mapping to stable storage.
+    /// Flushes the store; a failure latches the journal read-only.
+    fn flush(&mut self) -> Result<()> {
+        if self.failed {
+            return Err(Errno::EROFS);
+        }
+        self.store.flush().map_err(|e| {
+            self.failed = true;
+            if e == Errno::EIO { e } else { Errno::EIO }
+        })
+    }
+
+    /// Makes file data written so far durable (fsync with nothing to commit).
+    pub fn flush_data(&mut self) -> Result<()> {
+        self.flush()
+    }
+
+    /// Commits the running transaction (journal mode; nothing to do in place).
+    pub fn commit_txn(&mut self) -> Result<()> {
+        if self.failed {
+            return Err(Errno::EROFS);
+        }
+        let Some(log) = &self.log else { return Ok(()) };
+        if log.shadows.is_empty() {
+            let log = self.log.as_mut().expect("journaled");
+            log.began = None;
+            let freed: Vec<Bid> = log.freed_running.drain().collect();
+            log.freed_committed.extend(freed);
+            return Ok(());
+        }
+        let n = log.shadows.len();
+        let need = Log::footprint(n);
+        if need > log.capacity() {
+            return Err(Errno::ENOSPC);
+        }
+        if log.pos + need > log.capacity() {
+            self.checkpoint()?;
+        }
+        self.write_log()?;
+        // Data blocks and the log copies are durable before the commit
+        // record can be: ordered mode.
+        self.flush()?;
+        let log = self.log.as_mut().expect("journaled");
+        let (seq, at) = (log.next_seq, log.start + 1 + log.pos);
+        let data_crc = self.copies_crc();
+        commit_encode(self.store.block_mut(at)?, seq, n as u32, data_crc);
+        self.flush()?;
+        self.install()
+    }
+
+    /// Writes descriptors and sealed copies of every shadow to the log.
+    fn write_log(&mut self) -> Result<()> {
+        let log = self.log.as_mut().expect("journaled");
+        let order: Vec<Bid> = log
+            .order
+            .iter()
+            .copied()
+            .filter(|b| log.shadows.contains_key(b))
+            .collect();
+        log.order = order;
+        let mut at = log.start + 1 + log.pos;
+        let seq = log.next_seq;
+        for chunk in log.order.chunks(DESC_CAP) {
+            descriptor_encode(self.store.block_mut(at)?, seq, chunk);
+            at += 1;
+            for bid in chunk {
+                let shadow = log.shadows.get_mut(bid).expect("ordered shadow");
+                seal_block(shadow);
+                self.store.block_mut(at)?.copy_from_slice(&shadow[..]);
+                at += 1;
+            }
+        }
+        log.pos = at - (log.start + 1);
+        Ok(())
+    }
+
+    /// CRC32C of the shadows in log order (what the commit record vouches for).
+    fn copies_crc(&self) -> u32 {
+        let log = self.log.as_ref().expect("journaled");
+        log.order
+            .iter()
+            .fold(0, |c, bid| crc32c::crc32c_append(c, &log.shadows[bid][..]))
+    }
+
+    /// After a durable commit record: shadows go home, the log advances.
+    fn install(&mut self) -> Result<()> {
+        let log = self.log.as_mut().expect("journaled");
+        for bid in std::mem::take(&mut log.order) {
+            if let Some(s) = log.shadows.remove(&bid) {
+                self.store.block_mut(bid)?.copy_from_slice(&s[..]);
+                log.spare.push(s);
+            }
+        }
+        log.pos += 1; // the commit block
+        log.next_seq += 1;
+        log.began = None;
+        log.installed = true;
+        let freed: Vec<Bid> = log.freed_running.drain().collect();
+        log.freed_committed.extend(freed);
+        Ok(())
+    }
+
+    /// Journal: makes the installed homes durable and empties the log.
+    /// In place: seals the checksums of blocks written since the last
+    /// checkpoint and flushes.
     pub fn checkpoint(&mut self) -> Result<()> {
-        self.seal();
-        self.store.flush()
+        let Some(log) = &self.log else {
+            self.seal();
+            return self.flush();
+        };
+        if log.pos == 0 && !log.installed {
+            // Nothing in the log: blocks freed by committed transactions
+            // are safe to reuse already.
+            self.log
+                .as_mut()
+                .expect("journaled")
+                .freed_committed
+                .clear();
+            return Ok(());
+        }
+        self.flush()?;
+        let log = self.log.as_mut().expect("journaled");
+        let (start, seq) = (log.start, log.next_seq);
+        header_encode(self.store.block_mut(start)?, seq);
+        self.flush()?;
+        let log = self.log.as_mut().expect("journaled");
+        log.pos = 0;
+        log.installed = false;
+        log.freed_committed.clear();
+        Ok(())
     }
 
-    /// Seals CRCs without flushing (unmount of a read-only store does neither).
+    /// Seals checksums in place without flushing.
     pub fn seal(&mut self) {
         for bid in self.dirty.drain() {
             if let Ok(b) = self.store.block_mut(bid) {
@@ -103,26 +496,93 @@ impl Journal {
         }
         self.last_dirty = None;
     }
+
+    /// Ends an operation; in place there is nothing to install.
+    #[inline]
+    pub fn commit(&mut self) {}
+
+    /// Re-applies every complete transaction in the log, then checkpoints
+    /// (read-write) so the log is empty again.
+    fn replay(&mut self) -> Result<Replayed> {
+        let mut done = Replayed::default();
+        let read_only = self.store.is_read_only();
+        let (start, blocks, mut seq) = {
+            let log = self.log.as_ref().expect("journaled");
+            (log.start, log.blocks, log.next_seq)
+        };
+        let end = start + blocks;
+        let total = self.store.blocks();
+        let mut at = start + 1;
+        'txns: loop {
+            let mut copies: Vec<(Bid, Bid)> = Vec::new(); // (home, log position)
+            let mut crc = 0u32;
+            loop {
+                if at >= end {
+                    break 'txns;
+                }
+                let b = self.store.block(at)?;
+                if let Some((n, data_crc)) = commit_decode(b, seq) {
+                    if n as usize != copies.len() || data_crc != crc || copies.is_empty() {
+                        break 'txns;
+                    }
+                    at += 1;
+                    break;
+                }
+                let Some(homes) = descriptor_decode(b, seq) else {
+                    break 'txns;
+                };
+                if at as u64 + 1 + homes.len() as u64 > end as u64 {
+                    break 'txns;
+                }
+                for (i, &home) in homes.iter().enumerate() {
+                    // Never replay over the log itself, or outside the image.
+                    if home as u64 >= total || (home >= start && home < end) || home == 1 {
+                        break 'txns;
+                    }
+                    let pos = at + 1 + i as u32;
+                    crc = crc32c::crc32c_append(crc, &self.store.block(pos)?[..]);
+                    copies.push((home, pos));
+                }
+                at += 1 + homes.len() as u32;
+            }
+            for (home, pos) in copies {
+                let copy = *self.store.block(pos)?;
+                if read_only {
+                    let log = self.log.as_mut().expect("journaled");
+                    log.shadows.insert(home, Box::new(copy));
+                } else {
+                    self.store.block_mut(home)?.copy_from_slice(&copy);
+                }
+                self.mark_verified(home);
+                done.blocks += 1;
+            }
+            done.transactions += 1;
+            seq += 1;
+        }
+        let log = self.log.as_mut().expect("journaled");
+        log.next_seq = seq;
+        if !read_only && done.transactions > 0 {
+            log.installed = true;
+            log.pos = at - (start + 1);
+            self.checkpoint()?;
+        }
+        Ok(done)
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::format::{BLOCK_SIZE, MAGIC_MAP, block_crc_ok, init_block};
+    use crate::format::{MAGIC_MAP, init_block};
+    use crate::store::{Fate, SimDisk};
 
-    fn journal() -> (tempfile::TempDir, Journal) {
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("img");
-        std::fs::write(&p, vec![0u8; 8 * BLOCK_SIZE]).unwrap();
-        (
-            dir,
-            Journal::new(Box::new(crate::store::MmapStore::open(&p, false).unwrap())),
-        )
+    fn in_place() -> Journal {
+        Journal::in_place(Box::new(SimDisk::new(8)), false)
     }
 
     #[test]
     fn checkpoint_seals_what_was_written() {
-        let (_d, mut j) = journal();
+        let mut j = in_place();
         init_block(j.meta_mut(3).unwrap(), MAGIC_MAP);
         j.meta_mut(3).unwrap()[100] = 1;
         init_block(j.meta_mut(4).unwrap(), MAGIC_MAP);
@@ -135,12 +595,126 @@ mod tests {
 
     #[test]
     fn forgotten_blocks_are_not_sealed() {
-        let (_d, mut j) = journal();
+        let mut j = in_place();
         init_block(j.meta_mut(5).unwrap(), MAGIC_MAP);
         j.forget(5);
         // The block now holds file data; sealing must not touch its bytes.
         j.data_mut(5).unwrap().fill(0xAB);
         j.checkpoint().unwrap();
         assert!(j.data(5).unwrap().iter().all(|&b| b == 0xAB));
+    }
+
+    fn journaled_disk() -> SimDisk {
+        let mut d = SimDisk::new(64);
+        Journal::format_region(&mut d, 2, 16).unwrap();
+        d.flush().unwrap();
+        d
+    }
+
+    fn open(d: SimDisk) -> (Journal, Replayed) {
+        Journal::journaled(Box::new(d), 2, 16, true).unwrap()
+    }
+
+    fn disk_of(j: &Journal) -> &SimDisk {
+        j.store().as_sim().unwrap()
+    }
+
+    #[test]
+    fn shadows_stay_private_until_commit() {
+        let (mut j, _) = open(journaled_disk());
+        init_block(j.meta_mut(40).unwrap(), MAGIC_MAP);
+        j.meta_mut(40).unwrap()[200] = 7;
+        assert_eq!(j.meta(40).unwrap()[200], 7, "reads see the shadow");
+        assert_eq!(
+            disk_of(&j).current()[40 * BLOCK_SIZE + 200],
+            0,
+            "the home is untouched"
+        );
+        j.commit_txn().unwrap();
+        assert_eq!(
+            disk_of(&j).current()[40 * BLOCK_SIZE + 200],
+            7,
+            "installed after commit"
+        );
+        assert!(block_crc_ok(j.meta(40).unwrap()));
+    }
+
+    #[test]
+    fn replay_applies_committed_and_ignores_torn() {
+        let (mut j, _) = open(journaled_disk());
+        init_block(j.meta_mut(40).unwrap(), MAGIC_MAP);
+        j.meta_mut(40).unwrap()[200] = 1;
+        j.commit_txn().unwrap();
+        // Power cut after the commit: homes written or not, replay fixes it.
+        let lost = disk_of(&j).crash_image(|_| Fate::Lost);
+        let (j2, r) = open(SimDisk::from_image(lost));
+        assert_eq!(r.transactions, 1);
+        assert_eq!(j2.meta(40).unwrap()[200], 1);
+        // A second transaction whose commit record never made it.
+        j.meta_mut(41).unwrap()[300] = 2;
+        j.write_log().unwrap();
+        j.flush().unwrap();
+        let (j3, r) = open(SimDisk::from_image(disk_of(&j).current().to_vec()));
+        assert_eq!(r.transactions, 1, "no commit record, no replay");
+        assert_eq!(j3.data(41).unwrap()[300], 0);
+    }
+
+    #[test]
+    fn replay_twice_is_replay_once() {
+        let (mut j, _) = open(journaled_disk());
+        init_block(j.meta_mut(50).unwrap(), MAGIC_MAP);
+        j.meta_mut(50).unwrap()[9] = 9;
+        j.commit_txn().unwrap();
+        let img = disk_of(&j).crash_image(|_| Fate::Lost);
+        // Crash in the middle of replay: capture the disk at each of its
+        // flushes, with every write in flight torn.
+        let mids = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let mut d = SimDisk::from_image(img);
+        let sink = mids.clone();
+        d.on_flush(move |disk| {
+            sink.lock()
+                .unwrap()
+                .push(disk.crash_image(|_| Fate::Torn(0b1010_0101)))
+        });
+        let _ = open(d);
+        let mids = mids.lock().unwrap();
+        assert!(!mids.is_empty());
+        for mid in mids.iter() {
+            let (j2, _) = open(SimDisk::from_image(mid.clone()));
+            assert_eq!(j2.meta(50).unwrap()[9], 9);
+        }
+    }
+
+    #[test]
+    fn freed_blocks_wait_for_a_checkpoint() {
+        let (mut j, _) = open(journaled_disk());
+        j.forget(45);
+        assert!(j.is_quarantined(45));
+        j.commit_txn().unwrap();
+        assert!(j.is_quarantined(45), "committed, not yet checkpointed");
+        j.checkpoint().unwrap();
+        assert!(!j.is_quarantined(45));
+    }
+
+    #[test]
+    fn flush_failure_latches_read_only() {
+        let mut d = journaled_disk();
+        d.fail_flushes(true);
+        let (mut j, _) = open(d);
+        j.meta_mut(40).unwrap()[0] = 1;
+        assert_eq!(j.commit_txn(), Err(Errno::EIO));
+        assert_eq!(j.meta_mut(41).unwrap_err(), Errno::EROFS);
+        assert_eq!(j.commit_txn(), Err(Errno::EROFS));
+    }
+
+    #[test]
+    fn damaged_block_is_reported_not_trusted() {
+        let mut d = SimDisk::new(8);
+        init_block(d.block_mut(5).unwrap(), MAGIC_MAP);
+        seal_block(d.block_mut(5).unwrap());
+        d.block_mut(5).unwrap()[999] ^= 1;
+        let j = Journal::in_place(Box::new(d), true);
+        assert_eq!(j.meta(5).unwrap_err(), Errno::EUCLEAN);
+        assert_eq!(j.damaged_block(), Some(5));
     }
 }

@@ -5,12 +5,17 @@
 use ulfs::{Errno, Fs, FsckOptions, MkfsOptions, MountOptions, fsck, mkfs};
 
 fn image(size: u64) -> (tempfile::TempDir, std::path::PathBuf) {
+    image_with(size, ulfs::Mode::Journal)
+}
+
+fn image_with(size: u64, mode: ulfs::Mode) -> (tempfile::TempDir, std::path::PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let img = dir.path().join("t.img");
     mkfs(
         &img,
         &MkfsOptions {
             size,
+            mode,
             ..Default::default()
         },
     )
@@ -63,7 +68,8 @@ fn clean_after_real_work() {
 
 #[test]
 fn finds_damage() {
-    let (_d, img) = image(8 << 20);
+    // Mode none: no journal region, so group 0's map block is block 2.
+    let (_d, img) = image_with(8 << 20, ulfs::Mode::None);
     let mut fs = Fs::mount(&img, MountOptions::default()).unwrap();
     populate(&mut fs);
     let st = fs.stat("/big").unwrap();
@@ -218,7 +224,7 @@ fn readdir_cookies_survive_changes() {
 /// counters stale) must still mount, take changes, unmount and mount again.
 #[test]
 fn crashed_none_image_mounts_again() {
-    let (d, img) = image(16 << 20);
+    let (d, img) = image_with(16 << 20, ulfs::Mode::None);
     let mut fs = Fs::mount(&img, MountOptions::default()).unwrap();
     fs.sync().unwrap();
     for i in 0..50 {

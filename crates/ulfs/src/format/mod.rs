@@ -8,6 +8,7 @@
 
 pub mod dirnode;
 pub mod inode;
+pub mod journal;
 pub mod superblock;
 
 /// Block size in bytes. Fixed: block ids are `u32`, so an image is at most 16 TiB.

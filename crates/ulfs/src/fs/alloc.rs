@@ -15,16 +15,30 @@ impl Volume {
     /// previous one) when it is free. The block's contents are not cleared.
     pub(crate) fn alloc_block(&mut self, goal: Bid) -> Result<Bid> {
         self.writable()?;
+        match self.alloc_once(goal) {
+            // Blocks freed by committed transactions come back at a
+            // checkpoint, which does not touch the running transaction.
+            Err(Errno::ENOSPC) if self.j.quarantined_committed() > 0 => {
+                self.j.checkpoint()?;
+                self.alloc_once(goal)
+            }
+            r => r,
+        }
+    }
+
+    fn alloc_once(&mut self, goal: Bid) -> Result<Bid> {
         if self.sb.free_blocks == 0 {
             return Err(Errno::ENOSPC);
         }
         if goal != 0
             && let Some(g) = self.sb.group_of(goal)
             && goal != self.sb.map_bid(g)
+            && !self.j.is_quarantined(goal)
             && self.try_take(g, goal)?
         {
             return Ok(goal);
         }
+        let quarantine = self.j.has_quarantine();
         let groups = self.sb.group_count;
         for step in 0..=groups {
             let g = (self.alloc_group + step) % groups;
@@ -43,16 +57,30 @@ impl Volume {
                 0
             };
             // Two passes: from the cursor to the end, then from the start.
+            // Quarantined blocks (freed, not yet safe to reuse) are skipped.
             let found = (start..words).chain(0..start).find_map(|w| {
-                let v = get_u64(b, MAP_BITMAP + 8 * w);
-                (v != u64::MAX).then(|| (w, (!v).trailing_zeros() as usize))
+                let mut free = !get_u64(b, MAP_BITMAP + 8 * w);
+                while free != 0 {
+                    let bit = free.trailing_zeros() as usize;
+                    let bid = map as u64 + 1 + (w * 64 + bit) as u64;
+                    if !quarantine || !self.j.is_quarantined(bid as Bid) {
+                        return Some((w, bid));
+                    }
+                    free &= free - 1;
+                }
+                None
             });
-            let Some((w, bit)) = found else {
+            let Some((w, bid)) = found else {
+                if quarantine {
+                    continue;
+                }
                 // The free count lied: the map block is damaged.
                 return Err(Errno::EUCLEAN);
             };
-            let bid = map as u64 + 1 + (w * 64 + bit) as u64;
             if bid >= self.sb.total_blocks {
+                if quarantine {
+                    continue;
+                }
                 return Err(Errno::EUCLEAN);
             }
             self.alloc_group = g;

@@ -77,20 +77,42 @@ impl Volume {
         if end > MAX_FILE_SIZE {
             return Err(Errno::EFBIG);
         }
-        // `copy_in` returns a short count when space runs out part-way, and
-        // an error only when nothing was written.
-        let result = self.copy_in(ino, &mut inode, buf, off);
-        if let Ok(done) = result {
-            inode.size = inode.size.max(off + done as u64);
-            let now = Timespec::now();
-            inode.mtime = now;
-            inode.ctime = now;
+        let mut done = 0;
+        loop {
+            // `copy_in` stops early when space runs out or the running
+            // transaction is full; an error means nothing was written.
+            let result = self.copy_in(ino, &mut inode, &buf[done..], off + done as u64);
+            if let Ok(n) = result {
+                done += n;
+                inode.size = inode.size.max(off + done as u64);
+                let now = Timespec::now();
+                inode.mtime = now;
+                inode.ctime = now;
+            }
+            // Blocks may have been mapped even when nothing was copied, so
+            // the inode is written back either way.
+            self.put_inode(ino, &inode)?;
+            match result {
+                Ok(n) if n > 0 && done < buf.len() => {
+                    // A full transaction: commit the consistent prefix (the
+                    // file holds the bytes written so far) and go on.
+                    self.commit_txn()?;
+                    inode = self.inode(ino)?;
+                }
+                Ok(_) if done > 0 => break,
+                Ok(_) => {
+                    self.commit()?;
+                    return Err(Errno::ENOSPC);
+                }
+                Err(e) if done == 0 => {
+                    self.commit()?;
+                    return Err(e);
+                }
+                Err(_) => break,
+            }
         }
-        // Blocks may have been mapped even when nothing was copied, so the
-        // inode is written back either way.
-        self.put_inode(ino, &inode)?;
         self.commit()?;
-        result
+        Ok(done)
     }
 
     fn copy_in(&mut self, ino: Ino, inode: &mut Inode, buf: &[u8], off: u64) -> Result<usize> {
@@ -103,6 +125,11 @@ impl Volume {
             let chunk = (BLOCK_SIZE - boff).min(buf.len() - done);
             if goal == 0 && lblk > 0 {
                 goal = self.bmap(inode, lblk - 1)?.wrapping_add(1);
+            }
+            // Room for a bitmap block, three indirect blocks, the inode
+            // and the superblock.
+            if done > 0 && !self.txn_room(8) {
+                return Ok(done);
             }
             let (bid, fresh) = match self.bmap_alloc(ino, inode, lblk, goal) {
                 Ok(x) => x,
@@ -196,6 +223,12 @@ impl Volume {
     ) -> Result<()> {
         let mut goal = 0;
         for lblk in off / BS..end.div_ceil(BS) {
+            if !self.txn_room(8) {
+                // Commit the blocks allocated so far (a consistent state:
+                // preallocated blocks beyond the size are allowed).
+                self.put_inode(ino, inode)?;
+                self.commit_txn()?;
+            }
             let (bid, fresh) = self.bmap_alloc(ino, inode, lblk, goal)?;
             if fresh {
                 self.j.data_mut(bid)?.fill(0);

@@ -19,6 +19,19 @@ use std::path::Path;
 
 /// Smallest image: superblocks, one map block and a little room.
 pub const MIN_BLOCKS: u64 = 64;
+/// Smallest journal region (header plus log).
+pub const MIN_JOURNAL: u32 = 32;
+
+/// Journal blocks for an image of `total` blocks: what was asked, or by
+/// default 1/32 of the image, at least 64 and at most 32,768 (128 MiB),
+/// never more than a quarter of the image.
+pub fn journal_size(opts: &MkfsOptions, total: u64) -> u32 {
+    match (opts.mode, opts.journal_blocks) {
+        (_, Some(n)) => n,
+        (Mode::None, None) => 0,
+        (Mode::Journal, None) => (total / 32).clamp(64, 32_768).min(total / 4) as u32,
+    }
+}
 
 #[derive(Debug, Clone)]
 pub struct MkfsOptions {
@@ -39,7 +52,7 @@ impl Default for MkfsOptions {
             size: 64 << 20,
             label: String::new(),
             force: false,
-            mode: Mode::None,
+            mode: Mode::Journal,
             journal_blocks: None,
         }
     }
@@ -58,12 +71,6 @@ fn random_bytes() -> Result<[u8; 32], Error> {
 pub fn mkfs(image: impl AsRef<Path>, opts: &MkfsOptions) -> Result<(), Error> {
     let path = image.as_ref();
     let shown = path.display();
-    if opts.mode == Mode::Journal {
-        return Err(Error::new(
-            Errno::EOPNOTSUPP,
-            "mode journal is not implemented yet; use mode none",
-        ));
-    }
     if opts.label.len() > LABEL_MAX {
         return Err(Error::new(
             Errno::EINVAL,
@@ -71,7 +78,7 @@ pub fn mkfs(image: impl AsRef<Path>, opts: &MkfsOptions) -> Result<(), Error> {
         ));
     }
     let blockdev = is_block_device(path);
-    let journal = opts.journal_blocks.unwrap_or(0) as u64;
+    let journal = journal_size(opts, opts.size / BLOCK_SIZE as u64) as u64;
     let too_small = |size: u64| {
         Error::new(
             Errno::EINVAL,
@@ -151,10 +158,13 @@ pub fn format_store(
     store: Box<dyn BlockStore>,
     opts: &MkfsOptions,
 ) -> Result<Box<dyn BlockStore>, Errno> {
-    let journal = opts.journal_blocks.unwrap_or(0);
     let label = opts.label.as_str();
     let total = store.blocks().min(u32::MAX as u64 + 1);
+    let journal = journal_size(opts, total);
     if total < MIN_BLOCKS + journal as u64 || label.len() > LABEL_MAX {
+        return Err(Errno::EINVAL);
+    }
+    if opts.mode == Mode::Journal && journal < MIN_JOURNAL {
         return Err(Errno::EINVAL);
     }
     let rnd = random_bytes().map_err(|e| e.errno)?;
@@ -166,7 +176,11 @@ pub fn format_store(
         feat_compat: 0,
         feat_incompat: 0,
         feat_ro_compat: 0,
-        mode: MODE_NONE,
+        mode: if opts.mode == Mode::Journal {
+            MODE_JOURNAL
+        } else {
+            MODE_NONE
+        },
         seq: 1,
         total_blocks: total,
         first_group,
@@ -191,7 +205,13 @@ pub fn format_store(
         mount_count: 0,
     };
     sb.label[..label.len()].copy_from_slice(label.as_bytes());
-    let mut vol = Volume::assemble(store, sb.clone(), false);
+    let mut store = store;
+    if journal > 0 {
+        crate::txn::Journal::format_region(&mut *store, 2, journal)?;
+    }
+    // mkfs writes in place: an image is not an image until it is finished.
+    let j = crate::txn::Journal::in_place(store, false);
+    let mut vol = Volume::assemble(j, sb.clone(), false, &Default::default());
     for g in 0..group_count {
         let map = sb.map_bid(g);
         let covered = (total - map as u64 - 1).min(MAP_BITS as u64) as u32;
@@ -226,13 +246,23 @@ pub fn format_store(
 
 impl Volume {
     /// Builds a volume over a store and a validated superblock.
-    pub(crate) fn assemble(store: Box<dyn BlockStore>, sb: Superblock, read_only: bool) -> Volume {
+    pub(crate) fn assemble(
+        j: crate::txn::Journal,
+        sb: Superblock,
+        read_only: bool,
+        opts: &super::MountOptions,
+    ) -> Volume {
         let k0 = u64::from_le_bytes(sb.hash_key[..8].try_into().expect("8 bytes"));
         let k1 = u64::from_le_bytes(sb.hash_key[8..].try_into().expect("8 bytes"));
         let was_clean = sb.state == STATE_CLEAN;
         let dev = u64::from_le_bytes(sb.uuid[..8].try_into().expect("8 bytes"));
         Volume {
-            j: crate::txn::Journal::new(store),
+            commit_blocks: match opts.commit_blocks {
+                0 => (j.capacity() / 4).max(1),
+                n => (n as usize).min(j.capacity()),
+            },
+            commit_interval: opts.commit_interval,
+            j,
             sb,
             sb_dirty: false,
             alloc_group: 0,

@@ -14,6 +14,7 @@ mod inodes;
 mod mkfs;
 mod mount;
 mod ops;
+mod repair;
 
 pub use dir::DirItem;
 pub use mkfs::{MkfsOptions, format_store, mkfs};
@@ -43,6 +44,10 @@ pub struct Volume {
     /// (server clients) can hold the same inode.
     open_refs: HashMap<Ino, u32>,
     read_only: bool,
+    /// Journal mode: commit the running transaction at this many blocks...
+    commit_blocks: usize,
+    /// ...or when its first change is this old.
+    commit_interval: std::time::Duration,
     /// The image had been unmounted cleanly before this mount.
     was_clean: bool,
     hash_key: (u64, u64),
@@ -61,7 +66,7 @@ impl Volume {
     /// Fails with EROFS when the volume cannot be changed.
     #[inline]
     pub fn writable(&self) -> Result<()> {
-        if self.read_only {
+        if self.read_only || self.j.has_failed() {
             Err(Errno::EROFS)
         } else {
             Ok(())
@@ -89,23 +94,67 @@ impl Volume {
         Ok(bid)
     }
 
-    /// Ends one operation's transaction: writes structural superblock
-    /// changes and commits.
+    /// Ends one operation. In place, structural superblock changes are
+    /// written now. With a journal the operation joins the running
+    /// transaction, which commits once it is big or old enough.
     pub fn commit(&mut self) -> Result<()> {
-        if self.sb_dirty {
-            self.write_superblock(SB_PRIMARY)?;
-            self.sb_dirty = false;
+        if !self.j.is_journaled() {
+            if self.sb_dirty {
+                self.write_superblock(SB_PRIMARY)?;
+                self.sb_dirty = false;
+            }
+            self.j.commit();
+            return Ok(());
         }
-        self.j.commit();
+        let due = self.j.pending() >= self.commit_blocks
+            || self.j.age().is_some_and(|a| a >= self.commit_interval);
+        if due {
+            self.commit_txn()?;
+        }
+        // Freed blocks come back only after a commit and a checkpoint; when
+        // they are much of the free space (a big delete on a full disk),
+        // bring them back now, at the end of an operation, where committing
+        // is safe.
+        let q = self.j.quarantined() as u64;
+        if q > 0
+            && (q * 2 > self.sb.free_blocks
+                || self.sb.free_blocks - q.min(self.sb.free_blocks) < 256)
+        {
+            self.commit_txn()?;
+            self.j.checkpoint()?;
+        }
         Ok(())
     }
 
-    /// Makes everything done so far durable: seals checksums, writes the
-    /// primary superblock, flushes, then the secondary copy and flushes again,
-    /// so at every instant one valid copy exists.
+    /// Journal: commits the running transaction with the superblock in it.
+    pub(crate) fn commit_txn(&mut self) -> Result<()> {
+        if self.j.pending() > 0 || self.sb_dirty {
+            self.write_superblock(SB_PRIMARY)?;
+            self.sb_dirty = false;
+        }
+        self.j.commit_txn()
+    }
+
+    /// Whether the running transaction has room for about `blocks` more
+    /// (operations that can grow without bound, like a huge write, commit
+    /// what they have done so far when it has not).
+    pub(crate) fn txn_room(&self, blocks: usize) -> bool {
+        self.j.pending() + blocks + 1 < self.j.capacity()
+    }
+
+    /// Makes everything done so far durable. In place: seals checksums,
+    /// writes the primary superblock, flushes, then the secondary copy and
+    /// flushes again, so at every instant one valid copy exists. Journal:
+    /// commits the running transaction (or, with nothing to commit, flushes
+    /// file data).
     pub fn sync(&mut self) -> Result<()> {
         if self.read_only {
             return Ok(());
+        }
+        if self.j.is_journaled() {
+            let pending = self.j.pending() > 0 || self.sb_dirty;
+            self.commit_txn()?;
+            return if pending { Ok(()) } else { self.j.flush_data() };
         }
         self.sb.seq += 1;
         self.write_superblock(SB_PRIMARY)?;
@@ -113,6 +162,22 @@ impl Volume {
         self.j.checkpoint()?;
         self.write_superblock(SB_SECONDARY)?;
         self.j.checkpoint()
+    }
+
+    /// Journal mode, at unmount: everything committed and checkpointed, then
+    /// the secondary superblock refreshed in place (it is not journaled: a
+    /// torn secondary is harmless while the primary is valid).
+    pub(crate) fn sync_clean(&mut self) -> Result<()> {
+        if !self.j.is_journaled() {
+            return self.sync();
+        }
+        self.sb.seq += 1;
+        self.sb_dirty = true;
+        self.commit_txn()?;
+        self.j.checkpoint()?;
+        let sb = self.sb.clone();
+        sb.encode(self.j.direct_mut(SB_SECONDARY)?);
+        self.j.flush_data()
     }
 
     fn write_superblock(&mut self, which: Bid) -> Result<()> {
@@ -132,13 +197,14 @@ mod tests {
     use super::*;
     use crate::format::inode::Inode;
 
-    fn volume(size: u64) -> (tempfile::TempDir, Volume) {
+    fn volume_with(size: u64, mode: Mode) -> (tempfile::TempDir, Volume) {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("img");
         mkfs(
             &p,
             &MkfsOptions {
                 size,
+                mode,
                 ..Default::default()
             },
         )
@@ -147,28 +213,41 @@ mod tests {
         (dir, v)
     }
 
+    fn volume(size: u64) -> (tempfile::TempDir, Volume) {
+        volume_with(size, Mode::Journal)
+    }
+
     #[test]
     fn allocation_is_contiguous_and_reuses_freed_blocks() {
-        let (_d, mut v) = volume(4 << 20);
-        let a = v.alloc_block(0).unwrap();
-        let b = v.alloc_block(a + 1).unwrap();
-        assert_eq!(b, a + 1);
-        let free = v.sb.free_blocks;
-        v.free_block(a).unwrap();
-        assert_eq!(v.sb.free_blocks, free + 1);
-        assert_eq!(
-            v.free_block(a),
-            Err(Errno::EUCLEAN),
-            "double free is refused"
-        );
-        assert_eq!(v.alloc_block(a).unwrap(), a);
-        let mut n = 0;
-        while v.alloc_block(0).is_ok() {
-            n += 1;
+        for mode in [Mode::None, Mode::Journal] {
+            let (_d, mut v) = volume_with(4 << 20, mode);
+            let a = v.alloc_block(0).unwrap();
+            let b = v.alloc_block(a + 1).unwrap();
+            assert_eq!(b, a + 1);
+            let free = v.sb.free_blocks;
+            v.free_block(a).unwrap();
+            assert_eq!(v.sb.free_blocks, free + 1);
+            assert_eq!(
+                v.free_block(a),
+                Err(Errno::EUCLEAN),
+                "double free is refused"
+            );
+            if mode == Mode::Journal {
+                // Freed in the running transaction: not reusable until that
+                // transaction is committed and checkpointed.
+                assert_ne!(v.alloc_block(a).unwrap(), a);
+                v.commit_txn().unwrap();
+                v.j.checkpoint().unwrap();
+            }
+            assert_eq!(v.alloc_block(a).unwrap(), a);
+            let mut n = 0;
+            while v.alloc_block(0).is_ok() {
+                n += 1;
+            }
+            assert_eq!(v.sb.free_blocks, 0, "{mode}");
+            assert!(n > 800, "{mode}: {n}");
+            assert_eq!(v.alloc_block(0), Err(Errno::ENOSPC));
         }
-        assert_eq!(v.sb.free_blocks, 0);
-        assert!(n > 900);
-        assert_eq!(v.alloc_block(0), Err(Errno::ENOSPC));
     }
 
     #[test]

@@ -8,6 +8,7 @@ use crate::errno::{Errno, Result};
 use crate::error::Error;
 use crate::format::superblock::*;
 use crate::store::{BlockStore, MmapStore};
+use crate::txn::Journal;
 use crate::types::Timespec;
 use std::path::Path;
 
@@ -39,6 +40,10 @@ pub struct MountOptions {
     /// is this old. Checked at every call, so an idle process commits at
     /// its next call or at unmount.
     pub commit_interval: std::time::Duration,
+    /// Verify each metadata block's CRC32C when first read (EUCLEAN on a
+    /// mismatch). Checkers turn this off to read damaged blocks and report
+    /// them themselves.
+    pub verify_checksums: bool,
 }
 
 impl Default for MountOptions {
@@ -47,6 +52,7 @@ impl Default for MountOptions {
             read_only: false,
             commit_blocks: 0,
             commit_interval: std::time::Duration::from_secs(5),
+            verify_checksums: true,
         }
     }
 }
@@ -89,57 +95,7 @@ impl Volume {
         opts: MountOptions,
         shown: &str,
     ) -> std::result::Result<Volume, Error> {
-        let blocks = store.blocks();
-        let pick = |bid| store.block(bid).map(|b| Superblock::decode(b, blocks));
-        let primary =
-            pick(SB_PRIMARY).map_err(|e| Error::new(e, format!("{shown}: unreadable")))?;
-        let secondary =
-            pick(SB_SECONDARY).map_err(|e| Error::new(e, format!("{shown}: unreadable")))?;
-        // A copy this version does not understand may be the newer one (an
-        // upgrade cut short): never fall back past it to the older copy.
-        for copy in [&primary, &secondary] {
-            if let Err(SbError::Unsupported(what)) = copy {
-                return Err(Error::new(
-                    Errno::EOPNOTSUPP,
-                    format!("{shown}: unsupported {what}"),
-                ));
-            }
-        }
-        let sb = match (primary, secondary) {
-            (Ok(a), Ok(b)) => {
-                if a.seq >= b.seq {
-                    a
-                } else {
-                    b
-                }
-            }
-            (Ok(a), Err(_)) | (Err(_), Ok(a)) => a,
-            (Err(SbError::NotUlfs), Err(SbError::NotUlfs)) => {
-                let hint = if looks_like_ulfs_v1(store.block(0).ok()) {
-                    " (it looks like an original ULFS v1 image, which this version cannot mount)"
-                } else {
-                    ""
-                };
-                return Err(Error::new(
-                    Errno::EINVAL,
-                    format!("{shown}: not a ulfs image{hint}"),
-                ));
-            }
-            (Err(e), Err(SbError::NotUlfs))
-            | (Err(SbError::NotUlfs), Err(e))
-            | (Err(e), Err(_)) => {
-                return Err(Error::new(
-                    Errno::EUCLEAN,
-                    format!("{shown}: damaged superblock: {}", describe(&e)),
-                ));
-            }
-        };
-        if sb.mode != MODE_NONE {
-            return Err(Error::new(
-                Errno::EOPNOTSUPP,
-                format!("{shown}: journal mode is not supported by this version"),
-            ));
-        }
+        let sb = pick_superblock(&*store, |bid| store.block(bid), shown)?;
         let read_only = opts.read_only || sb.feat_ro_compat & !RO_COMPAT_KNOWN != 0;
         if read_only && !opts.read_only {
             return Err(Error::new(
@@ -147,13 +103,37 @@ impl Volume {
                 format!("{shown}: has features that allow read-only mounting only"),
             ));
         }
+        if store.is_read_only() != read_only {
+            return Err(Error::new(
+                Errno::EROFS,
+                format!("{shown}: store access does not match the mount"),
+            ));
+        }
+        let clean = sb.state == STATE_CLEAN;
+        let (j, sb) = if sb.mode == MODE_JOURNAL {
+            let (j, _replayed) = Journal::journaled(
+                store,
+                sb.journal_start,
+                sb.journal_blocks,
+                opts.verify_checksums,
+            )
+            .map_err(|e| Error::new(e, format!("{shown}: journal unreadable: {e}")))?;
+            // Replay may have rewritten the superblock: read it again.
+            let sb = pick_superblock(j.store(), |bid| j.peek(bid), shown)?;
+            (j, sb)
+        } else {
+            // After a crash in mode `none` the checksums of blocks written
+            // since the last checkpoint are stale: they are not judged until
+            // `fsck --repair` reseals them.
+            (Journal::in_place(store, clean && opts.verify_checksums), sb)
+        };
         let mut sb = sb;
-        // Counters are rewritten at every checkpoint; after a crash in mode
-        // `none` they can be stale. They are hints (fsck recounts them), so
-        // an impossible value is clamped rather than trusted or refused.
+        // Counters are hints (fsck recounts them): an impossible value is
+        // clamped rather than trusted or refused.
         sb.free_blocks = sb.free_blocks.min(sb.data_blocks());
-        let mut vol = Volume::assemble(store, sb, read_only);
-        if vol.sb.state != STATE_CLEAN {
+        let mut vol = Volume::assemble(j, sb, read_only, &opts);
+        if vol.sb.mode == MODE_NONE && !clean {
+            // Rewritten only at checkpoints in mode `none`: stale after a crash.
             vol.recount_free_blocks()
                 .map_err(|e| Error::new(e, format!("{shown}: cannot read the group maps: {e}")))?;
         }
@@ -181,7 +161,7 @@ impl Volume {
         }
         self.reap_orphans()?;
         self.sb.state = STATE_CLEAN;
-        self.sync()
+        self.sync_clean()
     }
 
     pub fn info(&self) -> Info {
@@ -204,6 +184,50 @@ impl Volume {
             image_bytes: self.j.store().blocks() * crate::format::BLOCK_SIZE as u64,
             clean: self.was_clean,
             mount_count: sb.mount_count,
+        }
+    }
+}
+
+/// Decodes both superblock copies and picks the one to trust.
+fn pick_superblock<'a>(
+    store: &'a dyn BlockStore,
+    read: impl Fn(u32) -> Result<&'a crate::format::Block>,
+    shown: &str,
+) -> std::result::Result<Superblock, Error> {
+    let blocks = store.blocks();
+    let pick = |bid| read(bid).map(|b| Superblock::decode(b, blocks));
+    let primary = pick(SB_PRIMARY).map_err(|e| Error::new(e, format!("{shown}: unreadable")))?;
+    let secondary =
+        pick(SB_SECONDARY).map_err(|e| Error::new(e, format!("{shown}: unreadable")))?;
+    // A copy this version does not understand may be the newer one (an
+    // upgrade cut short): never fall back past it to the older copy.
+    for copy in [&primary, &secondary] {
+        if let Err(SbError::Unsupported(what)) = copy {
+            return Err(Error::new(
+                Errno::EOPNOTSUPP,
+                format!("{shown}: unsupported {what}"),
+            ));
+        }
+    }
+    match (primary, secondary) {
+        (Ok(a), Ok(b)) => Ok(if a.seq >= b.seq { a } else { b }),
+        (Ok(a), Err(_)) | (Err(_), Ok(a)) => Ok(a),
+        (Err(SbError::NotUlfs), Err(SbError::NotUlfs)) => {
+            let hint = if looks_like_ulfs_v1(store.block(0).ok()) {
+                " (it looks like an original ULFS v1 image, which this version cannot mount)"
+            } else {
+                ""
+            };
+            Err(Error::new(
+                Errno::EINVAL,
+                format!("{shown}: not a ulfs image{hint}"),
+            ))
+        }
+        (Err(e), Err(SbError::NotUlfs)) | (Err(SbError::NotUlfs), Err(e)) | (Err(e), Err(_)) => {
+            Err(Error::new(
+                Errno::EUCLEAN,
+                format!("{shown}: damaged superblock: {}", describe(&e)),
+            ))
         }
     }
 }

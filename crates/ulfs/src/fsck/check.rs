@@ -1,4 +1,4 @@
-//! `fsck`: checks an image without changing it.
+//! The checker: reads a mounted image without changing it.
 //!
 //! It walks what is reachable from the root and compares it with what the
 //! image claims: every block referenced once and marked used in the group
@@ -9,70 +9,20 @@
 //! live but unreachable are reported unless they are orphans awaiting
 //! release. Cost is O(image metadata); it is a tool, not the mount path.
 
-use crate::errno::Errno;
-use crate::error::Error;
+use super::{FsckOptions, FsckReport};
 use crate::format::dirnode::*;
 use crate::format::inode::{FLAG_INLINE, Inode};
+use crate::format::superblock::{SB_PRIMARY, SB_SECONDARY, STATE_CLEAN, Superblock};
 use crate::format::*;
-use crate::fs::{MountOptions, Volume};
+use crate::fs::Volume;
 use crate::types::Ino;
-use std::collections::HashMap;
-use std::path::Path;
+use std::collections::{HashMap, HashSet};
 
-/// Options of a check.
-#[derive(Default)]
-pub struct FsckOptions {
-    /// Called now and then with (inodes checked, inodes in use).
-    pub progress: Option<Box<dyn FnMut(u64, u64)>>,
-}
-
-/// What a check found.
-#[derive(Debug, Default, Clone)]
-pub struct FsckReport {
-    pub problems: Vec<String>,
-    pub files: u64,
-    pub dirs: u64,
-    pub symlinks: u64,
-    pub used_blocks: u64,
-}
-
-impl FsckReport {
-    pub fn is_clean(&self) -> bool {
-        self.problems.is_empty()
-    }
-}
-
-/// Checks the image at `image`. `Err` means it could not be checked at all
-/// (unreadable, or not a ulfs image); problems found go in the report.
-pub fn fsck(image: impl AsRef<Path>, opts: &mut FsckOptions) -> Result<FsckReport, Error> {
-    let vol = Volume::mount(
-        image.as_ref(),
-        MountOptions {
-            read_only: true,
-            ..Default::default()
-        },
-    )?;
-    Ok(check_volume(&vol, opts))
-}
-
-/// Checks the image held by `store` (a `SimDisk` in crash tests).
-pub fn fsck_store(
-    store: Box<dyn crate::store::BlockStore>,
-    opts: &mut FsckOptions,
-) -> Result<FsckReport, Error> {
-    let vol = Volume::mount_store(
-        store,
-        MountOptions {
-            read_only: true,
-            ..Default::default()
-        },
-        "image",
-    )?;
-    Ok(check_volume(&vol, opts))
-}
-
-fn check_volume(vol: &Volume, opts: &mut FsckOptions) -> FsckReport {
-    let mut c = Checker::new(vol);
+/// Checks a mounted volume. `strict` also judges what a cleanly unmounted
+/// image guarantees (checksums, counters, both superblock copies) when the
+/// image was not unmounted cleanly: repair uses it, since it fixes those too.
+pub(super) fn check_volume(vol: &Volume, opts: &mut FsckOptions, strict: bool) -> FsckReport {
+    let mut c = Checker::new(vol, strict);
     c.run(opts);
     c.report
 }
@@ -90,16 +40,19 @@ struct Checker<'a> {
     /// Which blocks something references (one bit per block).
     owned: Vec<u64>,
     seen: HashMap<Ino, Seen>,
+    /// Judge checksums and counters whatever the image's state.
+    strict: bool,
 }
 
 impl<'a> Checker<'a> {
-    fn new(vol: &'a Volume) -> Self {
+    fn new(vol: &'a Volume, strict: bool) -> Self {
         let words = (vol.sb.total_blocks as usize).div_ceil(64);
         Checker {
             vol,
             report: FsckReport::default(),
             owned: vec![0; words],
             seen: HashMap::new(),
+            strict,
         }
     }
 
@@ -115,13 +68,46 @@ impl<'a> Checker<'a> {
     /// image every metadata block must carry a valid one. (After a crash in
     /// mode `none` they may be stale, and are not judged.)
     fn verify_crc(&mut self, bid: Bid, what: &str) {
-        if self.vol.sb.state != crate::format::superblock::STATE_CLEAN {
+        if !self.judge_counters() {
             return;
         }
-        if let Ok(b) = self.vol.meta(bid)
-            && !block_crc_ok(b)
-        {
-            self.problem(format!("{what}: block {bid} fails its checksum"));
+        match self.vol.meta(bid) {
+            Ok(b) if block_crc_ok(b) => {}
+            // A store that verifies checksums on read refuses the block.
+            Ok(_) | Err(_) => self.problem(format!("{what}: block {bid} fails its checksum")),
+        }
+    }
+
+    /// Reads a metadata block; a block that cannot be read is a problem.
+    fn read(&mut self, bid: Bid, what: &str) -> Option<&'a Block> {
+        match self.vol.meta(bid) {
+            Ok(b) => Some(b),
+            Err(e) => {
+                self.problem(format!("{what}: block {bid} unreadable ({e})"));
+                None
+            }
+        }
+    }
+
+    /// Whether what only a clean unmount guarantees (valid checksums, exact
+    /// counters) is judged.
+    fn judge_counters(&self) -> bool {
+        self.strict || self.vol.sb.state == STATE_CLEAN
+    }
+
+    /// Both superblock copies must be valid after a checkpoint; a crash can
+    /// leave one torn, so only strict checks judge them.
+    fn check_superblocks(&mut self) {
+        let blocks = self.vol.j.store().blocks();
+        for (which, name) in [(SB_PRIMARY, "primary"), (SB_SECONDARY, "secondary")] {
+            let ok = self
+                .vol
+                .meta(which)
+                .map(|b| Superblock::decode(b, blocks).is_ok())
+                .unwrap_or(false);
+            if !ok {
+                self.problem(format!("the {name} superblock copy is damaged"));
+            }
         }
     }
 
@@ -140,6 +126,9 @@ impl<'a> Checker<'a> {
 
     fn run(&mut self, opts: &mut FsckOptions) {
         let sb = self.vol.sb.clone();
+        if self.strict {
+            self.check_superblocks();
+        }
         for bid in 0..sb.first_group {
             self.claim(bid, "superblock/journal region");
         }
@@ -164,6 +153,8 @@ impl<'a> Checker<'a> {
         let mut bid = self.vol.sb.inode_all_head;
         let mut free_slots = 0;
         let mut steps = 0u64;
+        // Inode blocks with a free slot: what the free-slot list must hold.
+        let mut with_free = HashSet::new();
         while bid != 0 {
             steps += 1;
             if steps > self.vol.sb.total_blocks {
@@ -176,7 +167,9 @@ impl<'a> Checker<'a> {
                 ));
                 break;
             }
-            let Ok(b) = self.vol.meta(bid) else { break };
+            let Some(b) = self.read(bid, "inode block list") else {
+                break;
+            };
             if magic(b) != MAGIC_INODES {
                 self.problem(format!(
                     "block {bid} on the inode list is not an inode block"
@@ -184,6 +177,9 @@ impl<'a> Checker<'a> {
                 break;
             }
             let (used, next) = (get_u16(b, IBLK_USED), get_u32(b, IBLK_NEXT_ALL));
+            if used != IBLK_FULL {
+                with_free.insert(bid);
+            }
             self.claim(bid, "inode block");
             self.verify_crc(bid, "inode block");
             for slot in 1..INODES_PER_BLOCK {
@@ -201,8 +197,8 @@ impl<'a> Checker<'a> {
             }
             bid = next;
         }
+        let clean = self.judge_counters();
         let sb = &self.vol.sb;
-        let clean = sb.state == crate::format::superblock::STATE_CLEAN;
         if clean && (live.len() as u64 != sb.used_inodes || free_slots != sb.free_inodes) {
             let msg = format!(
                 "superblock counts {} used / {} free inodes, the inode blocks hold {} / {free_slots}",
@@ -212,7 +208,41 @@ impl<'a> Checker<'a> {
             );
             self.problem(msg);
         }
+        if clean {
+            self.check_free_list(&with_free);
+        }
         live
+    }
+
+    /// The free-slot list must hold exactly the inode blocks with a free
+    /// slot, each once (after a crash it may hold full blocks, which
+    /// allocation skips, so this is judged like the counters).
+    fn check_free_list(&mut self, with_free: &HashSet<Bid>) {
+        let mut seen = HashSet::new();
+        let mut bid = self.vol.sb.inode_free_head;
+        while bid != 0 {
+            if !with_free.contains(&bid) {
+                self.problem(format!(
+                    "inode free-slot list holds block {bid}, which is not an inode block with a free slot"
+                ));
+                return;
+            }
+            if !seen.insert(bid) {
+                self.problem("inode free-slot list loops".into());
+                return;
+            }
+            bid = self
+                .vol
+                .meta(bid)
+                .map(|b| get_u32(b, IBLK_NEXT_FREE))
+                .unwrap_or(0);
+        }
+        if seen.len() != with_free.len() {
+            self.problem(format!(
+                "inode free-slot list misses {} inode blocks with a free slot",
+                with_free.len() - seen.len()
+            ));
+        }
     }
 
     /// Walks directories from the root, claiming every block of every
@@ -281,17 +311,13 @@ impl<'a> Checker<'a> {
                 if first {
                     self.claim_inode(ino, child);
                     done += 1;
-                    if done.is_multiple_of(4096)
-                        && let Some(p) = opts.progress.as_mut()
-                    {
-                        p(done, total);
+                    if done.is_multiple_of(4096) {
+                        opts.report(done, total);
                     }
                 }
             }
         }
-        if let Some(p) = opts.progress.as_mut() {
-            p(total, total);
-        }
+        opts.report(total, total);
     }
 
     /// Claims an inode's blocks and checks its block count.
@@ -408,7 +434,15 @@ impl<'a> Checker<'a> {
             ));
             return;
         }
-        let Ok(b) = self.vol.meta(bid) else { return };
+        let b = match self.vol.meta(bid) {
+            Ok(b) => b,
+            Err(e) => {
+                problems.push(format!(
+                    "directory {dino}: index block {bid} unreadable ({e})"
+                ));
+                return;
+            }
+        };
         if get_u64(b, NODE_OWNER) != dino {
             problems.push(format!(
                 "directory {dino}: index block {bid} belongs to inode {}",
@@ -458,7 +492,7 @@ impl<'a> Checker<'a> {
 
     /// Link counts, and live inodes nothing reaches.
     fn check_links(&mut self, live: &[(Ino, Inode)]) {
-        let mut orphans = std::collections::HashSet::new();
+        let mut orphans = HashSet::new();
         let mut o = self.vol.sb.orphan_head;
         while o != 0 && orphans.len() < live.len() + 1 {
             orphans.insert(o);
@@ -469,6 +503,16 @@ impl<'a> Checker<'a> {
             if s.refs == 0 {
                 if !orphans.contains(ino) {
                     self.problem(format!("inode {ino} is in use but no directory reaches it"));
+                } else {
+                    // Unlinked while open: it still owns its blocks until
+                    // the last close (or the next mount) frees them.
+                    if inode.nlink != 0 {
+                        self.problem(format!(
+                            "inode {ino} is an orphan with link count {}",
+                            inode.nlink
+                        ));
+                    }
+                    self.claim_inode(*ino, inode);
                 }
                 continue;
             }
@@ -492,7 +536,9 @@ impl<'a> Checker<'a> {
         let mut free_total = 0u64;
         for g in 0..sb.group_count {
             let map = sb.map_bid(g);
-            let Ok(b) = self.vol.meta(map) else { continue };
+            let Some(b) = self.read(map, &format!("group {g}")) else {
+                continue;
+            };
             if magic(b) != MAGIC_MAP {
                 self.problem(format!("group {g}: map block {map} has a bad magic"));
                 continue;
@@ -546,17 +592,11 @@ impl<'a> Checker<'a> {
             }
             free_total += marked_free as u64;
         }
-        if sb.state == crate::format::superblock::STATE_CLEAN && free_total != sb.free_blocks {
+        if self.judge_counters() && free_total != sb.free_blocks {
             self.problem(format!(
                 "superblock counts {} free blocks, the bitmaps {free_total}",
                 sb.free_blocks
             ));
         }
-    }
-}
-
-impl From<Errno> for Error {
-    fn from(e: Errno) -> Error {
-        Error::new(e, e.to_string())
     }
 }

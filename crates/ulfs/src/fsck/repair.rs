@@ -1,0 +1,189 @@
+//! `fsck_repair`: check, repair what can be repaired, check again.
+//!
+//! 1. A strict check on a read-only mount. Strict means it also judges what
+//!    only a clean unmount guarantees (checksums, counters, both superblock
+//!    copies), since after a crash in mode `none` those are what needs
+//!    fixing. A clean image that was unmounted cleanly is left untouched.
+//! 2. A read-write mount (which replays the journal, reaps the orphan list
+//!    and, after a crash, recounts free blocks), then `Volume::repair`
+//!    (`fs/repair.rs`: bitmaps, link counts, lost+found, directory indexes,
+//!    counters, checksums), then a clean unmount.
+//! 3. The strict check again. If problems remain and the first round fixed
+//!    something, one more round runs, since a fix can uncover a problem
+//!    the first walk could not see. What the last check still finds is
+//!    `remaining`.
+//!
+//! `Err` means the image could not be checked or mounted read-write at
+//! all (unreadable, not ulfs, both superblocks damaged): fsck(8)'s
+//! "operational error".
+
+use super::{FsckOptions, FsckReport, check};
+use crate::errno::Errno;
+use crate::error::Error;
+use crate::format::superblock::{SB_PRIMARY, SB_SECONDARY, STATE_CLEAN, STATE_DIRTY, Superblock};
+use crate::format::{
+    BLOCK_SIZE, MAGIC_MAP, MAP_BITMAP, MAP_FREE, MAP_GROUP, init_block, magic, put_u32, seal_block,
+};
+use crate::fs::{MountOptions, Volume};
+use std::io::{Seek, SeekFrom};
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+
+/// What a repair did and what it left.
+#[derive(Debug, Default, Clone)]
+pub struct RepairReport {
+    /// Problems the first check found.
+    pub found: Vec<String>,
+    /// What the repair changed, one line per fix.
+    pub fixed: Vec<String>,
+    /// Problems left after the repair.
+    pub remaining: Vec<String>,
+    /// The check made after the repair (counts of files, directories, ...).
+    pub report: FsckReport,
+}
+
+impl RepairReport {
+    /// fsck(8)'s exit status: 0 nothing wrong, 1 errors corrected, 4
+    /// errors left uncorrected.
+    pub fn exit_code(&self) -> i32 {
+        if !self.remaining.is_empty() {
+            4
+        } else if !self.fixed.is_empty() {
+            1
+        } else {
+            0
+        }
+    }
+}
+
+fn strict_check(image: &Path, opts: &mut FsckOptions) -> Result<(FsckReport, bool), Error> {
+    let vol = Volume::mount(
+        image,
+        MountOptions {
+            read_only: true,
+            // The checker reads damaged blocks and judges them itself.
+            verify_checksums: false,
+            ..Default::default()
+        },
+    )?;
+    let clean = vol.sb.state == STATE_CLEAN;
+    Ok((check::check_volume(&vol, opts, true), clean))
+}
+
+/// Gets the image ready for a read-write mount, by plain file I/O:
+/// - both superblock copies are marked "not cleanly unmounted", so the
+///   mount treats the image as after a crash: checksums are not trusted on
+///   read (the repair judges and reseals them) and free counts are
+///   recounted from the groups;
+/// - a map block whose header is not a map block's (which would refuse the
+///   mount) is replaced by one marking its whole group used, the safe state
+///   until the repair rewrites it from what is really referenced.
+///
+/// Returns what it fixed.
+fn prepare(image: &Path) -> Result<Vec<String>, Error> {
+    let shown = image.display();
+    let io = |e| Error::io(&shown, e);
+    let mut f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(image)
+        .map_err(io)?;
+    let blocks = f.seek(SeekFrom::End(0)).map_err(io)? / BLOCK_SIZE as u64;
+    let mut b = [0u8; BLOCK_SIZE];
+    let mut newest: Option<Superblock> = None;
+    for bid in [SB_PRIMARY, SB_SECONDARY] {
+        let off = bid as u64 * BLOCK_SIZE as u64;
+        f.read_exact_at(&mut b, off).map_err(io)?;
+        let Ok(mut sb) = Superblock::decode(&b, blocks) else {
+            continue;
+        };
+        if sb.state != STATE_DIRTY {
+            sb.state = STATE_DIRTY;
+            sb.encode(&mut b);
+            f.write_all_at(&b, off).map_err(io)?;
+        }
+        if newest.as_ref().is_none_or(|n| sb.seq > n.seq) {
+            newest = Some(sb);
+        }
+    }
+    let mut fixed = Vec::new();
+    if let Some(sb) = newest {
+        for g in 0..sb.group_count {
+            let map = sb.map_bid(g);
+            let off = map as u64 * BLOCK_SIZE as u64;
+            f.read_exact_at(&mut b, off).map_err(io)?;
+            if magic(&b) == MAGIC_MAP {
+                continue;
+            }
+            init_block(&mut b, MAGIC_MAP);
+            put_u32(&mut b, MAP_FREE, 0);
+            put_u32(&mut b, MAP_GROUP, g);
+            b[MAP_BITMAP..].fill(0xFF);
+            seal_block(&mut b);
+            f.write_all_at(&b, off).map_err(io)?;
+            fixed.push(format!(
+                "group {g}: map block {map} was not a map block: replaced"
+            ));
+        }
+    }
+    f.sync_all().map_err(io)?;
+    Ok(fixed)
+}
+
+/// Repairs the image at `image` in place; see the module comment.
+pub fn fsck_repair(image: impl AsRef<Path>, opts: &mut FsckOptions) -> Result<RepairReport, Error> {
+    let image = image.as_ref();
+    opts.begin("checking");
+    let mut out = RepairReport::default();
+    match strict_check(image, opts) {
+        Ok((before, was_clean)) => {
+            if before.is_clean() && was_clean {
+                out.report = before;
+                return Ok(out);
+            }
+            out.found = before.problems;
+        }
+        // Damage that stops even a read-only mount (a map block that is
+        // not one, after a crash) may be what `prepare` fixes; anything
+        // else (not ulfs, unsupported, unreadable) is beyond repair.
+        Err(e) if e.errno == Errno::EUCLEAN => {
+            out.found = vec![format!("the image cannot be checked as it is: {e}")];
+        }
+        Err(e) => return Err(e),
+    }
+    for round in 0..2 {
+        opts.begin("repairing");
+        out.fixed.extend(prepare(image)?);
+        // Repair must be able to read what it is about to fix.
+        let mut vol = Volume::mount(
+            image,
+            MountOptions {
+                verify_checksums: false,
+                ..Default::default()
+            },
+        )?;
+        let (log, res) = {
+            let mut progress = |done, total| opts.report(done, total);
+            vol.repair(&mut progress)
+        };
+        let mut unfixed = log.unfixed;
+        if let Err(e) = res {
+            unfixed.push(format!("the repair had to stop: {e}"));
+        }
+        if let Err(e) = vol.unmount() {
+            unfixed.push(format!("the repaired image could not be written back: {e}"));
+        }
+        drop(vol);
+        let progressed = !log.fixed.is_empty();
+        out.fixed.extend(log.fixed);
+        opts.begin("re-checking");
+        let (after, _) = strict_check(image, opts)?;
+        if after.is_clean() && unfixed.is_empty() || round == 1 || !progressed {
+            out.remaining = after.problems.clone();
+            out.remaining.extend(unfixed);
+            out.report = after;
+            break;
+        }
+    }
+    Ok(out)
+}

@@ -1,0 +1,743 @@
+//! `fsck_repair` on images damaged on purpose: each test builds a real
+//! image through the API, breaks one thing by editing bytes (offsets from
+//! docs/FORMAT.md), checks that fsck sees the damage, repairs, and then
+//! requires a clean fsck and the user's data (names and contents) intact.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use ulfs::format::{BLOCK_SIZE, Block, seal_block};
+use ulfs::{
+    Fs, FsckOptions, MkfsOptions, Mode, MountOptions, RepairReport, fsck, fsck_repair, mkfs,
+};
+
+const BS: usize = BLOCK_SIZE;
+
+fn image(size: u64) -> (tempfile::TempDir, PathBuf) {
+    image_in(size, Mode::None)
+}
+
+fn image_in(size: u64, mode: Mode) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("t.img");
+    mkfs(
+        &img,
+        &MkfsOptions {
+            size,
+            mode,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    (dir, img)
+}
+
+fn problems(img: &Path) -> Vec<String> {
+    fsck(img, &mut FsckOptions::default()).unwrap().problems
+}
+
+fn repair(img: &Path) -> RepairReport {
+    fsck_repair(img, &mut FsckOptions::default()).unwrap()
+}
+
+/// Repairs and requires: errors corrected (exit 1), nothing left, and a
+/// clean check afterwards.
+fn repair_ok(img: &Path) -> RepairReport {
+    let r = repair(img);
+    assert!(r.remaining.is_empty(), "left after repair: {r:#?}");
+    assert_eq!(r.exit_code(), 1, "{r:#?}");
+    let after = problems(img);
+    assert!(
+        after.is_empty(),
+        "fsck after repair: {after:#?}\nrepair: {r:#?}"
+    );
+    r
+}
+
+fn content(i: usize) -> Vec<u8> {
+    format!("note number {i}\n").repeat(i % 9 + 1).into_bytes()
+}
+
+fn write_file(fs: &mut Fs, path: &str, data: &[u8]) {
+    let fd = fs
+        .open(path, libc::O_CREAT | libc::O_WRONLY | libc::O_TRUNC, 0o644)
+        .unwrap();
+    fs.write(fd, data).unwrap();
+    fs.close(fd).unwrap();
+}
+
+/// Big file contents: 300 KiB, so it needs an indirect block.
+fn big() -> Vec<u8> {
+    (0..300 * 1024u32).map(|i| (i % 251) as u8).collect()
+}
+
+/// A tree with a directory large enough to have several leaves and an
+/// inner node, a file with an indirect block, a subdirectory, links.
+fn populate(img: &Path) {
+    let mut fs = Fs::mount(img, MountOptions::default()).unwrap();
+    fs.mkdir("/docs", 0o755).unwrap();
+    for i in 0..400 {
+        write_file(&mut fs, &format!("/docs/note-{i:03}"), &content(i));
+    }
+    fs.mkdir("/sub", 0o750).unwrap();
+    fs.mkdir("/sub/inner", 0o755).unwrap();
+    write_file(&mut fs, "/sub/a.txt", b"alpha");
+    write_file(&mut fs, "/sub/inner/b.txt", b"beta");
+    write_file(&mut fs, "/big", &big());
+    fs.symlink("/docs/note-001", "/link").unwrap();
+    fs.link("/docs/note-002", "/hard").unwrap();
+    fs.unmount().unwrap();
+    assert!(problems(img).is_empty());
+}
+
+/// Everything a user sees: path -> file contents, "<dir>", or "-> target".
+fn snapshot(img: &Path) -> BTreeMap<String, Vec<u8>> {
+    let mut fs = Fs::mount(
+        img,
+        MountOptions {
+            read_only: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let mut out = BTreeMap::new();
+    let mut stack = vec!["".to_string()];
+    while let Some(dir) = stack.pop() {
+        let ino = fs
+            .stat(if dir.is_empty() { "/" } else { &dir })
+            .unwrap()
+            .ino;
+        let mut names = Vec::new();
+        fs.volume()
+            .read_dir(ino, 0, |it| {
+                names.push(String::from_utf8(it.name.to_vec()).unwrap());
+                true
+            })
+            .unwrap();
+        for n in names {
+            let p = format!("{dir}/{n}");
+            let st = fs.lstat(&p).unwrap();
+            match st.mode & libc::S_IFMT {
+                libc::S_IFDIR => {
+                    out.insert(p.clone(), b"<dir>".to_vec());
+                    stack.push(p);
+                }
+                libc::S_IFLNK => {
+                    let mut t = b"-> ".to_vec();
+                    t.extend(fs.readlink(&p).unwrap());
+                    out.insert(p, t);
+                }
+                _ => {
+                    let fd = fs.open(&p, libc::O_RDONLY, 0).unwrap();
+                    let mut buf = vec![0u8; st.size as usize];
+                    let mut got = 0;
+                    while got < buf.len() {
+                        let k = fs.read(fd, &mut buf[got..]).unwrap();
+                        assert!(k > 0);
+                        got += k;
+                    }
+                    fs.close(fd).unwrap();
+                    out.insert(p, buf);
+                }
+            }
+        }
+    }
+    out
+}
+
+// ------------------------------------------------------------ raw bytes
+
+struct Raw {
+    bytes: Vec<u8>,
+}
+
+impl Raw {
+    fn read(img: &Path) -> Raw {
+        Raw {
+            bytes: std::fs::read(img).unwrap(),
+        }
+    }
+    fn write(&self, img: &Path) {
+        std::fs::write(img, &self.bytes).unwrap();
+    }
+    fn u16(&self, off: usize) -> u16 {
+        u16::from_le_bytes(self.bytes[off..off + 2].try_into().unwrap())
+    }
+    fn u32(&self, off: usize) -> u32 {
+        u32::from_le_bytes(self.bytes[off..off + 4].try_into().unwrap())
+    }
+    fn u64(&self, off: usize) -> u64 {
+        u64::from_le_bytes(self.bytes[off..off + 8].try_into().unwrap())
+    }
+    fn put16(&mut self, off: usize, v: u16) {
+        self.bytes[off..off + 2].copy_from_slice(&v.to_le_bytes());
+    }
+    fn put32(&mut self, off: usize, v: u32) {
+        self.bytes[off..off + 4].copy_from_slice(&v.to_le_bytes());
+    }
+    fn put64(&mut self, off: usize, v: u64) {
+        self.bytes[off..off + 8].copy_from_slice(&v.to_le_bytes());
+    }
+    /// Recomputes a metadata block's CRC, so the damage looks valid.
+    fn seal(&mut self, bid: u32) {
+        let off = bid as usize * BS;
+        let b: &mut Block = (&mut self.bytes[off..off + BS]).try_into().unwrap();
+        seal_block(b);
+    }
+    fn first_group(&self) -> u32 {
+        self.u32(48)
+    }
+    fn root_ino(&self) -> u64 {
+        self.u64(64)
+    }
+    /// Byte offset of inode `ino`'s slot.
+    fn inode(ino: u64) -> usize {
+        (ino / 16) as usize * BS + (ino % 16) as usize * 256
+    }
+    fn inode_block(ino: u64) -> u32 {
+        (ino / 16) as u32
+    }
+    fn map_ptr(&self, ino: u64, i: usize) -> u32 {
+        self.u32(Raw::inode(ino) + 128 + 4 * i)
+    }
+    /// (byte offset of the bitmap byte, mask) of block `bid` in group 0.
+    fn bit(&self, bid: u32) -> (usize, u8) {
+        let map = self.first_group();
+        let i = (bid - map - 1) as usize;
+        (map as usize * BS + 16 + i / 8, 1 << (i % 8))
+    }
+    /// The leaves of directory `ino`, left to right.
+    fn leaves(&self, ino: u64) -> Vec<u32> {
+        let mut bid = self.map_ptr(ino, 0);
+        // Down child 0 to the leftmost leaf.
+        while &self.bytes[bid as usize * BS..bid as usize * BS + 4] == b"UDIN" {
+            bid = self.u32(bid as usize * BS + 32 + 8);
+        }
+        let mut out = Vec::new();
+        while bid != 0 {
+            out.push(bid);
+            bid = self.u32(bid as usize * BS + 20);
+        }
+        out
+    }
+    /// (slot index, name) of each record of a leaf.
+    fn leaf_names(&self, leaf: u32) -> Vec<(usize, Vec<u8>)> {
+        let b = leaf as usize * BS;
+        (0..self.u16(b + 16) as usize)
+            .map(|i| {
+                let off = b + self.u16(b + 32 + 2 * i) as usize;
+                let len = self.bytes[off + 17] as usize;
+                (i, self.bytes[off + 18..off + 18 + len].to_vec())
+            })
+            .collect()
+    }
+    /// Removes `name`'s entry from directory `dir` and its entry count,
+    /// leaving valid checksums: the inode it named is then unreachable.
+    fn unlink_entry(&mut self, dir: u64, name: &[u8]) {
+        for leaf in self.leaves(dir) {
+            let Some((i, _)) = self.leaf_names(leaf).into_iter().find(|(_, n)| n == name) else {
+                continue;
+            };
+            let b = leaf as usize * BS;
+            let count = self.u16(b + 16) as usize;
+            self.bytes
+                .copy_within(b + 32 + 2 * (i + 1)..b + 32 + 2 * count, b + 32 + 2 * i);
+            self.put16(b + 16, (count - 1) as u16);
+            self.seal(leaf);
+            let e = Raw::inode(dir) + 112;
+            let entries = self.u64(e);
+            self.put64(e, entries - 1);
+            self.seal(Raw::inode_block(dir));
+            return;
+        }
+        panic!("no entry {name:?}");
+    }
+}
+
+fn ino_of(img: &Path, path: &str) -> u64 {
+    let mut fs = Fs::mount(
+        img,
+        MountOptions {
+            read_only: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    fs.lstat(path).unwrap().ino
+}
+
+fn any(list: &[String], what: &str) -> bool {
+    list.iter().any(|p| p.contains(what))
+}
+
+// ---------------------------------------------------------------- tests
+
+#[test]
+fn clean_image_is_left_untouched() {
+    let (_d, img) = image(16 << 20);
+    populate(&img);
+    let before = std::fs::read(&img).unwrap();
+    let r = repair(&img);
+    assert_eq!(r.exit_code(), 0, "{r:#?}");
+    assert!(r.fixed.is_empty() && r.remaining.is_empty());
+    assert!(
+        std::fs::read(&img).unwrap() == before,
+        "a clean image was changed"
+    );
+}
+
+#[test]
+fn leaked_block_is_freed() {
+    let (_d, img) = image(16 << 20);
+    populate(&img);
+    let want = snapshot(&img);
+    let mut raw = Raw::read(&img);
+    let map = raw.first_group() as usize * BS;
+    let free_bit = (0..8000)
+        .find(|i| raw.bytes[map + 16 + i / 8] & (1 << (i % 8)) == 0)
+        .unwrap();
+    raw.bytes[map + 16 + free_bit / 8] |= 1 << (free_bit % 8);
+    raw.seal(raw.first_group());
+    raw.write(&img);
+    assert!(any(&problems(&img), "marked used but unreferenced"));
+    let r = repair_ok(&img);
+    assert!(any(&r.fixed, "leaked"), "{r:#?}");
+    assert_eq!(snapshot(&img), want);
+}
+
+#[test]
+fn used_block_marked_free_is_marked_again() {
+    let (_d, img) = image(16 << 20);
+    populate(&img);
+    let want = snapshot(&img);
+    let big = ino_of(&img, "/big");
+    let mut raw = Raw::read(&img);
+    // /big's first data block and its single indirect block.
+    for bid in [raw.map_ptr(big, 0), raw.map_ptr(big, 12)] {
+        let (off, mask) = raw.bit(bid);
+        assert!(raw.bytes[off] & mask != 0);
+        raw.bytes[off] &= !mask;
+    }
+    raw.seal(raw.first_group());
+    raw.write(&img);
+    assert!(any(&problems(&img), "referenced blocks marked free"));
+    let r = repair_ok(&img);
+    assert!(any(&r.fixed, "marked used"), "{r:#?}");
+    assert_eq!(snapshot(&img), want);
+    // The blocks are really taken again: new files do not overwrite /big.
+    let mut fs = Fs::mount(&img, MountOptions::default()).unwrap();
+    for i in 0..40 {
+        write_file(&mut fs, &format!("/new{i}"), &[0xEE; 20000]);
+    }
+    fs.unmount().unwrap();
+    assert_eq!(snapshot(&img)["/big"], want["/big"]);
+    assert!(problems(&img).is_empty());
+}
+
+#[test]
+fn wrong_link_counts_are_set_from_the_entries() {
+    let (_d, img) = image(16 << 20);
+    populate(&img);
+    let want = snapshot(&img);
+    let hard = ino_of(&img, "/hard");
+    let sub = ino_of(&img, "/sub");
+    let mut raw = Raw::read(&img);
+    raw.put32(Raw::inode(hard) + 4, 7);
+    raw.seal(Raw::inode_block(hard));
+    raw.put32(Raw::inode(sub) + 4, 2);
+    raw.seal(Raw::inode_block(sub));
+    raw.write(&img);
+    let found = problems(&img);
+    assert!(any(&found, "link count 7 should be 2"), "{found:#?}");
+    assert!(any(&found, "link count 2 should be 3"), "{found:#?}");
+    let r = repair_ok(&img);
+    assert!(any(&r.fixed, "link count 7 set to 2"), "{r:#?}");
+    assert_eq!(snapshot(&img), want);
+    let mut fs = Fs::mount(&img, MountOptions::default()).unwrap();
+    assert_eq!(fs.stat("/hard").unwrap().nlink, 2);
+    assert_eq!(fs.stat("/sub").unwrap().nlink, 3);
+    // Removing both names frees the file, which a wrong count would block.
+    fs.unlink("/hard").unwrap();
+    fs.unlink("/docs/note-002").unwrap();
+    fs.unmount().unwrap();
+    assert!(problems(&img).is_empty());
+}
+
+#[test]
+fn unreachable_inodes_go_to_lost_found() {
+    let (_d, img) = image(16 << 20);
+    populate(&img);
+    let want = snapshot(&img);
+    let (big, sub) = (ino_of(&img, "/big"), ino_of(&img, "/sub"));
+    let mut raw = Raw::read(&img);
+    let root = raw.root_ino();
+    raw.unlink_entry(root, b"big");
+    raw.unlink_entry(root, b"sub");
+    raw.write(&img);
+    let found = problems(&img);
+    assert!(any(
+        &found,
+        &format!("inode {big} is in use but no directory reaches it")
+    ));
+    let r = repair_ok(&img);
+    assert!(any(&r.fixed, "created /lost+found"), "{r:#?}");
+    let got = snapshot(&img);
+    assert_eq!(got[&format!("/lost+found/#{big}")], want["/big"]);
+    // The directory comes back whole, with what hangs below it.
+    assert_eq!(got[&format!("/lost+found/#{sub}/a.txt")], b"alpha");
+    assert_eq!(got[&format!("/lost+found/#{sub}/inner/b.txt")], b"beta");
+    assert!(!got.contains_key(&format!(
+        "/lost+found/#{}",
+        ino_of(&img, &format!("/lost+found/#{sub}/inner"))
+    )));
+    let mut fs = Fs::mount(&img, MountOptions::default()).unwrap();
+    let lf = fs.stat("/lost+found").unwrap();
+    assert_eq!(lf.mode & 0o7777, 0o700);
+    assert_eq!(lf.nlink, 3);
+    // The moved directory knows its new place.
+    fs.chdir(format!("/lost+found/#{sub}/inner")).unwrap();
+    assert_eq!(
+        fs.getcwd().unwrap(),
+        format!("/lost+found/#{sub}/inner").into_bytes()
+    );
+    fs.unmount().unwrap();
+    for (path, data) in &want {
+        if !path.starts_with("/big") && !path.starts_with("/sub") {
+            assert_eq!(&got[path], data, "{path}");
+        }
+    }
+}
+
+#[test]
+fn directory_with_keys_out_of_order_is_rebuilt() {
+    let (_d, img) = image(16 << 20);
+    populate(&img);
+    let want = snapshot(&img);
+    let docs = ino_of(&img, "/docs");
+    let mut raw = Raw::read(&img);
+    let leaves = raw.leaves(docs);
+    assert!(leaves.len() >= 3, "want a multi-leaf directory");
+    // Swap the first two slots of the second leaf.
+    let b = leaves[1] as usize * BS;
+    let (s0, s1) = (raw.u16(b + 32), raw.u16(b + 34));
+    raw.put16(b + 32, s1);
+    raw.put16(b + 34, s0);
+    raw.seal(leaves[1]);
+    raw.write(&img);
+    let found = problems(&img);
+    assert!(
+        any(&found, "keys out of order") || any(&found, "index unreadable"),
+        "{found:#?}"
+    );
+    let r = repair_ok(&img);
+    assert!(
+        any(&r.fixed, &format!("directory {docs}: index damaged")),
+        "{r:#?}"
+    );
+    assert_eq!(snapshot(&img), want);
+}
+
+#[test]
+fn directory_with_wrong_counts_and_a_broken_leaf_is_rebuilt() {
+    let (_d, img) = image(16 << 20);
+    populate(&img);
+    let want = snapshot(&img);
+    let docs = ino_of(&img, "/docs");
+    let mut raw = Raw::read(&img);
+    // The inode claims five entries more than the index holds.
+    let e = Raw::inode(docs) + 112;
+    let n = raw.u64(e);
+    raw.put64(e, n + 5);
+    raw.seal(Raw::inode_block(docs));
+    raw.write(&img);
+    assert!(any(&problems(&img), "entries, index holds"));
+    repair_ok(&img);
+    assert_eq!(snapshot(&img), want);
+
+    // Now a leaf whose header lies: count too large, so slots past the real
+    // ones point outside its heap. Every real record must survive.
+    let mut raw = Raw::read(&img);
+    let leaf = raw.leaves(docs)[1];
+    let names = raw.leaf_names(leaf);
+    let b = leaf as usize * BS;
+    raw.put16(b + 16, names.len() as u16 + 3);
+    raw.seal(leaf);
+    raw.write(&img);
+    assert!(!problems(&img).is_empty());
+    let r = repair_ok(&img);
+    assert!(any(&r.fixed, "rebuilt with 400 entries"), "{r:#?}");
+    assert_eq!(snapshot(&img), want);
+}
+
+#[test]
+fn entry_under_the_wrong_hash_is_refiled() {
+    let (_d, img) = image(16 << 20);
+    populate(&img);
+    let want = snapshot(&img);
+    let docs = ino_of(&img, "/docs");
+    let mut raw = Raw::read(&img);
+    let leaf = raw.leaves(docs)[0];
+    let b = leaf as usize * BS;
+    // Change the sequence bits of the first record's key: still in order,
+    // but no longer the key of its name (lookups would miss it).
+    let off = b + raw.u16(b + 32) as usize;
+    let key = raw.u64(off);
+    raw.put64(off, key ^ 0x10);
+    raw.seal(leaf);
+    raw.write(&img);
+    let found = problems(&img);
+    assert!(!found.is_empty(), "damage not seen");
+    repair_ok(&img);
+    assert_eq!(snapshot(&img), want);
+    let mut fs = Fs::mount(&img, MountOptions::default()).unwrap();
+    for i in 0..400 {
+        fs.stat(format!("/docs/note-{i:03}")).unwrap();
+    }
+}
+
+#[test]
+fn crashed_none_image_is_repaired() {
+    let (d, img) = image(16 << 20);
+    populate(&img);
+    let mut fs = Fs::mount(&img, MountOptions::default()).unwrap();
+    fs.sync().unwrap();
+    for i in 0..50 {
+        write_file(&mut fs, &format!("/docs/late-{i}"), &content(i * 3));
+    }
+    fs.mkdir("/late", 0o755).unwrap();
+    for i in 0..30 {
+        fs.unlink(format!("/docs/note-{i:03}")).unwrap();
+    }
+    // An unlinked file still open at the crash: an orphan.
+    let fd = fs
+        .open("/docs/open-orphan", libc::O_CREAT | libc::O_RDWR, 0o600)
+        .unwrap();
+    fs.write(fd, &[5u8; 50_000]).unwrap();
+    fs.unlink("/docs/open-orphan").unwrap();
+    // The "crash": what the image file holds now, with no sync since.
+    let crashed = d.path().join("crashed.img");
+    std::fs::copy(&img, &crashed).unwrap();
+    drop(fs);
+    let r = repair_ok(&crashed);
+    assert!(any(&r.fixed, "stale checksum"), "{r:#?}");
+    let got = snapshot(&crashed);
+    for i in 0..50 {
+        assert_eq!(got[&format!("/docs/late-{i}")], content(i * 3));
+    }
+    for i in 30..400 {
+        assert_eq!(got[&format!("/docs/note-{i:03}")], content(i));
+    }
+    assert!(!got.contains_key("/docs/note-000"));
+    assert!(!got.contains_key("/docs/open-orphan"));
+    assert_eq!(got["/late"], b"<dir>");
+    assert_eq!(got["/big"], big());
+    // Repaired means cleanly unmounted, with exact counters.
+    let fs = Fs::mount(&crashed, MountOptions::default()).unwrap();
+    assert!(fs.info().clean);
+    fs.unmount().unwrap();
+}
+
+#[test]
+fn stale_checksums_are_resealed() {
+    let (_d, img) = image(16 << 20);
+    populate(&img);
+    let want = snapshot(&img);
+    let docs = ino_of(&img, "/docs");
+    let mut raw = Raw::read(&img);
+    let leaf = raw.leaves(docs)[0];
+    for bid in [Raw::inode_block(docs), leaf] {
+        let off = bid as usize * BS + 4;
+        raw.bytes[off] ^= 0x5A;
+    }
+    raw.write(&img);
+    // fsck sees the damage (as "fails its checksum" when it reads blocks
+    // without verifying them on the way).
+    assert!(!problems(&img).is_empty());
+    let r = repair_ok(&img);
+    assert!(
+        any(&r.fixed, "resealed the stale checksum of 2 metadata blocks"),
+        "{r:#?}"
+    );
+    assert_eq!(snapshot(&img), want);
+}
+
+#[test]
+fn double_referenced_and_wild_pointers_are_cut() {
+    let (_d, img) = image(16 << 20);
+    populate(&img);
+    let want = snapshot(&img);
+    let big = ino_of(&img, "/big");
+    let note = ino_of(&img, "/docs/note-300");
+    let mut raw = Raw::read(&img);
+    let shared = raw.map_ptr(note, 0);
+    // /big's second block now points at note-300's block (its own block
+    // leaks), and its third points past the end of the image.
+    raw.put32(Raw::inode(big) + 128 + 4, shared);
+    raw.put32(Raw::inode(big) + 128 + 8, 0xFFFF_FF00);
+    raw.seal(Raw::inode_block(big));
+    raw.write(&img);
+    let found = problems(&img);
+    assert!(
+        any(&found, "referenced twice") || any(&found, "damaged block map"),
+        "{found:#?}"
+    );
+    let r = repair_ok(&img);
+    assert!(any(&r.fixed, "cut"), "{r:#?}");
+    let got = snapshot(&img);
+    // One owner kept the shared block's bytes; the other has a hole there.
+    let note_ok = got["/docs/note-300"] == want["/docs/note-300"];
+    let mut big_want = want["/big"].clone();
+    big_want[2 * BS..3 * BS].fill(0);
+    let zeros = [0u8; BS];
+    if note_ok {
+        big_want[BS..2 * BS].fill(0);
+        assert_eq!(got["/big"], big_want);
+    } else {
+        assert_eq!(
+            &got["/docs/note-300"][..],
+            &zeros[..want["/docs/note-300"].len()]
+        );
+        big_want[BS..2 * BS].copy_from_slice(&raw.bytes[shared as usize * BS..][..BS]);
+        assert_eq!(got["/big"], big_want);
+    }
+    for (path, data) in &want {
+        if path != "/big" && path != "/docs/note-300" {
+            assert_eq!(&got[path], data, "{path}");
+        }
+    }
+}
+
+#[test]
+fn broken_inode_free_list_is_rebuilt() {
+    let (_d, img) = image(16 << 20);
+    populate(&img);
+    let want = snapshot(&img);
+    let big = ino_of(&img, "/big");
+    let mut raw = Raw::read(&img);
+    // The primary superblock's free-slot list head now names a data block.
+    raw.put32(100, raw.map_ptr(big, 0));
+    raw.seal(0);
+    raw.write(&img);
+    assert!(any(&problems(&img), "free-slot list"));
+    let r = repair_ok(&img);
+    assert!(any(&r.fixed, "free-slot list rebuilt"), "{r:#?}");
+    assert_eq!(snapshot(&img), want);
+    let mut fs = Fs::mount(&img, MountOptions::default()).unwrap();
+    for i in 0..40 {
+        write_file(&mut fs, &format!("/more-{i}"), b"x");
+    }
+    fs.unmount().unwrap();
+    assert!(problems(&img).is_empty());
+}
+
+#[test]
+fn destroyed_superblocks_cannot_be_repaired() {
+    let (_d, img) = image(16 << 20);
+    populate(&img);
+    let mut raw = Raw::read(&img);
+    raw.bytes[..2 * BS].fill(0xA5);
+    raw.write(&img);
+    let e = fsck_repair(&img, &mut FsckOptions::default()).unwrap_err();
+    assert!(
+        e.message.contains("not a ulfs image") || e.message.contains("superblock"),
+        "{e}"
+    );
+}
+
+#[test]
+fn destroyed_root_is_left_uncorrected() {
+    let (_d, img) = image(16 << 20);
+    populate(&img);
+    let mut raw = Raw::read(&img);
+    let root = raw.root_ino();
+    raw.put32(Raw::inode(root), 0);
+    raw.seal(Raw::inode_block(root));
+    raw.write(&img);
+    let r = repair(&img);
+    assert_eq!(r.exit_code(), 4, "{r:#?}");
+    assert!(any(&r.remaining, "root"), "{r:#?}");
+    assert!(!problems(&img).is_empty());
+}
+
+#[test]
+fn destroyed_map_block_is_rebuilt() {
+    let (d, img) = image(16 << 20);
+    populate(&img);
+    let want = snapshot(&img);
+    let mut raw = Raw::read(&img);
+    let map = raw.first_group() as usize * BS;
+    raw.bytes[map..map + BS].fill(0);
+    raw.write(&img);
+    // The same damage on an image left by a crash, which mount recounts
+    // from the map blocks.
+    let crashed = d.path().join("crashed.img");
+    let mut raw = Raw::read(&img);
+    raw.put32(112, 0);
+    raw.seal(0);
+    raw.put32(BS + 112, 0);
+    raw.seal(1);
+    raw.write(&crashed);
+    for img in [&img, &crashed] {
+        let r = repair_ok(img);
+        assert!(any(&r.fixed, "was not a map block"), "{r:#?}");
+        assert_eq!(snapshot(img), want);
+        let mut fs = Fs::mount(img, MountOptions::default()).unwrap();
+        for i in 0..20 {
+            write_file(&mut fs, &format!("/after-{i}"), &[7u8; 30000]);
+        }
+        fs.unmount().unwrap();
+        assert!(problems(img).is_empty());
+        assert_eq!(snapshot(img)["/big"], want["/big"]);
+    }
+}
+
+#[test]
+fn journal_mode_image_is_repaired_through_transactions() {
+    let (d, img) = image_in(16 << 20, Mode::Journal);
+    populate(&img);
+    let want = snapshot(&img);
+    let big = ino_of(&img, "/big");
+    let docs = ino_of(&img, "/docs");
+    let mut raw = Raw::read(&img);
+    // A leak, an unreachable file, a directory with keys out of order.
+    let map = raw.first_group() as usize * BS;
+    let free_bit = (0..8000)
+        .find(|i| raw.bytes[map + 16 + i / 8] & (1 << (i % 8)) == 0)
+        .unwrap();
+    raw.bytes[map + 16 + free_bit / 8] |= 1 << (free_bit % 8);
+    raw.seal(raw.first_group());
+    let root = raw.root_ino();
+    raw.unlink_entry(root, b"big");
+    let leaf = raw.leaves(docs)[1];
+    let b = leaf as usize * BS;
+    let (s0, s1) = (raw.u16(b + 32), raw.u16(b + 34));
+    raw.put16(b + 32, s1);
+    raw.put16(b + 34, s0);
+    raw.seal(leaf);
+    raw.write(&img);
+    let r = repair_ok(&img);
+    assert!(any(&r.fixed, "leaked"), "{r:#?}");
+    assert!(
+        any(&r.fixed, &format!("directory {docs}: index damaged")),
+        "{r:#?}"
+    );
+    let got = snapshot(&img);
+    assert_eq!(got[&format!("/lost+found/#{big}")], want["/big"]);
+    for (path, data) in &want {
+        if path != "/big" {
+            assert_eq!(&got[path], data, "{path}");
+        }
+    }
+    // A crash in journal mode needs no repair: the journal replays.
+    let mut fs = Fs::mount(&img, MountOptions::default()).unwrap();
+    for i in 0..20 {
+        write_file(&mut fs, &format!("/docs/late-{i}"), &content(i));
+    }
+    fs.sync().unwrap();
+    let crashed = d.path().join("crashed.img");
+    std::fs::copy(&img, &crashed).unwrap();
+    drop(fs);
+    let r = repair(&crashed);
+    assert_eq!(r.exit_code(), 0, "{r:#?}");
+    assert!(problems(&crashed).is_empty());
+    assert_eq!(snapshot(&crashed)["/docs/late-7"], content(7));
+}
