@@ -78,9 +78,16 @@ impl fmt::Display for CliError {
 /// prints it; std appends " (os error N)", which is noise for users.
 pub fn errno_text(e: Errno) -> String {
     let full = std::io::Error::from_raw_os_error(e.raw()).to_string();
-    match full.find(" (os error ") {
+    let text = match full.find(" (os error ") {
         Some(i) => full[..i].to_string(),
         None => full,
+    };
+    // A damaged image: name the block and say what to do.
+    match (e, ulfs::last_damaged_block()) {
+        (Errno::EUCLEAN, Some(bid)) => {
+            format!("{text} (metadata block {bid} fails its checksum; run `ulfs fsck --repair`)")
+        }
+        _ => text,
     }
 }
 

@@ -20,6 +20,24 @@ pub fn run(image_path: &Path) -> CliResult {
         .map_err(|e| CliError::io("info: stdout", &e))
 }
 
+/// The journal's size and what this mount found in it.
+fn journal(info: &Info) -> String {
+    if info.mode == ulfs::Mode::None {
+        return "none".into();
+    }
+    let size = format!(
+        "{} blocks ({})",
+        info.journal_blocks,
+        human_bytes(info.journal_blocks as u64 * info.block_size as u64)
+    );
+    match info.journal_replayed {
+        0 => format!("{size}, empty"),
+        n => format!(
+            "{size}, {n} committed transaction(s) not yet checkpointed (replayed in memory for this view; the next read-write mount applies them)"
+        ),
+    }
+}
+
 fn render(info: &Info) -> String {
     let bs = info.block_size as u64;
     let used_blocks = info.total_blocks.saturating_sub(info.free_blocks);
@@ -39,10 +57,10 @@ fn render(info: &Info) -> String {
         ("mode", mode.to_string()),
         (
             "clean",
-            if info.clean {
-                "yes"
-            } else {
-                "no (fsck recommended)"
+            match (info.clean, info.mode) {
+                (true, _) => "yes",
+                (false, ulfs::Mode::Journal) => "no (recovered from the journal at mount)",
+                (false, ulfs::Mode::None) => "no (not unmounted cleanly: run ulfs fsck --repair)",
             }
             .to_string(),
         ),
@@ -73,7 +91,7 @@ fn render(info: &Info) -> String {
         ),
         ("used inodes", info.used_inodes.to_string()),
         ("free inodes", info.free_inodes.to_string()),
-        ("journal blocks", info.journal_blocks.to_string()),
+        ("journal", journal(info)),
     ];
     let width = rows.iter().map(|(k, _)| k.len()).max().unwrap_or(0) + 1;
     rows.iter()

@@ -65,10 +65,10 @@ enum Command {
         /// Overwrite an existing non-empty file (its contents are lost)
         #[arg(long)]
         force: bool,
-        /// Consistency mode ("journal" is not supported yet)
-        #[arg(long, value_enum, default_value_t = mkfs::ModeArg::None)]
+        /// Durability mode: "journal" (crash-consistent) or "none" (in place, as published ULFS)
+        #[arg(long, value_enum, default_value_t = mkfs::ModeArg::Journal)]
         mode: mkfs::ModeArg,
-        /// Journal size for --mode journal (bytes or with a K/M/G suffix)
+        /// Journal size (bytes or with a K/M/G suffix; default 1/32 of the image, 256 KiB to 128 MiB)
         #[arg(long, value_name = "SIZE")]
         journal_size: Option<String>,
     },

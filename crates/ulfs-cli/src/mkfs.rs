@@ -19,7 +19,7 @@ const BLOCK_SIZE: u64 = 4096;
 pub enum ModeArg {
     /// No journal: in-place updates, fastest; a crash may need fsck.
     None,
-    /// Metadata journal: crash-consistent (not supported yet).
+    /// Metadata journal: crash-consistent, durable fsync (the default).
     Journal,
 }
 
@@ -36,15 +36,11 @@ pub fn run(args: &Args<'_>) -> CliResult {
     let ctx = format!("mkfs: {}", args.image.display());
     let mode = match args.mode {
         ModeArg::None => ulfs::Mode::None,
-        // Kept as a CLI value so scripts can be written for it now; the
-        // core's journal is not there yet, so say so instead of guessing.
-        ModeArg::Journal => {
-            return Err(CliError::new(
-                ctx,
-                "--mode journal is not supported yet; use --mode none",
-            ));
-        }
+        ModeArg::Journal => ulfs::Mode::Journal,
     };
+    if mode == ulfs::Mode::None && args.journal_size.is_some() {
+        return Err(CliError::new(ctx, "--journal-size needs --mode journal"));
+    }
     if args.label.len() > 63 {
         return Err(CliError::new(ctx, "label is longer than 63 bytes"));
     }

@@ -58,6 +58,17 @@ impl Hasher for BidHasher {
     }
 }
 
+thread_local! {
+    /// Like `errno`: the metadata block whose checksum failed most recently
+    /// on this thread, so an EUCLEAN can be reported with the block named.
+    static LAST_DAMAGED: Cell<Option<Bid>> = const { Cell::new(None) };
+}
+
+/// The metadata block whose checksum last failed on this thread.
+pub fn last_damaged_block() -> Option<Bid> {
+    LAST_DAMAGED.with(|c| c.get())
+}
+
 type BidMap<V> = HashMap<Bid, V, BuildHasherDefault<BidHasher>>;
 type BidSet = HashSet<Bid, BuildHasherDefault<BidHasher>>;
 
@@ -281,6 +292,7 @@ impl Journal {
         {
             if !block_crc_ok(b) {
                 self.damaged.set(Some(bid));
+                LAST_DAMAGED.with(|c| c.set(Some(bid)));
                 return Err(Errno::EUCLEAN);
             }
             w.set(w.get() | 1 << (bid % 64));

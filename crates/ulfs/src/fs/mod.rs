@@ -48,6 +48,8 @@ pub struct Volume {
     commit_blocks: usize,
     /// ...or when its first change is this old.
     commit_interval: std::time::Duration,
+    /// What replay found at mount.
+    replayed: crate::txn::Replayed,
     /// The image had been unmounted cleanly before this mount.
     was_clean: bool,
     hash_key: (u64, u64),

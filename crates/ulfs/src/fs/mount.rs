@@ -74,6 +74,9 @@ pub struct Info {
     /// Whether the image was cleanly unmounted before this mount.
     pub clean: bool,
     pub mount_count: u32,
+    /// Journal transactions this mount found committed but not yet
+    /// checkpointed, and replayed (in memory only, on a read-only mount).
+    pub journal_replayed: u64,
 }
 
 impl Volume {
@@ -110,8 +113,8 @@ impl Volume {
             ));
         }
         let clean = sb.state == STATE_CLEAN;
-        let (j, sb) = if sb.mode == MODE_JOURNAL {
-            let (j, _replayed) = Journal::journaled(
+        let (j, sb, replayed) = if sb.mode == MODE_JOURNAL {
+            let (j, replayed) = Journal::journaled(
                 store,
                 sb.journal_start,
                 sb.journal_blocks,
@@ -120,18 +123,23 @@ impl Volume {
             .map_err(|e| Error::new(e, format!("{shown}: journal unreadable: {e}")))?;
             // Replay may have rewritten the superblock: read it again.
             let sb = pick_superblock(j.store(), |bid| j.peek(bid), shown)?;
-            (j, sb)
+            (j, sb, replayed)
         } else {
             // After a crash in mode `none` the checksums of blocks written
             // since the last checkpoint are stale: they are not judged until
             // `fsck --repair` reseals them.
-            (Journal::in_place(store, clean && opts.verify_checksums), sb)
+            (
+                Journal::in_place(store, clean && opts.verify_checksums),
+                sb,
+                Default::default(),
+            )
         };
         let mut sb = sb;
         // Counters are hints (fsck recounts them): an impossible value is
         // clamped rather than trusted or refused.
         sb.free_blocks = sb.free_blocks.min(sb.data_blocks());
         let mut vol = Volume::assemble(j, sb, read_only, &opts);
+        vol.replayed = replayed;
         if vol.sb.mode == MODE_NONE && !clean {
             // Rewritten only at checkpoints in mode `none`: stale after a crash.
             vol.recount_free_blocks()
@@ -184,6 +192,7 @@ impl Volume {
             image_bytes: self.j.store().blocks() * crate::format::BLOCK_SIZE as u64,
             clean: self.was_clean,
             mount_count: sb.mount_count,
+            journal_replayed: self.replayed.transactions,
         }
     }
 }
