@@ -160,10 +160,10 @@ fn mkfs_rejects_bad_sizes_without_creating_anything() {
 }
 
 #[test]
-fn mkfs_journal_mode_is_refused_clearly() {
+fn mkfs_modes_and_journal_size() {
     let dir = tempfile::tempdir().unwrap();
     let img = dir.path().join("j.img");
-    let (_, err) = fails(&[
+    ok(&[
         "mkfs",
         s(&img),
         "16M",
@@ -172,10 +172,38 @@ fn mkfs_journal_mode_is_refused_clearly() {
         "--journal-size",
         "1M",
     ]);
-    assert!(err.contains("not supported yet"), "{err}");
-    assert!(!img.exists());
-    // And the forward-compatible flag is accepted with mode none.
-    ok(&["mkfs", s(&img), "16M", "--mode", "none"]);
+    let out = ok(&["info", s(&img)]);
+    assert!(out.contains("journal"), "{out}");
+    assert!(out.contains("256 blocks (1.0 MiB), empty"), "{out}");
+    // Journal is the default.
+    let def = dir.path().join("d.img");
+    ok(&["mkfs", s(&def), "16M"]);
+    let out = ok(&["info", s(&def)]);
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("mode:") && l.ends_with("journal")),
+        "{out}"
+    );
+    // A journal size without a journal is a usage error, and creates nothing.
+    let none = dir.path().join("n.img");
+    let (_, err) = fails(&[
+        "mkfs",
+        s(&none),
+        "16M",
+        "--mode",
+        "none",
+        "--journal-size",
+        "1M",
+    ]);
+    assert!(err.contains("--journal-size needs --mode journal"), "{err}");
+    assert!(!none.exists());
+    ok(&["mkfs", s(&none), "16M", "--mode", "none"]);
+    let out = ok(&["info", s(&none)]);
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("journal:") && l.ends_with("none")),
+        "{out}"
+    );
 }
 
 // ---------------------------------------------------------------- info
@@ -190,7 +218,7 @@ fn info_describes_a_fresh_image() {
         "4096",
         "33554432",
         "mode:",
-        "none",
+        "journal",
         "clean:",
         "uuid:",
         "free blocks:",
