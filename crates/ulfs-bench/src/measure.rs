@@ -36,6 +36,17 @@ impl Budget {
             target: Duration::from_millis(2),
         }
     }
+
+    /// The fsync workload: every repetition waits for real disk flushes
+    /// (seconds for 1,000 files), so a fixed, small number of them.
+    pub fn fsync(quick: bool) -> Self {
+        let reps = if quick { 2 } else { 5 };
+        Budget {
+            min_reps: reps,
+            max_reps: reps,
+            target: Duration::ZERO,
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug)]

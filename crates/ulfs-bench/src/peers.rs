@@ -1,11 +1,12 @@
-//! The two file systems under test behind one trait: ulfs through its Rust
-//! API and the host kernel through libc.
+//! The file systems under test behind one trait: ulfs through its Rust API
+//! (in either durability mode) and the host kernel through libc.
 //!
 //! The workloads are generic over [`Peer`], so each peer's loop is
-//! monomorphized and inlined: the only difference left between the two
-//! timed loops is the file system call itself, not dispatch overhead.
-//! Both peers live in memory (`/dev/shm` when it exists) so the comparison
-//! is between code paths, not between a disk and RAM.
+//! monomorphized and inlined: the only difference left between the timed
+//! loops is the file system call itself, not dispatch overhead. For the
+//! in-memory workloads all peers live on `/dev/shm` (when it exists) so the
+//! comparison is between code paths, not between a disk and RAM; for the
+//! fsync workload they all live on the host disk ([`disk_dir`]).
 
 use std::ffi::CString;
 use std::io;
@@ -13,13 +14,21 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use tempfile::TempDir;
 
-/// The smallest set of calls the three workloads need. Names are single
+/// The smallest set of calls the workloads need. Names are single
 /// path components inside the peer's private directory.
 pub trait Peer {
     /// Opens a new, empty file for reading and writing; fails if it exists,
     /// so a leftover from a previous repetition cannot go unnoticed.
     fn create(&mut self, name: &str) -> io::Result<i32>;
+    /// Opens an existing file for reading.
+    fn open_read(&mut self, name: &str) -> io::Result<i32>;
     fn close(&mut self, fd: i32) -> io::Result<()>;
+    /// `fsync(fd)`: durable on the medium behind the peer.
+    fn fsync(&mut self, fd: i32) -> io::Result<()>;
+    /// Makes everything durable, untimed: used between repetitions so one
+    /// repetition's leftovers (unlinks) are not committed by the next one's
+    /// first fsync.
+    fn sync_all(&mut self) -> io::Result<()>;
     fn unlink(&mut self, name: &str) -> io::Result<()>;
     /// `lseek(fd, 0, SEEK_SET)`.
     fn rewind(&mut self, fd: i32) -> io::Result<u64>;
@@ -40,8 +49,15 @@ pub fn memory_dir() -> PathBuf {
     }
 }
 
+/// Where the fsync workload keeps its files and images: the host's temp
+/// directory, which is on the machine's disk file system unless TMPDIR
+/// says otherwise ([`fs_kind`] reports which it was).
+pub fn disk_dir() -> PathBuf {
+    std::env::temp_dir()
+}
+
 /// Names the file system holding `dir`, so the report says whether the
-/// "tmpfs" peer really was tmpfs.
+/// "tmpfs" peer really was tmpfs and the "ext4" one really ext4.
 pub fn fs_kind(dir: &Path) -> String {
     let Ok(c) = CString::new(dir.as_os_str().as_bytes()) else {
         return "unknown".into();
@@ -54,10 +70,11 @@ pub fn fs_kind(dir: &Path) -> String {
     if unsafe { libc::statfs(c.as_ptr(), &mut st) } != 0 {
         return "unknown".into();
     }
-    if st.f_type == libc::TMPFS_MAGIC {
-        "tmpfs".into()
-    } else {
-        format!("not tmpfs (f_type {:#x})", st.f_type)
+    match st.f_type {
+        libc::TMPFS_MAGIC => "tmpfs".into(),
+        // ext2, ext3 and ext4 share one magic number.
+        libc::EXT4_SUPER_MAGIC => format!("ext4 (f_type {:#x})", st.f_type),
+        other => format!("f_type {other:#x}"),
     }
 }
 
@@ -69,16 +86,19 @@ pub struct UlfsPeer {
 }
 
 impl UlfsPeer {
-    pub fn new(parent: &Path) -> io::Result<Self> {
+    /// A fresh `size`-byte image in `mode` in a temporary directory under
+    /// `parent`, mounted, prefaulted and synced. The workloads unlink their
+    /// files after every repetition, so the image needs to hold one
+    /// repetition's files with room to spare.
+    pub fn new(parent: &Path, mode: ulfs::Mode, size: u64) -> io::Result<Self> {
         let dir = tempfile::Builder::new()
             .prefix("ulfs-bench-img.")
             .tempdir_in(parent)?;
         let image = dir.path().join("bench.img");
-        // 64 MiB holds the 1 MiB read-after-write file many times over; the
-        // files are unlinked after every repetition.
         let opts = ulfs::MkfsOptions {
-            size: 64 << 20,
+            size,
             label: "ulfs-bench".into(),
+            mode,
             ..Default::default()
         };
         ulfs::mkfs(&image, &opts).map_err(to_io)?;
@@ -89,6 +109,9 @@ impl UlfsPeer {
             _dir: dir,
         };
         peer.prefault()?;
+        // On a disk, the prefault's dirty pages are written back here,
+        // untimed, instead of by the first measured fsync.
+        peer.sync_all()?;
         Ok(peer)
     }
 
@@ -100,6 +123,9 @@ impl UlfsPeer {
     /// until the whole image has been touched once, and the median would
     /// depend on how many repetitions a cell happened to run. The cold cost
     /// is real but one-time per image; bench-findings.md gives its size.
+    /// On a disk image it also turns the preallocated (unwritten) extents
+    /// of the host file into written ones, which a fresh image's first
+    /// flushes would otherwise pay for in the host's journal.
     fn prefault(&mut self) -> io::Result<()> {
         const NAME: &str = "prefault";
         let buf = vec![0xA5u8; 1 << 20];
@@ -141,8 +167,20 @@ impl Peer for UlfsPeer {
         Ok(self.fs.open(ulfs_path(name), flags, 0o644)?)
     }
 
+    fn open_read(&mut self, name: &str) -> io::Result<i32> {
+        Ok(self.fs.open(ulfs_path(name), libc::O_RDONLY, 0)?)
+    }
+
     fn close(&mut self, fd: i32) -> io::Result<()> {
         Ok(self.fs.close(fd)?)
+    }
+
+    fn fsync(&mut self, fd: i32) -> io::Result<()> {
+        Ok(self.fs.fsync(fd)?)
+    }
+
+    fn sync_all(&mut self) -> io::Result<()> {
+        Ok(self.fs.sync()?)
     }
 
     fn unlink(&mut self, name: &str) -> io::Result<()> {
@@ -212,9 +250,35 @@ impl Peer for HostPeer {
         check(fd as isize).map(|_| fd)
     }
 
+    fn open_read(&mut self, name: &str) -> io::Result<i32> {
+        let path = self.path(name)?;
+        // SAFETY: `path` is a NUL-terminated string that outlives the call.
+        let fd = unsafe { libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
+        check(fd as isize).map(|_| fd)
+    }
+
     fn close(&mut self, fd: i32) -> io::Result<()> {
-        // SAFETY: `fd` was returned by `create` and is closed only once.
+        // SAFETY: `fd` was returned by `create` or `open_read` and is
+        // closed only once.
         check(unsafe { libc::close(fd) } as isize).map(drop)
+    }
+
+    fn fsync(&mut self, fd: i32) -> io::Result<()> {
+        // SAFETY: fsync only reads its integer argument; a bad `fd` is
+        // reported as EBADF.
+        check(unsafe { libc::fsync(fd) } as isize).map(drop)
+    }
+
+    fn sync_all(&mut self) -> io::Result<()> {
+        let path = self.path(".")?;
+        // SAFETY: `path` is a NUL-terminated string that outlives the call.
+        let fd = unsafe { libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC) };
+        check(fd as isize)?;
+        // SAFETY: `fd` was just opened and is closed once, below.
+        let synced = check(unsafe { libc::syncfs(fd) } as isize);
+        // SAFETY: as above.
+        let closed = check(unsafe { libc::close(fd) } as isize);
+        synced.and(closed).map(drop)
     }
 
     fn unlink(&mut self, name: &str) -> io::Result<()> {
