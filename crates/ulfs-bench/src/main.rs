@@ -18,7 +18,7 @@ mod report;
 mod rng;
 mod workloads;
 
-use measure::{Budget, Rep, interleaved};
+use measure::{BatchRep, Budget, Rep, interleaved, interleaved_batches};
 use peers::{HostPeer, Peer, UlfsPeer};
 use report::{EXT4, FSYNC, JOURNAL, MEMCPY, NONE, Row, TMPFS};
 use std::error::Error;
@@ -34,6 +34,7 @@ const SEED: u64 = 0x756c_6673_6265_6e63;
 /// the smoke test sees the whole shape of the output) but drops the large
 /// call and file counts, which are what make a full run take time.
 struct Plan {
+    quick: bool,
     counts: &'static [u64],
     chunks: &'static [usize],
     /// Files per repetition of the file-count workload.
@@ -52,6 +53,7 @@ impl Plan {
         let fsync_budget = Budget::fsync(opts.quick);
         if opts.quick {
             Plan {
+                quick: true,
                 counts: &[100, 10_000],
                 chunks: CHUNKS,
                 files: &[1, 10],
@@ -62,6 +64,7 @@ impl Plan {
             }
         } else {
             Plan {
+                quick: false,
                 counts: &[100, 10_000, 1_000_000],
                 chunks: CHUNKS,
                 files: &[1, 10, 100],
@@ -160,7 +163,7 @@ fn memory_workloads(plan: &Plan, mem: &Path, rows: &mut Vec<Row>) -> Result<(), 
     );
     println!(
         "mode: {}; cpus: {}; read-after-write total {} bytes per repetition; file-count {} bytes per file",
-        if plan.counts.len() < 3 { "quick" } else { "full" },
+        if plan.quick { "quick" } else { "full" },
         std::thread::available_parallelism().map_or(0, |n| n.get()),
         RAW_BYTES,
         FILE_BYTES
@@ -265,25 +268,47 @@ fn fsync_workload(plan: &Plan, disk: &Path, rows: &mut Vec<Row>) -> Result<(), B
     );
     let n = plan.fsync_files;
     eprintln!(
-        "measuring fsync files={n} ({} repetitions per peer, after one warm-up)",
-        plan.fsync_budget.min_reps
+        "measuring fsync files={n} ({} repetitions per peer after one warm-up, \
+         taking turns every {} files)",
+        plan.fsync_budget.min_reps,
+        FSYNC_BATCH.min(n)
     );
     let names = workloads::names("fs", n);
+    let batch = FSYNC_BATCH.min(n);
+    let batches: Vec<&[String]> = names.chunks(batch).collect();
     let mut src = vec![0u8; FSYNC_BYTES];
     rng::SplitMix64::new(SEED).fill(&mut src);
     let samples = {
-        let (j, u, h, names, src) = (&mut journal, &mut none, &mut host, &names, &src);
-        let mut reps: [Rep<'_>; 3] = [
-            Box::new(|| workloads::fsync_files(j, names, src)),
-            Box::new(|| workloads::fsync_files(u, names, src)),
-            Box::new(|| workloads::fsync_files(h, names, src)),
+        let (j, u, h, names, batches, src) =
+            (&mut journal, &mut none, &mut host, &names, &batches, &src);
+        let mut reps: [BatchRep<'_>; 3] = [
+            Box::new(|b| fsync_step(j, names, batches, b, src)),
+            Box::new(|b| fsync_step(u, names, batches, b, src)),
+            Box::new(|b| fsync_step(h, names, batches, b, src)),
         ];
-        interleaved(&plan.fsync_budget, n as u64, &mut reps)?
+        interleaved_batches(&plan.fsync_budget, n as u64, batches.len(), &mut reps)?
     };
     push_rows(rows, FSYNC, n as u64, &[JOURNAL, NONE, EXT4], samples);
     journal.finish()?;
     none.finish()?;
     Ok(())
+}
+
+/// Files per batch of the fsync workload: the peers take turns every this
+/// many files (see `measure::interleaved_batches`).
+const FSYNC_BATCH: usize = 50;
+
+fn fsync_step<P: Peer>(
+    p: &mut P,
+    names: &[String],
+    batches: &[&[String]],
+    batch: Option<usize>,
+    src: &[u8],
+) -> std::io::Result<std::time::Duration> {
+    match batch {
+        Some(b) => workloads::fsync_files(p, batches[b], src),
+        None => workloads::fsync_cleanup(p, names).map(|()| std::time::Duration::ZERO),
+    }
 }
 
 fn push_rows(

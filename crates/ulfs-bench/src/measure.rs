@@ -95,6 +95,59 @@ pub fn interleaved(
         .collect())
 }
 
+/// One peer of a batched cell: `Some(i)` runs batch `i` of a repetition
+/// and returns its time; `None` ends the repetition (untimed cleanup).
+pub type BatchRep<'a> = Box<dyn FnMut(Option<usize>) -> io::Result<Duration> + 'a>;
+
+/// Like [`interleaved`], for cells whose repetitions take seconds (the
+/// fsync workload): a repetition is split into `batches` batches and the
+/// peers take turns batch by batch, rotating who goes first, so a burst of
+/// disk noise lasting a second or two hits every peer instead of landing
+/// in one peer's repetition. A repetition's time is the sum of its batches.
+pub fn interleaved_batches(
+    budget: &Budget,
+    ops_per_rep: u64,
+    batches: usize,
+    peers: &mut [BatchRep<'_>],
+) -> io::Result<Vec<Sample>> {
+    let n = peers.len();
+    let mut times: Vec<Vec<Duration>> = vec![Vec::new(); n];
+    let mut spent = vec![Duration::ZERO; n];
+    // Round 0 is the warm-up and is not recorded.
+    let mut round = 0;
+    loop {
+        let mut rep = vec![Duration::ZERO; n];
+        for b in 0..batches {
+            for k in 0..n {
+                let i = (round + b + k) % n;
+                rep[i] += (peers[i])(Some(b))?;
+            }
+        }
+        for peer in peers.iter_mut() {
+            peer(None)?;
+        }
+        if round > 0 {
+            for (i, d) in rep.into_iter().enumerate() {
+                times[i].push(d);
+                spent[i] += d;
+            }
+        }
+        round += 1;
+        let reps = round - 1;
+        let slowest = spent.iter().max().copied().unwrap_or_default();
+        if reps >= budget.max_reps || (reps >= budget.min_reps && slowest >= budget.target) {
+            break;
+        }
+    }
+    Ok(times
+        .into_iter()
+        .map(|t| Sample {
+            ns_per_op: median_ns(t) / ops_per_rep as f64,
+            reps: round - 1,
+        })
+        .collect())
+}
+
 fn median_ns(mut t: Vec<Duration>) -> f64 {
     t.sort_unstable();
     let m = t.len() / 2;

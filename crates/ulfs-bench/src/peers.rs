@@ -272,7 +272,12 @@ impl Peer for HostPeer {
     fn sync_all(&mut self) -> io::Result<()> {
         let path = self.path(".")?;
         // SAFETY: `path` is a NUL-terminated string that outlives the call.
-        let fd = unsafe { libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC) };
+        let fd = unsafe {
+            libc::open(
+                path.as_ptr(),
+                libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC,
+            )
+        };
         check(fd as isize)?;
         // SAFETY: `fd` was just opened and is closed once, below.
         let synced = check(unsafe { libc::syncfs(fd) } as isize);

@@ -175,25 +175,32 @@ pub fn file_count<P: Peer>(
 /// Size of the write in the fsync workload.
 pub const FSYNC_BYTES: usize = 4 << 10;
 
-/// File systems as processes (HotStorage'19): for each file, create, write
-/// [`FSYNC_BYTES`], fsync, close. Timed: all of it. Not timed: unlinking
-/// the files afterwards and a sync of the whole peer, so that the next
-/// repetition's first fsync does not commit this one's unlinks.
+/// File systems as processes (HotStorage'19): for each file of `names`,
+/// create, write [`FSYNC_BYTES`], fsync, close; all of it timed. One call
+/// does one batch of a repetition (see `measure::interleaved_batches`).
 pub fn fsync_files<P: Peer>(p: &mut P, names: &[String], src: &[u8]) -> io::Result<Duration> {
     let t = Instant::now();
     for name in names {
         let fd = p.create(name)?;
         let w = p.pwrite(fd, src, 0)?;
         if w != src.len() {
-            return Err(io::Error::other(format!("{name}: wrote {w} of {}", src.len())));
+            return Err(io::Error::other(format!(
+                "{name}: wrote {w} of {}",
+                src.len()
+            )));
         }
         p.fsync(fd)?;
         p.close(fd)?;
     }
-    let d = t.elapsed();
+    Ok(t.elapsed())
+}
+
+/// Ends a repetition of the fsync workload, untimed: unlinks its files and
+/// syncs the whole peer, so that the next repetition's first fsync does not
+/// commit this one's unlinks.
+pub fn fsync_cleanup<P: Peer>(p: &mut P, names: &[String]) -> io::Result<()> {
     for name in names {
         p.unlink(name)?;
     }
-    p.sync_all()?;
-    Ok(d)
+    p.sync_all()
 }

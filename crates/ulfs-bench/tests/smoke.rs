@@ -5,20 +5,30 @@
 use std::collections::HashMap;
 use std::process::Command;
 
-/// What `--quick` measures; kept in step with `Plan::new(true)` in main.rs.
+/// What `--quick` measures; kept in step with `Plan::new` in main.rs (and
+/// the default `--fsync-files` of `--quick` in args.rs).
 fn expected() -> Vec<(&'static str, u64, &'static str)> {
+    const MEMORY: [&str; 3] = ["ulfs-journal", "ulfs-none", "host-tmpfs"];
     let mut rows = Vec::new();
     for workload in ["lseek", "fstat"] {
         for n in [100, 10_000] {
-            for peer in ["ulfs-api", "host-tmpfs"] {
+            for peer in MEMORY {
                 rows.push((workload, n, peer));
             }
         }
     }
     for chunk in [64, 512, 4 << 10, 32 << 10, 256 << 10, 1 << 20] {
-        for peer in ["ulfs-api", "host-tmpfs", "memcpy"] {
+        for peer in MEMORY.into_iter().chain(["memcpy"]) {
             rows.push(("read-after-write", chunk, peer));
         }
+    }
+    for files in [1, 10] {
+        for peer in MEMORY {
+            rows.push(("file-count", files, peer));
+        }
+    }
+    for peer in ["ulfs-journal", "ulfs-none", "host-ext4"] {
+        rows.push(("fsync", 50, peer));
     }
     rows
 }
@@ -42,10 +52,12 @@ fn quick_run_writes_a_complete_csv() {
         String::from_utf8_lossy(&output.stderr)
     );
     let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        stdout.contains("tmpfs/ulfs"),
-        "no table on stdout:\n{stdout}"
-    );
+    for column in ["tmpfs/journal", "none/journal", "ext4/journal"] {
+        assert!(
+            stdout.contains(column),
+            "no {column} column on stdout:\n{stdout}"
+        );
+    }
 
     let csv = std::fs::read_to_string(&out).unwrap();
     let mut lines = csv.lines();

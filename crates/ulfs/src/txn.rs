@@ -91,6 +91,10 @@ struct Log {
     began: Option<Instant>,
     freed_running: BidSet,
     freed_committed: BidSet,
+    /// Blocks allocated by the running transaction: freeing one of these
+    /// needs no quarantine, since no durable state or log record has ever
+    /// seen it allocated.
+    fresh: BidSet,
     /// Homes were installed since the last checkpoint.
     installed: bool,
 }
@@ -175,6 +179,7 @@ impl Journal {
             began: None,
             freed_running: BidSet::default(),
             freed_committed: BidSet::default(),
+            fresh: BidSet::default(),
             installed: false,
         });
         let replayed = j.replay()?;
@@ -353,6 +358,14 @@ impl Journal {
         self.store.block_mut(bid)
     }
 
+    /// A block was allocated by the running transaction.
+    #[inline]
+    pub fn note_alloc(&mut self, bid: Bid) {
+        if let Some(log) = &mut self.log {
+            log.fresh.insert(bid);
+        }
+    }
+
     /// A block was freed: drop what the transaction held of it, and keep it
     /// from reuse until it is safe.
     pub fn forget(&mut self, bid: Bid) {
@@ -364,7 +377,9 @@ impl Journal {
             if let Some(s) = log.shadows.remove(&bid) {
                 log.spare.push(s);
             }
-            log.freed_running.insert(bid);
+            if !log.fresh.remove(&bid) {
+                log.freed_running.insert(bid);
+            }
         }
     }
 
@@ -393,6 +408,7 @@ impl Journal {
         if log.shadows.is_empty() {
             let log = self.log.as_mut().expect("journaled");
             log.began = None;
+            log.fresh.clear();
             let freed: Vec<Bid> = log.freed_running.drain().collect();
             log.freed_committed.extend(freed);
             return Ok(());
@@ -463,6 +479,7 @@ impl Journal {
         log.pos += 1; // the commit block
         log.next_seq += 1;
         log.began = None;
+        log.fresh.clear();
         log.installed = true;
         let freed: Vec<Bid> = log.freed_running.drain().collect();
         log.freed_committed.extend(freed);
@@ -706,6 +723,21 @@ mod tests {
         assert!(j.is_quarantined(45), "committed, not yet checkpointed");
         j.checkpoint().unwrap();
         assert!(!j.is_quarantined(45));
+    }
+
+    #[test]
+    fn blocks_allocated_and_freed_in_one_transaction_need_no_quarantine() {
+        let (mut j, _) = open(journaled_disk());
+        j.note_alloc(46);
+        j.forget(46);
+        assert!(
+            !j.is_quarantined(46),
+            "never durable, never logged: reusable"
+        );
+        j.note_alloc(47);
+        j.commit_txn().unwrap();
+        j.forget(47);
+        assert!(j.is_quarantined(47), "allocated by a committed transaction");
     }
 
     #[test]

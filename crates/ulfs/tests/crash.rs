@@ -15,7 +15,7 @@
 //! point the blocks written since the last flush whose contents differ from
 //! the durable copy each get a fate (lost, written, or torn at 512-byte
 //! sectors): every lost/written subset when there are few of them (CI: up
-//! to 5 at flushes, 1 after calls; long run: 10 and 4), seeded random
+//! to 5 at flushes, 1 after calls; long run: 10 and 3), seeded random
 //! subsets otherwise, plus torn variants. Each crash image is checked at
 //! once: read-only fsck; read-write mount; the whole tree read back (names,
 //! types, permission bits, link counts, hard-link identity, sizes, contents
@@ -305,10 +305,19 @@ impl Tree {
     }
 
     fn subdirs(&self, dir: &[u8]) -> usize {
-        self.subtree(dir)
-            .iter()
-            .filter(|p| parent_of(p) == dir && matches!(self.nodes[*p], Node::Dir { .. }))
-            .count()
+        self.subdir_counts().get(dir).copied().unwrap_or(0)
+    }
+
+    /// Directories by path -> how many directories they hold.
+    fn subdir_counts(&self) -> HashMap<&[u8], usize> {
+        let mut m = HashMap::new();
+        for (p, n) in &self.nodes {
+            if matches!(n, Node::Dir { .. }) && p.as_slice() != b"/" {
+                let cut = p.iter().rposition(|&c| c == b'/').unwrap_or(0).max(1);
+                *m.entry(&p[..cut]).or_default() += 1;
+            }
+        }
+        m
     }
 
     fn file_paths(&self) -> Vec<Path> {
@@ -610,13 +619,13 @@ impl Cfg {
             mode: mode_under_test(),
             at_flush: Budget {
                 full_upto: 10,
-                random: 256,
-                torn: 64,
+                random: 128,
+                torn: 32,
             },
             after_op: Budget {
-                full_upto: 4,
-                random: 8,
-                torn: 4,
+                full_upto: 3,
+                random: 6,
+                torn: 3,
             },
             min_states: 0,
         }
@@ -973,6 +982,7 @@ impl Expect<'_> {
                 push!("unexpected {} ({})", show(p), fkind(n));
             }
         }
+        let subdirs = t.subdir_counts();
         let mut links: HashMap<u32, u64> = HashMap::new();
         for n in t.nodes.values() {
             if let Node::File(id) = n {
@@ -991,7 +1001,7 @@ impl Expect<'_> {
                     if perm != fp {
                         push!("{}: dir mode {fp:o}, expected {perm:o}", show(p));
                     }
-                    let want = 2 + t.subdirs(p) as u64;
+                    let want = 2 + subdirs.get(p.as_slice()).copied().unwrap_or(0) as u64;
                     if *nlink != want {
                         push!("{}: dir nlink {nlink}, expected {want}", show(p));
                     }
@@ -2861,8 +2871,10 @@ fn crash_mixed() {
     ci("mixed");
 }
 
-/// Many more states: every workload at a larger scale and budget.
-/// ULFS_CRASH_SEED (default: time), ULFS_CRASH_STATES (default 100000).
+/// Many more states: every workload at a larger scale and budget, round
+/// after round with new seeds. ULFS_CRASH_SEED (default: time),
+/// ULFS_CRASH_STATES (default 100000), ULFS_CRASH_WORKLOADS (names, comma
+/// separated; default all).
 #[test]
 #[ignore]
 fn crash_long_seeded() {
@@ -2881,10 +2893,23 @@ fn crash_long_seeded() {
     eprintln!("crash_long_seeded: seed {seed:#x}, at least {want} states");
     let mut total = 0;
     let mut round = 0u64;
-    while total < want {
-        for w in WORKLOADS {
+    // Each workload runs with its own seed (printed), at scale 2.
+    let only = std::env::var("ULFS_CRASH_WORKLOADS").unwrap_or_default();
+    let chosen: Vec<&Workload> = WORKLOADS
+        .iter()
+        .filter(|w| only.is_empty() || only.split(',').any(|n| n.trim() == w.name))
+        .collect();
+    assert!(
+        !chosen.is_empty(),
+        "ULFS_CRASH_WORKLOADS={only}: no such workload"
+    );
+    'rounds: loop {
+        for w in &chosen {
             let s = mix(mix(seed, round), str_hash(w.name));
             total += run_workload(w.name, s, 2, Cfg::long(), None).states;
+            if total >= want {
+                break 'rounds;
+            }
         }
         round += 1;
     }

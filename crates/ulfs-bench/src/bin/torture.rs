@@ -98,7 +98,7 @@ pub fn durable_path(k: u64) -> String {
 /// `k` (so a mix-up reads as one), then 0..2500 bytes, and every 16th step
 /// a multi-block file (4 KiB..16 KiB).
 pub fn durable_content(k: u64) -> Vec<u8> {
-    let len = if k % 16 == 0 {
+    let len = if k.is_multiple_of(16) {
         4096 + mix(k) % 12_288
     } else {
         mix(k) % 2500
@@ -504,6 +504,18 @@ impl Writer {
         }
     }
 
+    /// Operations until the next durable step: mostly a few, sometimes
+    /// hundreds, so that a good share of the run is spent in ulfs's own
+    /// code (where a freeze lands mid-operation) rather than waiting in
+    /// msync and fdatasync (where it lands between operations).
+    fn gap(&mut self) -> u64 {
+        if self.rng.chance(70) {
+            self.rng.range(1, 40)
+        } else {
+            self.rng.range(100, 1000)
+        }
+    }
+
     /// Writes `content` to `path` in one to three write calls.
     fn write_file(&mut self, path: &str, content: &[u8]) -> Fd {
         let flags = libc::O_CREAT | libc::O_TRUNC | libc::O_WRONLY;
@@ -547,8 +559,60 @@ impl Writer {
         self.fs.close(fd).unwrap_or_else(|e| die("close", e));
     }
 
+    /// Removes `path` and everything under it (any error ends the run:
+    /// nothing else changes the tree meanwhile).
+    fn rm_tree(&mut self, path: &str) {
+        let fd = self
+            .fs
+            .open(path, libc::O_RDONLY | libc::O_DIRECTORY, 0)
+            .unwrap_or_else(|e| die(&format!("open {path}"), e));
+        let mut names = Vec::new();
+        let mut buf = vec![0u8; 32 << 10];
+        loop {
+            let n = self
+                .fs
+                .getdents64(fd, &mut buf)
+                .unwrap_or_else(|e| die(&format!("getdents64 {path}"), e));
+            if n == 0 {
+                break;
+            }
+            for d in ulfs::parse_dirents(&buf[..n]) {
+                if d.name != b"." && d.name != b".." {
+                    names.push((d.name, d.dtype));
+                }
+            }
+        }
+        self.fs.close(fd).unwrap_or_else(|e| die("close", e));
+        for (name, dtype) in names {
+            let child = format!("{path}/{}", String::from_utf8_lossy(&name));
+            if dtype == ulfs::DT_DIR {
+                self.rm_tree(&child);
+                self.fs
+                    .rmdir(&child)
+                    .unwrap_or_else(|e| die(&format!("rmdir {child}"), e));
+            } else {
+                self.fs
+                    .unlink(&child)
+                    .unwrap_or_else(|e| die(&format!("unlink {child}"), e));
+            }
+        }
+    }
+
+    /// Keeps the image from filling up on a long run: when less than a
+    /// quarter is free, the workload trees are emptied (a burst of unlinks
+    /// and rmdirs, itself good to crash in). The durable files stay.
+    fn prune_if_full(&mut self) {
+        let st = self.fs.statfs("/").unwrap_or_else(|e| die("statfs", e));
+        if st.bavail < st.blocks / 4 {
+            for top in TOPS {
+                self.rm_tree(top);
+            }
+        }
+    }
+
     /// One durable step (see the top of the file), then its log line.
     fn durable_step(&mut self) {
+        self.prune_if_full();
         let k = self.step + 1;
         let path = durable_path(k);
         let fd = self.write_file(&path, &durable_content(k));
@@ -557,7 +621,7 @@ impl Writer {
             .unwrap_or_else(|e| die(&format!("fsync {path}"), e));
         self.fs.close(fd).unwrap_or_else(|e| die("close", e));
         self.fsync_path("/durable", true);
-        if k % 3 == 0 {
+        if k.is_multiple_of(3) {
             let fd = self.write_file("/atomic.tmp", &atomic_content(k));
             self.fs
                 .fsync(fd)
@@ -653,13 +717,13 @@ fn main() {
         ops: 0,
     };
     for d in ["/durable", "/a", "/b", "/c"] {
-        if let Err(e) = w.fs.mkdir(d, 0o755) {
-            if e != Errno::EEXIST {
-                die(&format!("mkdir {d}"), e);
-            }
+        if let Err(e) = w.fs.mkdir(d, 0o755)
+            && e != Errno::EEXIST
+        {
+            die(&format!("mkdir {d}"), e);
         }
     }
-    let mut until_step = w.rng.range(1, 30);
+    let mut until_step = w.gap();
     loop {
         if args.max_ops.is_some_and(|m| w.ops >= m) {
             break;
@@ -668,7 +732,7 @@ fn main() {
         until_step -= 1;
         if until_step == 0 {
             w.durable_step();
-            until_step = w.rng.range(1, 30);
+            until_step = w.gap();
         }
     }
     for fd in std::mem::take(&mut w.held) {

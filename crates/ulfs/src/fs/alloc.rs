@@ -36,6 +36,7 @@ impl Volume {
             && !self.j.is_quarantined(goal)
             && self.try_take(g, goal)?
         {
+            self.j.note_alloc(goal);
             return Ok(goal);
         }
         let quarantine = self.j.has_quarantine();
@@ -87,6 +88,7 @@ impl Volume {
             self.alloc_word = w;
             let taken = self.try_take(g, bid as Bid)?;
             debug_assert!(taken);
+            self.j.note_alloc(bid as Bid);
             return Ok(bid as Bid);
         }
         Err(Errno::ENOSPC)

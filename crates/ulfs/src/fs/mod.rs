@@ -226,6 +226,8 @@ mod tests {
             let a = v.alloc_block(0).unwrap();
             let b = v.alloc_block(a + 1).unwrap();
             assert_eq!(b, a + 1);
+            // Make the allocation durable-visible, so freeing it matters.
+            v.commit_txn().unwrap();
             let free = v.sb.free_blocks;
             v.free_block(a).unwrap();
             assert_eq!(v.sb.free_blocks, free + 1);
