@@ -203,7 +203,7 @@ fn damaged_journal_never_crashes_replay() {
         })
         .collect();
     assert!(journal.len() > 3, "the log holds transactions");
-    let mut rng = Rng(0x10_6);
+    let mut rng = Rng(0x0106);
     let crashed = dir.path().join("crashed.img");
     for _ in 0..80 {
         let mut bytes = pristine.clone();
