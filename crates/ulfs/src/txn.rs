@@ -436,12 +436,17 @@ impl Journal {
     /// Writes descriptors and sealed copies of every shadow to the log.
     fn write_log(&mut self) -> Result<()> {
         let log = self.log.as_mut().expect("journaled");
+        // A block freed (its shadow dropped) and written again in the same
+        // transaction was pushed twice: each block goes to the log once, so
+        // the commit record's count is the number of copies written.
+        let mut seen = BidSet::default();
         let order: Vec<Bid> = log
             .order
             .iter()
             .copied()
-            .filter(|b| log.shadows.contains_key(b))
+            .filter(|b| log.shadows.contains_key(b) && seen.insert(*b))
             .collect();
+        debug_assert_eq!(order.len(), log.shadows.len());
         log.order = order;
         let mut at = log.start + 1 + log.pos;
         let seq = log.next_seq;
@@ -587,6 +592,16 @@ impl Journal {
             }
             done.transactions += 1;
             seq += 1;
+        }
+        // Number new transactions above every sequence still written in
+        // the region: if replay stopped early (a damaged record), complete
+        // records of later transactions may remain, and must never be taken
+        // for new ones.
+        for bid in start + 1..end {
+            let b = self.store.block(bid)?;
+            if is_record(b) {
+                seq = seq.max(record_seq(b) + 1);
+            }
         }
         let log = self.log.as_mut().expect("journaled");
         log.next_seq = seq;
@@ -738,6 +753,48 @@ mod tests {
         j.commit_txn().unwrap();
         j.forget(47);
         assert!(j.is_quarantined(47), "allocated by a committed transaction");
+    }
+
+    /// Regression (found by the real-process crash test): a block freed and
+    /// written again in one transaction must be logged once, or the commit
+    /// record's count does not match and replay drops the transaction.
+    #[test]
+    fn block_freed_and_rewritten_in_one_transaction_replays() {
+        let (mut j, _) = open(journaled_disk());
+        j.note_alloc(40);
+        init_block(j.meta_mut(40).unwrap(), MAGIC_MAP);
+        j.forget(40);
+        init_block(j.meta_mut(40).unwrap(), MAGIC_MAP);
+        j.meta_mut(40).unwrap()[100] = 4;
+        j.meta_mut(41).unwrap()[100] = 1;
+        j.commit_txn().unwrap();
+        j.meta_mut(42).unwrap()[100] = 2;
+        j.commit_txn().unwrap();
+        let (j2, r) = open(SimDisk::from_image(disk_of(&j).crash_image(|_| Fate::Lost)));
+        assert_eq!(r.transactions, 2);
+        assert_eq!(j2.meta(40).unwrap()[100], 4);
+        assert_eq!(j2.data(42).unwrap()[100], 2);
+    }
+
+    /// After a replay that stopped at a damaged record, new transactions
+    /// are numbered past every record left in the region.
+    #[test]
+    fn new_transactions_are_numbered_past_leftover_records() {
+        let (mut j, _) = open(journaled_disk());
+        for i in 0..3u8 {
+            j.meta_mut(40 + i as u32).unwrap()[7] = i + 1;
+            j.commit_txn().unwrap();
+        }
+        let mut img = disk_of(&j).crash_image(|_| Fate::Lost);
+        // Damage the first transaction's descriptor (log block 3).
+        img[3 * BLOCK_SIZE + 40] ^= 1;
+        let (j2, r) = open(SimDisk::from_image(img));
+        assert_eq!(r.transactions, 0);
+        let next = j2.log.as_ref().unwrap().next_seq;
+        assert!(
+            next > 3,
+            "leftover records of transactions 2 and 3: next is {next}"
+        );
     }
 
     #[test]

@@ -1,8 +1,9 @@
 //! `torture`: the writer process of the real-process crash test
 //! (`tests/real_crash.rs`, issue 3 requirement 6).
 //!
-//! `torture IMAGE [--seed N] [--log PATH] [--max-ops N]` mounts IMAGE
-//! read-write and runs, until killed (or for `--max-ops` operations), a
+//! `torture IMAGE [--seed N] [--log PATH] [--max-ops N] [--commit-blocks N]`
+//! mounts IMAGE read-write (the journal's commit size from the seed unless
+//! given) and runs, until killed (or for `--max-ops` operations), a
 //! seeded mix of metadata and data operations: create, write, append,
 //! truncate, rename (files and whole subtrees), link, unlink, symlink,
 //! mkdir, rmdir, and files unlinked while still open, in a few directories.
@@ -648,12 +649,13 @@ struct Args {
     seed: u64,
     log: Option<String>,
     max_ops: Option<u64>,
+    commit_blocks: Option<u32>,
     check: bool,
 }
 
 fn usage() -> ! {
     eprintln!(
-        "usage: torture IMAGE [--seed N] [--log PATH] [--max-ops N]\n       torture --check IMAGE --log PATH"
+        "usage: torture IMAGE [--seed N] [--log PATH] [--max-ops N] [--commit-blocks N]\n       torture --check IMAGE --log PATH"
     );
     std::process::exit(1);
 }
@@ -664,6 +666,7 @@ fn parse_args() -> Args {
         seed: 1,
         log: None,
         max_ops: None,
+        commit_blocks: None,
         check: false,
     };
     let mut it = std::env::args().skip(1);
@@ -673,6 +676,9 @@ fn parse_args() -> Args {
             "--seed" => args.seed = value().parse().unwrap_or_else(|_| usage()),
             "--log" => args.log = Some(value()),
             "--max-ops" => args.max_ops = Some(value().parse().unwrap_or_else(|_| usage())),
+            "--commit-blocks" => {
+                args.commit_blocks = Some(value().parse().unwrap_or_else(|_| usage()))
+            }
             "--check" => args.check = true,
             _ if a.starts_with('-') || !args.image.is_empty() => usage(),
             _ => args.image = a,
@@ -697,8 +703,24 @@ fn main() {
         }
         return;
     }
-    let fs = Fs::mount(&args.image, MountOptions::default())
-        .unwrap_or_else(|e| die(&format!("mount {}", args.image), e));
+    // Half the seeds keep the default commit policy; the others commit
+    // every few metadata blocks, so commits, installs and checkpoints (the
+    // journal wraps) happen in the middle of the workload, not only at
+    // fsync.
+    let commit_blocks = args.commit_blocks.unwrap_or_else(|| {
+        let mut r = Rng::new(args.seed ^ 0xC0);
+        if r.chance(50) {
+            0
+        } else {
+            r.range(1, 32) as u32
+        }
+    });
+    let opts = MountOptions {
+        commit_blocks,
+        ..Default::default()
+    };
+    let fs =
+        Fs::mount(&args.image, opts).unwrap_or_else(|e| die(&format!("mount {}", args.image), e));
     let log = args.log.as_ref().map(|p| {
         OpenOptions::new()
             .create(true)

@@ -94,6 +94,16 @@ pub fn is_commit(b: &Block) -> bool {
     magic(b) == MAGIC_COMMIT && block_crc_ok(b)
 }
 
+/// Whether `b` is an intact descriptor or commit block (any sequence).
+pub fn is_record(b: &Block) -> bool {
+    matches!(magic(b), MAGIC_DESCRIPTOR | MAGIC_COMMIT) && block_crc_ok(b)
+}
+
+/// The sequence number of a descriptor or commit block.
+pub fn record_seq(b: &Block) -> u64 {
+    get_u64(b, REC_SEQ)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
