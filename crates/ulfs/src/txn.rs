@@ -604,8 +604,11 @@ impl Journal {
             }
         }
         let log = self.log.as_mut().expect("journaled");
+        let moved = seq != log.next_seq;
         log.next_seq = seq;
-        if !read_only && done.transactions > 0 {
+        // The header must say where the next transaction will be looked
+        // for before one is written: checkpoint whenever replay changed it.
+        if !read_only && moved {
             log.installed = true;
             log.pos = at - (start + 1);
             self.checkpoint()?;
@@ -795,6 +798,17 @@ mod tests {
             next > 3,
             "leftover records of transactions 2 and 3: next is {next}"
         );
+        // ...and the header says so before anything new is logged: a
+        // transaction committed now must be found by the next replay.
+        assert_eq!(header_decode(j2.store().block(2).unwrap()), Some(next));
+        let mut j2 = j2;
+        j2.meta_mut(45).unwrap()[500] = 5;
+        j2.commit_txn().unwrap();
+        let (j3, r) = open(SimDisk::from_image(
+            disk_of(&j2).crash_image(|_| Fate::Lost),
+        ));
+        assert_eq!(r.transactions, 1);
+        assert_eq!(j3.meta(45).unwrap()[500], 5);
     }
 
     #[test]
