@@ -28,6 +28,25 @@ impl SharedFs {
         self.0.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Starts a thread that commits the running transaction once it is due
+    /// (`MountOptions::commit_interval`), even while the program makes no
+    /// calls, so that a crash loses at most that interval of work done
+    /// without fsync. The thread holds only a weak reference and ends when
+    /// the last handle is dropped.
+    pub fn spawn_committer(&self, every: std::time::Duration) -> std::thread::JoinHandle<()> {
+        let weak = Arc::downgrade(&self.0);
+        std::thread::spawn(move || {
+            loop {
+                std::thread::sleep(every);
+                let Some(fs) = weak.upgrade() else { return };
+                let mut g = fs.lock().unwrap_or_else(|e| e.into_inner());
+                // An error here (a failed flush) has already latched the
+                // volume read-only; the next call reports it.
+                let _ = g.commit_if_due();
+            }
+        })
+    }
+
     /// Gives the `Fs` back when this is the last handle.
     pub fn into_inner(self) -> Option<Fs> {
         Arc::into_inner(self.0).map(|m| m.into_inner().unwrap_or_else(|e| e.into_inner()))

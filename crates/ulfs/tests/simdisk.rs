@@ -38,3 +38,37 @@ fn sync_makes_everything_durable() {
     after.pread(fd, &mut buf, 9_990).unwrap();
     assert_eq!(buf, [7u8; 10]);
 }
+
+/// The time bound holds for an idle program too: with a committer thread,
+/// a write followed by no call at all becomes durable within the interval.
+#[test]
+fn idle_program_commits_within_the_interval() {
+    let opts = MountOptions {
+        commit_interval: std::time::Duration::from_millis(50),
+        ..Default::default()
+    };
+    let fs = ulfs::SharedFs::new(Fs::mount_store(formatted(1024), opts).unwrap());
+    let committer = fs.spawn_committer(std::time::Duration::from_millis(20));
+    {
+        let mut g = fs.lock();
+        let fd = g
+            .open("/idle", libc::O_CREAT | libc::O_WRONLY, 0o644)
+            .unwrap();
+        g.write(fd, b"no fsync").unwrap();
+        g.close(fd).unwrap();
+    }
+    std::thread::sleep(std::time::Duration::from_millis(400));
+    let image = fs.lock().sim_disk().unwrap().crash_image(|_| Fate::Lost);
+    let mut after = Fs::mount_store(
+        Box::new(SimDisk::from_image(image)),
+        MountOptions::default(),
+    )
+    .unwrap();
+    assert_eq!(
+        after.stat("/idle").unwrap().size,
+        8,
+        "committed by the committer thread"
+    );
+    drop(fs);
+    committer.join().unwrap();
+}

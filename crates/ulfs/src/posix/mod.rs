@@ -382,6 +382,17 @@ impl Fs {
         self.vol.sync()
     }
 
+    /// Commits the running transaction if it is due (its size cap or age
+    /// reached). Calls do this themselves; an idle program, or a thread on
+    /// its behalf (`SharedFs::spawn_committer`), calls it so that the loss
+    /// window without fsync stays bounded in time too.
+    pub fn commit_if_due(&mut self) -> Result<()> {
+        if self.vol.is_read_only() {
+            return Ok(());
+        }
+        self.vol.commit()
+    }
+
     /// Reads directory entries as `linux_dirent64` records, `.` and `..`
     /// first. Returns 0 at the end of the directory.
     pub fn getdents64(&mut self, fd: Fd, buf: &mut [u8]) -> Result<usize> {
