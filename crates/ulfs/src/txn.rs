@@ -119,8 +119,6 @@ pub struct Journal {
     /// One bit per block: its checksum was verified (or we wrote it).
     verified: Vec<Cell<u64>>,
     verify: bool,
-    /// The last metadata block that failed verification.
-    damaged: Cell<Option<Bid>>,
     /// A flush failed: nothing more may be written.
     failed: bool,
 }
@@ -144,7 +142,6 @@ impl Journal {
                 .map(|_| Cell::new(0))
                 .collect(),
             verify,
-            damaged: Cell::new(None),
             failed: false,
         }
     }
@@ -211,11 +208,6 @@ impl Journal {
     /// A flush failed earlier; the volume is read-only from then on.
     pub fn has_failed(&self) -> bool {
         self.failed
-    }
-
-    /// The last metadata block whose checksum did not match.
-    pub fn damaged_block(&self) -> Option<Bid> {
-        self.damaged.get()
     }
 
     /// Blocks the running transaction holds (0 in place).
@@ -296,7 +288,6 @@ impl Journal {
             && w.get() & (1 << (bid % 64)) == 0
         {
             if !block_crc_ok(b) {
-                self.damaged.set(Some(bid));
                 LAST_DAMAGED.with(|c| c.set(Some(bid)));
                 return Err(Errno::EUCLEAN);
             }
@@ -830,6 +821,6 @@ mod tests {
         d.block_mut(5).unwrap()[999] ^= 1;
         let j = Journal::in_place(Box::new(d), true);
         assert_eq!(j.meta(5).unwrap_err(), Errno::EUCLEAN);
-        assert_eq!(j.damaged_block(), Some(5));
+        assert_eq!(last_damaged_block(), Some(5));
     }
 }

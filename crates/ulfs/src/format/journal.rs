@@ -89,11 +89,6 @@ pub fn commit_decode(b: &Block, seq: u64) -> Option<(u32, u32)> {
     Some((get_u32(b, COMMIT_TOTAL), get_u32(b, COMMIT_DATA_CRC)))
 }
 
-/// Whether `b` is a commit block of some transaction (any sequence).
-pub fn is_commit(b: &Block) -> bool {
-    magic(b) == MAGIC_COMMIT && block_crc_ok(b)
-}
-
 /// Whether `b` is an intact descriptor or commit block (any sequence).
 pub fn is_record(b: &Block) -> bool {
     matches!(magic(b), MAGIC_DESCRIPTOR | MAGIC_COMMIT) && block_crc_ok(b)
@@ -127,7 +122,8 @@ mod tests {
         );
         commit_encode(&mut b, 7, 3, 0xdead);
         assert_eq!(commit_decode(&b, 7), Some((3, 0xdead)));
-        assert!(is_commit(&b));
+        assert!(is_record(&b));
+        assert_eq!(record_seq(&b), 7);
         b[30] ^= 1;
         assert_eq!(commit_decode(&b, 7), None, "a torn commit ends replay");
         assert_eq!(DESC_CAP, 1016);

@@ -40,18 +40,7 @@ impl Fs {
     /// Mounts an image. A file that is not a ulfs image, or a damaged one,
     /// is refused with an error that says why.
     pub fn mount(image: impl AsRef<Path>, opts: MountOptions) -> std::result::Result<Fs, Error> {
-        let mut vol = Volume::mount(image.as_ref(), opts)?;
-        let root = vol.root();
-        vol.open_ref(root);
-        Ok(Fs {
-            vol,
-            proc: Process {
-                fds: FdTable::default(),
-                cwd: root,
-                umask: 0o022,
-            },
-            unmounted: false,
-        })
+        Ok(Fs::over(Volume::mount(image.as_ref(), opts)?))
     }
 
     /// Mounts the image held by any store (a `SimDisk` in crash tests).
@@ -59,10 +48,15 @@ impl Fs {
         store: Box<dyn crate::store::BlockStore>,
         opts: MountOptions,
     ) -> std::result::Result<Fs, Error> {
-        let mut vol = Volume::mount_store(store, opts, "image")?;
+        Ok(Fs::over(Volume::mount_store(store, opts, "image")?))
+    }
+
+    /// One process view over a mounted volume, starting at the root.
+    fn over(mut vol: Volume) -> Fs {
         let root = vol.root();
+        // The working directory holds its inode like an open descriptor.
         vol.open_ref(root);
-        Ok(Fs {
+        Fs {
             vol,
             proc: Process {
                 fds: FdTable::default(),
@@ -70,7 +64,7 @@ impl Fs {
                 umask: 0o022,
             },
             unmounted: false,
-        })
+        }
     }
 
     /// The simulated disk under this file system, if it runs on one.
