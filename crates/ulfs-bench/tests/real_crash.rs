@@ -465,7 +465,7 @@ fn frozen_and_killed_writer_images_replay_clean() {
 
 /// The long run: `cargo test -p ulfs-bench --test real_crash -- --ignored`.
 #[test]
-#[ignore]
+#[ignore = "long run: 15 rounds x 40 SIGSTOP copies + 6 SIGKILLs, about 4 minutes; run with -- --ignored"]
 fn frozen_and_killed_writer_images_replay_clean_long() {
     campaign(
         env_u64("ULFS_REAL_CRASH_ROUNDS", 15),

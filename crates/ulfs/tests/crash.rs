@@ -3023,7 +3023,7 @@ fn crash_mixed() {
 /// ULFS_CRASH_STATES (default 100000), ULFS_CRASH_WORKLOADS (names, comma
 /// separated; default all).
 #[test]
-#[ignore]
+#[ignore = "long seeded run (ULFS_CRASH_SEED, ULFS_CRASH_STATES, ULFS_CRASH_WORKLOADS); run with -- --ignored"]
 fn crash_long_seeded() {
     let seed = std::env::var("ULFS_CRASH_SEED")
         .ok()
@@ -3074,7 +3074,7 @@ fn parse_u64(s: &str) -> u64 {
 
 /// ULFS_CRASH_REPLAY='<workload> <scale> <seed> <point> <fates>'.
 #[test]
-#[ignore]
+#[ignore = "replays one failing crash state named by ULFS_CRASH_REPLAY (printed by a failure)"]
 fn crash_replay() {
     let spec = std::env::var("ULFS_CRASH_REPLAY")
         .expect("set ULFS_CRASH_REPLAY='<workload> <scale> <seed> <point> <fates>'");
