@@ -170,7 +170,7 @@ fn hundred_thousand_entries() {
 
 /// The supported maximum case; run with `cargo test --release -- --ignored`.
 #[test]
-#[ignore = "one million entries in one directory: about 5 s in release; run with --release -- --ignored"]
+#[ignore = "one million entries in one directory: about a minute in release (journal commits flush to disk); run with --release -- --ignored"]
 fn million_entries() {
     big_directory(1_000_000);
 }
