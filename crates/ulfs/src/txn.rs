@@ -407,7 +407,11 @@ impl Journal {
         let n = log.shadows.len();
         let need = Log::footprint(n);
         if need > log.capacity() {
-            return Err(Errno::ENOSPC);
+            // Cannot happen with a journal sized by mkfs (min_journal); if
+            // it does, stop changing the image rather than fail every
+            // commit from now on. The durable state is the last commit.
+            self.failed = true;
+            return Err(Errno::EIO);
         }
         if log.pos + need > log.capacity() {
             self.checkpoint()?;

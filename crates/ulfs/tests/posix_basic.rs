@@ -377,3 +377,56 @@ fn original_ulfs_v1_image_is_recognised() {
     assert_eq!(err.errno, Errno::EINVAL);
     assert!(err.message.contains("original ULFS v1"), "{err}");
 }
+
+/// Operations far larger than one transaction (a journal of the smallest
+/// allowed size) commit their completed prefix and go on, and the result
+/// checks clean. Without that, a 1 GiB fallocate or hole punch (about 260
+/// index blocks) could not fit an 80-block journal at all.
+#[test]
+fn huge_operations_fit_a_small_journal() {
+    let dir = match std::path::Path::new("/dev/shm").is_dir() {
+        true => tempfile::tempdir_in("/dev/shm").unwrap(),
+        false => tempfile::tempdir().unwrap(),
+    };
+    let img = dir.path().join("small-journal.img");
+    let size = 1200 << 20;
+    let too_small = MkfsOptions {
+        size,
+        journal_blocks: Some(8),
+        ..Default::default()
+    };
+    let err = mkfs(&img, &too_small).unwrap_err();
+    assert!(err.message.contains("too small for this image"), "{err}");
+    let groups = ((size >> 12) - 2).div_ceil(32641);
+    let journal = ulfs::fs::min_journal(groups);
+    mkfs(
+        &img,
+        &MkfsOptions {
+            size,
+            journal_blocks: Some(journal),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let mut fs = Fs::mount(&img, MountOptions::default()).unwrap();
+    let fd = fs.open("/big", CREAT, 0o644).unwrap();
+    let data: Vec<u8> = (0..8u32 << 20).map(|i| (i % 253) as u8).collect();
+    assert_eq!(fs.write(fd, &data).unwrap(), data.len());
+    fs.fallocate(fd, 0, 8 << 20, 1 << 30).unwrap();
+    assert_eq!(fs.fstat(fd).unwrap().size, (8 << 20) + (1 << 30));
+    fs.fallocate(
+        fd,
+        libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
+        4096,
+        1 << 30,
+    )
+    .unwrap();
+    let mut buf = vec![0u8; 8192];
+    fs.pread(fd, &mut buf, 0).unwrap();
+    assert_eq!(&buf[..4096], &data[..4096]);
+    assert!(buf[4096..].iter().all(|&b| b == 0));
+    fs.close(fd).unwrap();
+    fs.unmount().unwrap();
+    let report = ulfs::fsck(&img, &mut Default::default()).unwrap();
+    assert!(report.is_clean(), "{:#?}", report.problems);
+}

@@ -204,7 +204,9 @@ impl Volume {
         }
         let result = match mode {
             0 | FALLOC_KEEP_SIZE => self.preallocate(ino, &mut inode, off, end, mode == 0),
-            m if m == FALLOC_PUNCH_HOLE | FALLOC_KEEP_SIZE => self.punch_hole(&mut inode, off, end),
+            m if m == FALLOC_PUNCH_HOLE | FALLOC_KEEP_SIZE => {
+                self.punch_hole(ino, &mut inode, off, end)
+            }
             _ => Err(Errno::EOPNOTSUPP),
         };
         inode.ctime = Timespec::now();
@@ -242,10 +244,15 @@ impl Volume {
         Ok(())
     }
 
-    fn punch_hole(&mut self, inode: &mut Inode, off: u64, end: u64) -> Result<()> {
+    fn punch_hole(&mut self, ino: Ino, inode: &mut Inode, off: u64, end: u64) -> Result<()> {
         let end = end.min(inode.size.max(off));
         let mut pos = off;
         while pos < end {
+            if !self.txn_room(8) {
+                // Commit the hole punched so far: a consistent state.
+                self.put_inode(ino, inode)?;
+                self.commit_txn()?;
+            }
             let lblk = pos / BS;
             let boff = (pos % BS) as usize;
             let chunk = (BLOCK_SIZE - boff).min((end - pos) as usize);

@@ -22,6 +22,16 @@ pub const MIN_BLOCKS: u64 = 64;
 /// Smallest journal region (header plus log).
 pub const MIN_JOURNAL: u32 = 32;
 
+/// Smallest journal for an image of `groups` groups: an operation that
+/// cannot be split (freeing a huge file or directory) changes at most one
+/// map block per group plus a few others, and must fit one transaction
+/// (a quarter of the journal is the commit threshold, so twice that).
+pub fn min_journal(groups: u64) -> u32 {
+    (MIN_JOURNAL as u64)
+        .max(groups * 2 + 64)
+        .min(u32::MAX as u64) as u32
+}
+
 /// Journal blocks for an image of `total` blocks: what was asked, or by
 /// default 1/32 of the image, at least 64 and at most 32,768 (128 MiB),
 /// never more than a quarter of the image.
@@ -29,7 +39,13 @@ pub fn journal_size(opts: &MkfsOptions, total: u64) -> u32 {
     match (opts.mode, opts.journal_blocks) {
         (_, Some(n)) => n,
         (Mode::None, None) => 0,
-        (Mode::Journal, None) => (total / 32).clamp(64, 32_768).min(total / 4) as u32,
+        (Mode::Journal, None) => {
+            let groups = total.div_ceil(GROUP_SPAN as u64);
+            (total / 32)
+                .clamp(64, 32_768)
+                .min(total / 4)
+                .max(min_journal(groups) as u64) as u32
+        }
     }
 }
 
@@ -90,6 +106,23 @@ pub fn mkfs(image: impl AsRef<Path>, opts: &MkfsOptions) -> Result<(), Error> {
     };
     if !blockdev && opts.size / (BLOCK_SIZE as u64) < MIN_BLOCKS + journal {
         return Err(too_small(opts.size));
+    }
+    if !blockdev && opts.mode == Mode::Journal {
+        let total = (opts.size / BLOCK_SIZE as u64).min(u32::MAX as u64 + 1);
+        let need = min_journal(
+            total
+                .saturating_sub(2 + journal)
+                .div_ceil(GROUP_SPAN as u64),
+        );
+        if journal < need as u64 {
+            return Err(Error::new(
+                Errno::EINVAL,
+                format!(
+                    "{shown}: a journal of {journal} blocks is too small for this image (at least {need} blocks, {} KiB)",
+                    need as u64 * 4
+                ),
+            ));
+        }
     }
     let existed = path.exists();
     let result = make(path, opts, blockdev, journal, too_small);
@@ -164,7 +197,10 @@ pub fn format_store(
     if total < MIN_BLOCKS + journal as u64 || label.len() > LABEL_MAX {
         return Err(Errno::EINVAL);
     }
-    if opts.mode == Mode::Journal && journal < MIN_JOURNAL {
+    if opts.mode == Mode::Journal
+        && journal
+            < min_journal((total.saturating_sub(2 + journal as u64)).div_ceil(GROUP_SPAN as u64))
+    {
         return Err(Errno::EINVAL);
     }
     let rnd = random_bytes().map_err(|e| e.errno)?;

@@ -17,7 +17,7 @@ mod ops;
 mod repair;
 
 pub use dir::DirItem;
-pub use mkfs::{MkfsOptions, format_store, mkfs};
+pub use mkfs::{MkfsOptions, format_store, min_journal, mkfs};
 pub use mount::{Info, Mode, MountOptions};
 pub use ops::dtype_of;
 
