@@ -34,7 +34,7 @@ pub fn min_journal(groups: u64) -> u32 {
 
 /// Journal blocks for an image of `total` blocks: what was asked, or by
 /// default 1/32 of the image, at least 64 and at most 32,768 (128 MiB),
-/// never more than a quarter of the image.
+/// never more than a quarter of the image, and never below `min_journal`.
 pub fn journal_size(opts: &MkfsOptions, total: u64) -> u32 {
     match (opts.mode, opts.journal_blocks) {
         (_, Some(n)) => n,
