@@ -13,11 +13,11 @@ const LEAF_NEXT: usize = 20; // u32 next leaf in key order
 const INNER_LEVEL: usize = 18; // u16 height above the leaves (>= 1)
 pub const NODE_HDR: usize = 32;
 
-const REC_KEY: usize = 0;
-const REC_INO: usize = 8;
-const REC_TYPE: usize = 16;
-const REC_NLEN: usize = 17;
-const REC_NAME: usize = 18;
+pub(crate) const REC_KEY: usize = 0;
+pub(crate) const REC_INO: usize = 8;
+pub(crate) const REC_TYPE: usize = 16;
+pub(crate) const REC_NLEN: usize = 17;
+pub(crate) const REC_NAME: usize = 18;
 
 const INNER_ENTRY: usize = 12;
 pub const INNER_CAP: usize = (BLOCK_SIZE - NODE_HDR) / INNER_ENTRY;

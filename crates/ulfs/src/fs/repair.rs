@@ -54,11 +54,6 @@ use std::collections::{HashMap, HashSet};
 /// Deepest directory index (as `dir.rs` builds and accepts).
 const MAX_INDEX_DEPTH: u32 = 8;
 const P: usize = PTRS_PER_BLOCK as usize;
-/// Record layout inside a leaf (docs/FORMAT.md 9.2), for reading records
-/// of a leaf whose header cannot be trusted.
-const REC_INO: usize = 8;
-const REC_NLEN: usize = 17;
-const REC_NAME: usize = 18;
 /// Most log lines kept; further fixes are counted.
 const LOG_MAX: usize = 1000;
 /// Operations per transaction while rebuilding, so that a large repair
