@@ -2,25 +2,13 @@
 //! broken on purpose; directories scale to 100,000 entries (1,000,000 in the
 //! ignored run) with lookups, creates and unlinks that stay correct.
 
-use ulfs::{Errno, Fs, FsckOptions, MkfsOptions, MountOptions, fsck, mkfs};
+use ulfs::{Errno, Fs, FsckOptions, MountOptions, fsck};
+
+mod common;
+use common::image_in as image_with;
 
 fn image(size: u64) -> (tempfile::TempDir, std::path::PathBuf) {
     image_with(size, ulfs::Mode::Journal)
-}
-
-fn image_with(size: u64, mode: ulfs::Mode) -> (tempfile::TempDir, std::path::PathBuf) {
-    let dir = tempfile::tempdir().unwrap();
-    let img = dir.path().join("t.img");
-    mkfs(
-        &img,
-        &MkfsOptions {
-            size,
-            mode,
-            ..Default::default()
-        },
-    )
-    .unwrap();
-    (dir, img)
 }
 
 fn check(img: &std::path::Path) -> Vec<String> {

@@ -5,17 +5,10 @@ use ulfs::{Errno, Fs, MkfsOptions, MountOptions, RENAME_EXCHANGE, RENAME_NOREPLA
 
 const CREAT: i32 = libc::O_CREAT | libc::O_RDWR;
 
+mod common;
+
 fn fresh(size: u64) -> (tempfile::TempDir, std::path::PathBuf, Fs) {
-    let dir = tempfile::tempdir().unwrap();
-    let img = dir.path().join("t.img");
-    mkfs(
-        &img,
-        &MkfsOptions {
-            size,
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    let (dir, img) = common::image_in(size, ulfs::Mode::Journal);
     let fs = Fs::mount(&img, MountOptions::default()).unwrap();
     (dir, img, fs)
 }

@@ -6,9 +6,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use ulfs::format::{BLOCK_SIZE, Block, seal_block};
-use ulfs::{
-    Fs, FsckOptions, MkfsOptions, Mode, MountOptions, RepairReport, fsck, fsck_repair, mkfs,
-};
+use ulfs::{Fs, FsckOptions, Mode, MountOptions, RepairReport, fsck, fsck_repair};
 
 const BS: usize = BLOCK_SIZE;
 
@@ -16,20 +14,8 @@ fn image(size: u64) -> (tempfile::TempDir, PathBuf) {
     image_in(size, Mode::None)
 }
 
-fn image_in(size: u64, mode: Mode) -> (tempfile::TempDir, PathBuf) {
-    let dir = tempfile::tempdir().unwrap();
-    let img = dir.path().join("t.img");
-    mkfs(
-        &img,
-        &MkfsOptions {
-            size,
-            mode,
-            ..Default::default()
-        },
-    )
-    .unwrap();
-    (dir, img)
-}
+mod common;
+use common::image_in;
 
 fn problems(img: &Path) -> Vec<String> {
     fsck(img, &mut FsckOptions::default()).unwrap().problems
