@@ -46,7 +46,8 @@
 //! Paste the ops into a `#[test]` calling `run_ops(vec![...])` (see the
 //! regression tests at the bottom) to replay it deterministically.
 //! More cases: `PROPTEST_CASES=5000 cargo test -p ulfs --test model`.
-//! Fixed seed: `PROPTEST_RNG_SEED=<n>`.
+//! Fixed seed: `PROPTEST_RNG_SEED=<n>` (scripts/test.sh pins one, so a CI
+//! run is reproducible; explore with other seeds and more cases by hand).
 
 use std::ffi::CString;
 use std::fmt;
@@ -1804,6 +1805,40 @@ fn rw() -> Flags {
 }
 
 /// Renaming one hard link of a file onto another is a no-op: both names stay.
+/// Found by the model test: listing a directory through a descriptor opened
+/// before the directory was removed is ENOENT on Linux, not an empty list.
+#[test]
+fn getdents_of_removed_directory_is_enoent() {
+    run_ops(vec![
+        Op::Mkdir(p("/c/"), M(0o755)),
+        Op::Open(p("/c/"), Flags(libc::O_RDONLY), M(0)),
+        Op::Rmdir(p("/c/")),
+        Op::Getdents(S(0), 16),
+        Op::Fstat(S(0)),
+    ]);
+}
+
+/// Found by the model test: in a removed directory Linux finds nothing
+/// (ENOENT) before it judges a name's length (ENAMETOOLONG), whether the
+/// long name is walked through or is the one being created or removed.
+#[test]
+fn removed_directory_is_enoent_before_long_name() {
+    let long = "n".repeat(256);
+    run_ops(vec![
+        Op::Mkdir(p("d"), M(0o755)),
+        Op::Chdir(p("d")),
+        Op::Rmdir(p("../d")),
+        Op::Rmdir(p(&format!("{long}//a/"))),
+        Op::Mkdir(p(&long), M(0o755)),
+        Op::Unlink(p(&long)),
+        Op::Lstat(p(&long)),
+        Op::Open(p(&long), Flags(libc::O_RDWR | libc::O_CREAT), M(0o644)),
+        Op::Symlink(p("x"), p(&long)),
+        Op::Chdir(p("/")),
+        Op::Mkdir(p(&long), M(0o755)),
+    ]);
+}
+
 #[test]
 fn rename_over_self_via_hard_link_is_noop() {
     run_ops(vec![

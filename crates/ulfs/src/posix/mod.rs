@@ -150,7 +150,7 @@ impl Fs {
             if w.trailing_slash {
                 return Err(Errno::EISDIR);
             }
-            w.name_fits()?;
+            w.name_fits(&self.vol)?;
             let Some(ino) = w.ino else {
                 let mode = libc::S_IFREG | (mode & 0o7777 & !self.proc.umask);
                 let (uid, gid) = owner();
@@ -397,7 +397,9 @@ impl Fs {
         let (ino, mut cookie) = (f.ino, f.offset);
         let dir = self.vol.dir_inode(ino)?;
         if dir.nlink == 0 {
-            return Ok(0);
+            // Linux's iterate_dir: a removed directory has no entries to
+            // list, not even `.` and `..`, and says so.
+            return Err(Errno::ENOENT);
         }
         let mut at = 0;
         let mut full = false;
@@ -452,7 +454,7 @@ impl Fs {
         if w.is_dot() || w.ino.is_some() {
             return Err(Errno::EEXIST);
         }
-        w.name_fits()?;
+        w.name_fits(&self.vol)?;
         // As vfs_mkdir: only permission bits and the sticky bit are taken
         // from the caller (set-id bits come from the parent, if at all).
         let mode = libc::S_IFDIR | (mode & 0o1777 & !self.proc.umask);
@@ -472,7 +474,7 @@ impl Fs {
         if w.name == b".." {
             return Err(Errno::ENOTEMPTY);
         }
-        w.name_fits()?;
+        w.name_fits(&self.vol)?;
         let ino = w.ino.ok_or(Errno::ENOENT)?;
         if !self.vol.stat_ino(ino)?.is_dir() {
             return Err(Errno::ENOTDIR);
@@ -485,7 +487,7 @@ impl Fs {
         if w.is_dot() {
             return Err(Errno::EISDIR);
         }
-        w.name_fits()?;
+        w.name_fits(&self.vol)?;
         let ino = w.ino.ok_or(Errno::ENOENT)?;
         if self.vol.stat_ino(ino)?.is_dir() {
             return Err(Errno::EISDIR);
@@ -526,9 +528,9 @@ impl Fs {
                 Errno::EBUSY
             });
         }
-        s.name_fits()?;
+        s.name_fits(&self.vol)?;
         let src = s.ino.ok_or(Errno::ENOENT)?;
-        d.name_fits()?;
+        d.name_fits(&self.vol)?;
         if flags & RENAME_NOREPLACE != 0 && d.ino.is_some() {
             return Err(Errno::EEXIST);
         }
@@ -552,7 +554,7 @@ impl Fs {
         if d.is_dot() {
             return Err(Errno::EEXIST);
         }
-        d.name_fits()?;
+        d.name_fits(&self.vol)?;
         if d.ino.is_some() {
             return Err(Errno::EEXIST);
         }
@@ -580,7 +582,7 @@ impl Fs {
         if w.is_dot() {
             return Err(Errno::EEXIST);
         }
-        w.name_fits()?;
+        w.name_fits(&self.vol)?;
         if w.ino.is_some() {
             return Err(Errno::EEXIST);
         }

@@ -29,10 +29,11 @@ impl Walk {
         self.name == b"." || self.name == b".." || self.name == b"/"
     }
 
-    /// ENAMETOOLONG for a last component past NAME_MAX (from `Last::Entry`).
-    pub fn name_fits(&self) -> Result<()> {
+    /// ENAMETOOLONG for a last component past NAME_MAX (from `Last::Entry`),
+    /// or ENOENT if its directory was removed.
+    pub fn name_fits(&self, vol: &Volume) -> Result<()> {
         if self.name.len() > NAME_MAX {
-            Err(Errno::ENAMETOOLONG)
+            Err(name_too_long(vol, self.parent))
         } else {
             Ok(())
         }
@@ -101,7 +102,7 @@ pub fn walk(vol: &Volume, cwd: Ino, path: &[u8], last_rule: Last) -> Result<Walk
                     trailing_slash,
                 });
             }
-            return Err(Errno::ENAMETOOLONG);
+            return Err(name_too_long(vol, dir));
         }
         vol.dir_inode(dir)?; // ENOTDIR when walking through a file
         if comp == b"." || comp == b".." {
@@ -174,6 +175,16 @@ pub fn walk(vol: &Volume, cwd: Ino, path: &[u8], last_rule: Last) -> Result<Walk
             return Err(Errno::ENOTDIR);
         }
         dir = ino;
+    }
+}
+
+/// The error for a name past NAME_MAX in `dir`. Linux looks nothing up in a
+/// removed directory (ENOENT) before the file system judges the name.
+fn name_too_long(vol: &Volume, dir: Ino) -> Errno {
+    match vol.dir_inode(dir) {
+        Ok(d) if d.nlink == 0 => Errno::ENOENT,
+        Err(e) => e,
+        Ok(_) => Errno::ENAMETOOLONG,
     }
 }
 
