@@ -55,7 +55,7 @@ enum Command {
     Mkfs {
         /// Image file to create (or a block device)
         image: PathBuf,
-        /// Image size: bytes, or with a K/M/G/T suffix (e.g. 64M, 2G)
+        /// Image size: bytes, or with a K/M/G/T suffix (e.g. 64M, 2G); on a block device at most its size, 0 for all of it
         // Hyphen values allowed so "-64M" gets the size error, not "unknown flag".
         #[arg(allow_hyphen_values = true)]
         size: String,

@@ -64,7 +64,7 @@ pub fn run(args: &Args<'_>) -> CliResult {
         if e.errno == Errno::EEXIST {
             CliError::new(
                 &ctx,
-                "file exists and is not empty; refusing to overwrite it (use --force to replace it)",
+                "it exists and holds data; refusing to overwrite it (use --force to replace it)",
             )
         } else {
             image::whole_image_error("mkfs", args.image, &e)

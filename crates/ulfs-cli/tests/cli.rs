@@ -254,6 +254,34 @@ fn info_on_random_bytes_fails_clearly() {
     assert!(err.contains("missing.img"), "{err}");
 }
 
+#[test]
+fn an_image_in_use_is_refused_and_left_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = fresh_image(dir.path(), "16M");
+    // A program holding the image read-write, as `ulfs run` would.
+    let mut held = ulfs::Fs::mount(&img, ulfs::MountOptions::default()).unwrap();
+    held.mkdir("/mine", 0o755).unwrap();
+    for args in [
+        vec!["mkdir", s(&img), "/other"],
+        vec!["ls", s(&img)],
+        vec!["mkfs", s(&img), "16M", "--force"],
+    ] {
+        let (code, err) = fails(&args);
+        assert_eq!(code, 1, "{args:?}: {err}");
+        assert!(err.contains("in use"), "{args:?}: {err}");
+    }
+    let (code, err) = fails(&["fsck", s(&img), "--repair"]);
+    assert_eq!(code, 8, "{err}");
+    assert!(err.contains("in use"), "{err}");
+    held.unmount().unwrap();
+    let listing = ok(&["ls", s(&img)]);
+    assert!(listing.lines().any(|l| l == "mine"), "{listing}");
+    ok(&["fsck", s(&img)]);
+    // Not an image at all: a directory.
+    let (_, err) = fails(&["info", s(dir.path())]);
+    assert!(err.contains("is a directory"), "{err}");
+}
+
 // ---------------------------------------------------------------- cat
 
 #[test]

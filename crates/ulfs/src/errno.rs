@@ -58,6 +58,7 @@ errnos!(
     EOPNOTSUPP,
     EUCLEAN,
     ENXIO,
+    ENOTBLK,
 );
 
 impl Errno {

@@ -37,15 +37,28 @@ fn image_on_a_loop_device() {
         eprintln!("losetup unavailable here: block-device test not run");
         return;
     };
-    // The size argument is ignored for a device: the device is used whole.
-    mkfs(
-        &dev.0,
-        &MkfsOptions {
-            size: 1 << 20,
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    let with = |size: u64, force: bool| MkfsOptions {
+        size,
+        force,
+        ..Default::default()
+    };
+    // Larger than the device: refused, nothing written.
+    let e = mkfs(&dev.0, &with(64 << 20, false)).unwrap_err();
+    assert_eq!(e.errno, ulfs::Errno::EINVAL, "{e}");
+    assert!(e.message.contains("the device holds"), "{e}");
+    // A prefix of the device.
+    mkfs(&dev.0, &with(8 << 20, false)).unwrap();
+    let fs = Fs::mount(&dev.0, MountOptions::default()).unwrap();
+    assert_eq!(fs.info().total_blocks, (8 << 20) / 4096);
+    // In use: refused even with --force.
+    let e = mkfs(&dev.0, &with(0, true)).unwrap_err();
+    assert_eq!(e.errno, ulfs::Errno::EBUSY, "{e}");
+    fs.unmount().unwrap();
+    // Holds an image now: refused without --force.
+    let e = mkfs(&dev.0, &with(0, false)).unwrap_err();
+    assert_eq!(e.errno, ulfs::Errno::EEXIST, "{e}");
+    // 0 is the whole device.
+    mkfs(&dev.0, &with(0, true)).unwrap();
     let mut fs = Fs::mount(&dev.0, MountOptions::default()).unwrap();
     assert_eq!(fs.info().total_blocks, (48 << 20) / 4096);
     fs.mkdir("/on-device", 0o755).unwrap();

@@ -9,7 +9,7 @@ use crate::error::Error;
 use crate::format::inode::Inode;
 use crate::format::superblock::*;
 use crate::format::*;
-use crate::store::{BlockStore, MmapStore, backing_size, is_block_device};
+use crate::store::{BlockStore, MmapStore, backing_size, is_block_device, open_locked};
 use crate::types::Timespec;
 use std::collections::HashMap;
 use std::fs::OpenOptions;
@@ -51,8 +51,8 @@ pub fn journal_size(opts: &MkfsOptions, total: u64) -> u32 {
 
 #[derive(Debug, Clone)]
 pub struct MkfsOptions {
-    /// Image size in bytes (rounded down to whole blocks). Ignored for a
-    /// block device, which is used whole.
+    /// Image size in bytes (rounded down to whole blocks). On a block
+    /// device, at most the device's size; 0 uses the whole device.
     pub size: u64,
     pub label: String,
     /// Overwrite an existing non-empty file.
@@ -83,32 +83,92 @@ fn random_bytes() -> Result<[u8; 32], Error> {
     Ok(buf)
 }
 
-/// Creates a ulfs image at `image`.
+/// Creates a ulfs image at `image`: a regular file (created, or replaced
+/// with `force`) or a block device (its first `opts.size` bytes, the whole
+/// device when `opts.size` is 0; one that holds data needs `force`). An
+/// image in use by a mount is refused (EBUSY) even with `force`.
 pub fn mkfs(image: impl AsRef<Path>, opts: &MkfsOptions) -> Result<(), Error> {
     let path = image.as_ref();
-    let shown = path.display();
+    let shown = path.display().to_string();
     if opts.label.len() > LABEL_MAX {
         return Err(Error::new(
             Errno::EINVAL,
             format!("label longer than {LABEL_MAX} bytes"),
         ));
     }
-    let blockdev = is_block_device(path);
-    let journal = journal_size(opts, opts.size / BLOCK_SIZE as u64) as u64;
-    let too_small = |size: u64| {
-        Error::new(
+    if is_block_device(path) {
+        // The device's size decides the checks, so it is opened (and
+        // locked) first; nothing is written before they pass.
+        let mut dev = open_locked(path, false).map_err(|e| open_error(&shown, e))?;
+        let dev_size = backing_size(&mut dev).map_err(|e| Error::io(&shown, e))?;
+        let size = match opts.size {
+            0 => dev_size,
+            n if n > dev_size => {
+                return Err(Error::new(
+                    Errno::EINVAL,
+                    format!(
+                        "{shown}: the device holds {dev_size} bytes, less than the {n} asked for (give 0 for the whole device)"
+                    ),
+                ));
+            }
+            n => n,
+        };
+        let opts = MkfsOptions {
+            size,
+            ..opts.clone()
+        };
+        check_geometry(&shown, &opts)?;
+        if !opts.force && holds_data(&dev).map_err(|e| Error::io(&shown, e))? {
+            return Err(Error::new(
+                Errno::EEXIST,
+                format!("{shown} holds data (use --force to overwrite it)"),
+            ));
+        }
+        return format_file(dev, &shown, &opts);
+    }
+    check_geometry(&shown, opts)?;
+    let existed = path.exists();
+    let result = make_file(path, &shown, opts);
+    if let Err(e) = &result
+        && !existed
+        && e.errno != Errno::EBUSY
+    {
+        // Leave nothing half-made behind.
+        let _ = std::fs::remove_file(path);
+    }
+    result
+}
+
+fn open_error(shown: &str, e: std::io::Error) -> Error {
+    match e.raw_os_error() {
+        Some(libc::EBUSY) => Error::new(Errno::EBUSY, super::mount::in_use(shown)),
+        _ => Error::io(shown, e),
+    }
+}
+
+/// Refuses sizes that cannot hold an image or its journal, before anything
+/// is written.
+fn check_geometry(shown: &str, opts: &MkfsOptions) -> Result<(), Error> {
+    let total = (opts.size / BLOCK_SIZE as u64).min(u32::MAX as u64 + 1);
+    let journal = journal_size(opts, total) as u64;
+    if total < MIN_BLOCKS + journal {
+        // The smallest image this mode (and journal size) allows.
+        let least = MIN_BLOCKS + journal.max(journal_size(opts, 0).max(min_journal(1)) as u64);
+        let least = if opts.mode == Mode::None && opts.journal_blocks.is_none() {
+            MIN_BLOCKS
+        } else {
+            least
+        };
+        return Err(Error::new(
             Errno::EINVAL,
             format!(
-                "{shown}: {size} bytes is too small for an image (at least {} KiB)",
-                (MIN_BLOCKS + journal) * 4
+                "{shown}: {} bytes is too small for an image (at least {} KiB)",
+                opts.size,
+                least * 4
             ),
-        )
-    };
-    if !blockdev && opts.size / (BLOCK_SIZE as u64) < MIN_BLOCKS + journal {
-        return Err(too_small(opts.size));
+        ));
     }
-    if !blockdev && opts.mode == Mode::Journal {
-        let total = (opts.size / BLOCK_SIZE as u64).min(u32::MAX as u64 + 1);
+    if opts.mode == Mode::Journal {
         let need = min_journal(
             total
                 .saturating_sub(2 + journal)
@@ -124,59 +184,58 @@ pub fn mkfs(image: impl AsRef<Path>, opts: &MkfsOptions) -> Result<(), Error> {
             ));
         }
     }
-    let existed = path.exists();
-    let result = make(path, opts, blockdev, journal, too_small);
-    if result.is_err() && !existed && !blockdev {
-        // Leave nothing half-made behind.
-        let _ = std::fs::remove_file(path);
-    }
-    result
+    Ok(())
 }
 
-fn make(
-    path: &Path,
-    opts: &MkfsOptions,
-    blockdev: bool,
-    journal: u64,
-    too_small: impl Fn(u64) -> Error,
-) -> Result<(), Error> {
-    let shown = path.display();
-    let mut file = OpenOptions::new()
+/// Whether the first two blocks (where any file system keeps its
+/// superblock) hold anything but zeros.
+fn holds_data(dev: &std::fs::File) -> std::io::Result<bool> {
+    use std::os::unix::fs::FileExt;
+    let mut head = vec![0u8; 2 * BLOCK_SIZE];
+    dev.read_exact_at(&mut head, 0)?;
+    Ok(head.iter().any(|&b| b != 0))
+}
+
+fn make_file(path: &Path, shown: &str, opts: &MkfsOptions) -> Result<(), Error> {
+    let file = OpenOptions::new()
         .read(true)
         .write(true)
-        .create(!blockdev)
+        .create(true)
         .truncate(false)
         .open(path)
-        .map_err(|e| Error::io(format!("{shown}"), e))?;
-    let existing = backing_size(&mut file).map_err(|e| Error::io(format!("{shown}"), e))?;
-    if !blockdev && existing > 0 && !opts.force {
+        .map_err(|e| Error::io(shown, e))?;
+    match file.try_lock() {
+        Ok(()) => {}
+        Err(std::fs::TryLockError::WouldBlock) => {
+            return Err(Error::new(Errno::EBUSY, super::mount::in_use(shown)));
+        }
+        Err(std::fs::TryLockError::Error(e)) => return Err(Error::io(shown, e)),
+    }
+    let existing = file.metadata().map_err(|e| Error::io(shown, e))?.len();
+    if existing > 0 && !opts.force {
         return Err(Error::new(
             Errno::EEXIST,
             format!("{shown} exists and is not empty (use --force to overwrite it)"),
         ));
     }
-    let size = if blockdev { existing } else { opts.size };
-    let total = (size / BLOCK_SIZE as u64).min(u32::MAX as u64 + 1);
-    if total < MIN_BLOCKS + journal {
-        return Err(too_small(size));
+    let total = (opts.size / BLOCK_SIZE as u64).min(u32::MAX as u64 + 1);
+    let bytes = total * BLOCK_SIZE as u64;
+    file.set_len(0).map_err(|e| Error::io(shown, e))?;
+    // SAFETY: plain FFI call on a descriptor we own; no memory is passed.
+    let rc = unsafe { libc::posix_fallocate(file.as_raw_fd(), 0, bytes as libc::off_t) };
+    if rc != 0 {
+        let _ = file.set_len(0);
+        return Err(Error::new(
+            Errno(rc),
+            format!("{shown}: cannot reserve {bytes} bytes: {}", Errno(rc)),
+        ));
     }
+    format_file(file, shown, opts)
+}
 
-    if !blockdev {
-        let bytes = total * BLOCK_SIZE as u64;
-        file.set_len(0)
-            .map_err(|e| Error::io(format!("{shown}"), e))?;
-        // SAFETY: plain FFI call on a descriptor we own; no memory is passed.
-        let rc = unsafe { libc::posix_fallocate(file.as_raw_fd(), 0, bytes as libc::off_t) };
-        if rc != 0 {
-            let _ = file.set_len(0);
-            return Err(Error::new(
-                Errno(rc),
-                format!("{shown}: cannot reserve {bytes} bytes: {}", Errno(rc)),
-            ));
-        }
-    }
-    drop(file);
-    let store = MmapStore::open(path, false).map_err(|e| Error::io(format!("{shown}"), e))?;
+/// Maps the opened, locked image and formats its first `opts.size` bytes.
+fn format_file(file: std::fs::File, shown: &str, opts: &MkfsOptions) -> Result<(), Error> {
+    let store = MmapStore::from_file(file, false).map_err(|e| Error::io(shown, e))?;
     format_store(Box::new(store), opts).map(drop).map_err(|e| {
         Error::new(
             e,
@@ -185,14 +244,18 @@ fn make(
     })
 }
 
-/// Formats a whole store (used by mkfs, and by tests on a simulated disk);
-/// gives the store back, synced.
+/// Formats the first `opts.size` bytes of a store (all of it if it is
+/// smaller or `opts.size` is 0), for mkfs and for tests on a simulated
+/// disk; gives the store back, synced.
 pub fn format_store(
     store: Box<dyn BlockStore>,
     opts: &MkfsOptions,
 ) -> Result<Box<dyn BlockStore>, Errno> {
     let label = opts.label.as_str();
-    let total = store.blocks().min(u32::MAX as u64 + 1);
+    let mut total = store.blocks().min(u32::MAX as u64 + 1);
+    if opts.size > 0 {
+        total = total.min(opts.size / BLOCK_SIZE as u64);
+    }
     let journal = journal_size(opts, total);
     if total < MIN_BLOCKS + journal as u64 || label.len() > LABEL_MAX {
         return Err(Errno::EINVAL);

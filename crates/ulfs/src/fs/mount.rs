@@ -87,6 +87,15 @@ impl Volume {
                 Errno::EINVAL,
                 format!("{shown}: too small to be a ulfs image"),
             ),
+            Some(libc::EBUSY) => Error::new(Errno::EBUSY, in_use(&shown.to_string())),
+            Some(libc::EISDIR) => Error::new(
+                Errno::EISDIR,
+                format!("{shown}: is a directory, not an image"),
+            ),
+            Some(libc::ENOTBLK) => Error::new(
+                Errno::ENOTBLK,
+                format!("{shown}: not a regular file or a block device"),
+            ),
             _ => Error::io(format!("{shown}"), e),
         })?;
         Volume::mount_store(Box::new(store), opts, &shown.to_string())
@@ -195,6 +204,12 @@ impl Volume {
             journal_replayed: self.replayed.transactions,
         }
     }
+}
+
+/// The message for an image another process (or another mount in this one)
+/// holds: only one writer, or any number of readers, at a time.
+pub(crate) fn in_use(shown: &str) -> String {
+    format!("{shown}: in use: another mount holds it (one writer, or readers only, at a time)")
 }
 
 /// Decodes both superblock copies and picks the one to trust.

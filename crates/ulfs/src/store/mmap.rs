@@ -5,6 +5,14 @@
 //! memcpy to and from it, with no system call. Block ids come from the image,
 //! so every access is range-checked here and an out-of-range id is EUCLEAN,
 //! never an out-of-bounds access.
+//!
+//! One process owns an image at a time: a read-write store holds an
+//! exclusive `flock` on the image for its life, a read-only one a shared
+//! lock, so a second writer (another program, `ulfs import`, `fsck --repair`,
+//! `mkfs --force`) is refused with EBUSY instead of corrupting the image,
+//! and a reader never sees a writer's half-installed transaction. On a block
+//! device a writer also opens with O_EXCL, which the kernel refuses while
+//! the device is mounted.
 
 use super::BlockStore;
 use crate::errno::{Errno, Result};
@@ -12,7 +20,7 @@ use crate::format::{BLOCK_SIZE, Bid, Block};
 use memmap2::{Mmap, MmapMut, MmapOptions};
 use std::fs::{File, OpenOptions};
 use std::io::{Seek, SeekFrom};
-use std::os::unix::fs::FileTypeExt;
+use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::Path;
 
 enum Mapping {
@@ -44,11 +52,50 @@ pub fn is_block_device(path: &Path) -> bool {
     std::fs::metadata(path).is_ok_and(|m| m.file_type().is_block_device())
 }
 
+/// Opens an image for a store: read-write or read-only, locked as the
+/// module comment says. EBUSY if another open file holds a conflicting lock.
+/// EISDIR for a directory and ENOTBLK for other special files (checked
+/// before opening: opening a FIFO would block).
+pub fn open_locked(path: &Path, read_only: bool) -> std::io::Result<File> {
+    let kind = std::fs::metadata(path)?.file_type();
+    if kind.is_dir() {
+        return Err(std::io::Error::from_raw_os_error(libc::EISDIR));
+    }
+    if !kind.is_file() && !kind.is_block_device() {
+        return Err(std::io::Error::from_raw_os_error(libc::ENOTBLK));
+    }
+    let mut opts = OpenOptions::new();
+    opts.read(true).write(!read_only);
+    if !read_only && kind.is_block_device() {
+        opts.custom_flags(libc::O_EXCL);
+    }
+    let file = opts.open(path)?;
+    let locked = if read_only {
+        file.try_lock_shared()
+    } else {
+        file.try_lock()
+    };
+    match locked {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => {
+            Err(std::io::Error::from_raw_os_error(libc::EBUSY))
+        }
+        Err(std::fs::TryLockError::Error(e)) => Err(e),
+    }
+}
+
 impl MmapStore {
-    /// Maps the whole image. Fails with the OS error if it cannot be opened
-    /// or mapped, and EINVAL if it is smaller than two blocks.
+    /// Opens, locks and maps the whole image. Fails with the OS error if it
+    /// cannot be opened or mapped, EBUSY if another open holds it, and
+    /// EINVAL if it is smaller than two blocks.
     pub fn open(path: &Path, read_only: bool) -> std::io::Result<MmapStore> {
-        let mut file = OpenOptions::new().read(true).write(!read_only).open(path)?;
+        let file = open_locked(path, read_only)?;
+        MmapStore::from_file(file, read_only)
+    }
+
+    /// Maps an image already opened (and locked) by `open_locked`; the lock
+    /// lives as long as the store.
+    pub fn from_file(mut file: File, read_only: bool) -> std::io::Result<MmapStore> {
         let size = backing_size(&mut file)?;
         let blocks = size / BLOCK_SIZE as u64;
         if blocks < 2 {
@@ -149,5 +196,22 @@ mod tests {
         assert_eq!(r.block_mut(3).unwrap_err(), Errno::EROFS);
         std::fs::write(&p, [0u8; 100]).unwrap();
         assert!(MmapStore::open(&p, true).is_err());
+    }
+
+    #[test]
+    fn one_writer_or_many_readers() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("img");
+        std::fs::write(&p, vec![0u8; 4 * BLOCK_SIZE]).unwrap();
+        let busy = |r: std::io::Result<MmapStore>| r.err().and_then(|e| e.raw_os_error());
+        let w = MmapStore::open(&p, false).unwrap();
+        assert_eq!(busy(MmapStore::open(&p, false)), Some(libc::EBUSY));
+        assert_eq!(busy(MmapStore::open(&p, true)), Some(libc::EBUSY));
+        drop(w);
+        let r1 = MmapStore::open(&p, true).unwrap();
+        let r2 = MmapStore::open(&p, true).unwrap();
+        assert_eq!(busy(MmapStore::open(&p, false)), Some(libc::EBUSY));
+        drop((r1, r2));
+        MmapStore::open(&p, false).unwrap();
     }
 }
