@@ -66,14 +66,16 @@ typedef struct ulfs ulfs_t;
 /* ---------------------------------------------------------------------- */
 
 /*
- * Creates an empty file system in the host file `image`, `size` bytes long
- * (ignored for a block device, whose size is used).
+ * Creates an empty file system in the host file `image`, `size` bytes long,
+ * or on a block device (its first `size` bytes, at most its size; 0 for all
+ * of it). An image in use by a mount gives -EBUSY, even with `force`.
  *
  * `options` is NULL or a comma-separated list of:
  *   label=TEXT         volume label (UTF-8, at most 63 bytes, no comma)
- *   force              overwrite an existing non-empty file (else -EEXIST)
- *   mode=none          no journal (the default for now)
- *   mode=journal       journaled metadata
+ *   force              overwrite an existing non-empty file, or a device
+ *                      that holds data (else -EEXIST)
+ *   mode=journal       journaled metadata, crash-consistent (the default)
+ *   mode=none          no journal: in place, as the published ULFS
  *   journal_blocks=N   journal size in 4 KiB blocks (decimal, N > 0)
  * An unknown or malformed option gives -EINVAL; empty items are ignored.
  *
@@ -87,7 +89,8 @@ int ulfs_mkfs(const char *image, uint64_t size, const char *options);
  *
  * Returns the handle, or NULL on failure with the *positive* errno stored in
  * *err when `err` is not NULL (e.g. ENOENT, EINVAL or EUCLEAN for a file that
- * is not a valid image).
+ * is not a valid image, EBUSY for an image another mount holds: one
+ * read-write mount, or any number of read-only ones, at a time).
  */
 ulfs_t *ulfs_mount(const char *image, int flags, int *err);
 

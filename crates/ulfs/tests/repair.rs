@@ -503,6 +503,9 @@ fn crashed_none_image_is_repaired() {
     let crashed = d.path().join("crashed.img");
     std::fs::copy(&img, &crashed).unwrap();
     drop(fs);
+    // A plain check must not call it clean: it needs the repair.
+    let found = problems(&crashed);
+    assert!(any(&found, "fails its checksum"), "{found:#?}");
     let r = repair_ok(&crashed);
     assert!(any(&r.fixed, "stale checksum"), "{r:#?}");
     let got = snapshot(&crashed);
@@ -613,6 +616,41 @@ fn broken_inode_free_list_is_rebuilt() {
     }
     fs.unmount().unwrap();
     assert!(problems(&img).is_empty());
+}
+
+/// One damaged superblock copy leaves the image mountable (the other copy
+/// is used) but without redundancy: the check reports it, the repair
+/// rewrites it from the good copy.
+#[test]
+fn damaged_superblock_copy_is_found_and_rewritten() {
+    for (bid, name) in [(0usize, "primary"), (1, "secondary")] {
+        for mode in [Mode::None, Mode::Journal] {
+            let (_d, img) = image_in(16 << 20, mode);
+            populate(&img);
+            let want = snapshot(&img);
+            let mut raw = Raw::read(&img);
+            raw.bytes[bid * BS + 20] ^= 0x01; // a flipped bit in feat_incompat
+            raw.write(&img);
+            let found = problems(&img);
+            assert_eq!(
+                found,
+                vec![format!("the {name} superblock copy is damaged")],
+                "{mode:?}"
+            );
+            let r = repair_ok(&img);
+            assert!(
+                any(&r.fixed, &format!("the {name} superblock copy was damaged")),
+                "{r:#?}"
+            );
+            assert_eq!(snapshot(&img), want);
+            let bytes = std::fs::read(&img).unwrap();
+            let copy: &Block = bytes[bid * BS..(bid + 1) * BS].try_into().unwrap();
+            assert!(
+                ulfs::format::block_crc_ok(copy),
+                "{name} copy not rewritten"
+            );
+        }
+    }
 }
 
 #[test]
@@ -726,4 +764,24 @@ fn journal_mode_image_is_repaired_through_transactions() {
     assert_eq!(r.exit_code(), 0, "{r:#?}");
     assert!(problems(&crashed).is_empty());
     assert_eq!(snapshot(&crashed)["/docs/late-7"], content(7));
+}
+
+/// Without fsck, a read-write mount and clean unmount rewrite a damaged
+/// superblock copy too (both copies are written before unmount returns).
+#[test]
+fn a_read_write_mount_heals_a_damaged_superblock_copy() {
+    for bid in [0usize, 1] {
+        for mode in [Mode::None, Mode::Journal] {
+            let (_d, img) = image_in(16 << 20, mode);
+            populate(&img);
+            let mut raw = Raw::read(&img);
+            raw.bytes[bid * BS + 20] ^= 0x01;
+            raw.write(&img);
+            let mut fs = Fs::mount(&img, MountOptions::default()).unwrap();
+            fs.mkdir("/after", 0o755).unwrap();
+            fs.unmount().unwrap();
+            assert_eq!(problems(&img), Vec::<String>::new(), "{mode:?} copy {bid}");
+            assert!(snapshot(&img).contains_key("/after"));
+        }
+    }
 }

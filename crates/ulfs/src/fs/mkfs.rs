@@ -99,7 +99,7 @@ pub fn mkfs(image: impl AsRef<Path>, opts: &MkfsOptions) -> Result<(), Error> {
     if is_block_device(path) {
         // The device's size decides the checks, so it is opened (and
         // locked) first; nothing is written before they pass.
-        let mut dev = open_locked(path, false).map_err(|e| open_error(&shown, e))?;
+        let mut dev = open_locked(path, false).map_err(|e| super::mount::store_error(&shown, e))?;
         let dev_size = backing_size(&mut dev).map_err(|e| Error::io(&shown, e))?;
         let size = match opts.size {
             0 => dev_size,
@@ -137,13 +137,6 @@ pub fn mkfs(image: impl AsRef<Path>, opts: &MkfsOptions) -> Result<(), Error> {
         let _ = std::fs::remove_file(path);
     }
     result
-}
-
-fn open_error(shown: &str, e: std::io::Error) -> Error {
-    match e.raw_os_error() {
-        Some(libc::EBUSY) => Error::new(Errno::EBUSY, super::mount::in_use(shown)),
-        _ => Error::io(shown, e),
-    }
 }
 
 /// Refuses sizes that cannot hold an image or its journal, before anything

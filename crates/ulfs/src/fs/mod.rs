@@ -18,6 +18,7 @@ mod repair;
 
 pub use dir::DirItem;
 pub use mkfs::{MkfsOptions, format_store, min_journal, mkfs};
+pub(crate) use mount::store_error;
 pub use mount::{Info, Mode, MountOptions};
 pub use ops::dtype_of;
 

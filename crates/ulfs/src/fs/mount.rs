@@ -7,7 +7,7 @@ use super::Volume;
 use crate::errno::{Errno, Result};
 use crate::error::Error;
 use crate::format::superblock::*;
-use crate::store::{BlockStore, MmapStore};
+use crate::store::{BlockStore, MmapStore, open_locked};
 use crate::txn::Journal;
 use crate::types::Timespec;
 use std::path::Path;
@@ -82,23 +82,22 @@ pub struct Info {
 impl Volume {
     pub fn mount(image: &Path, opts: MountOptions) -> std::result::Result<Volume, Error> {
         let shown = image.display();
-        let store = MmapStore::open(image, opts.read_only).map_err(|e| match e.raw_os_error() {
-            Some(libc::EINVAL) => Error::new(
-                Errno::EINVAL,
-                format!("{shown}: too small to be a ulfs image"),
-            ),
-            Some(libc::EBUSY) => Error::new(Errno::EBUSY, in_use(&shown.to_string())),
-            Some(libc::EISDIR) => Error::new(
-                Errno::EISDIR,
-                format!("{shown}: is a directory, not an image"),
-            ),
-            Some(libc::ENOTBLK) => Error::new(
-                Errno::ENOTBLK,
-                format!("{shown}: not a regular file or a block device"),
-            ),
-            _ => Error::io(format!("{shown}"), e),
-        })?;
-        Volume::mount_store(Box::new(store), opts, &shown.to_string())
+        let file =
+            open_locked(image, opts.read_only).map_err(|e| store_error(&shown.to_string(), e))?;
+        Volume::mount_file(file, image, opts)
+    }
+
+    /// Mounts an image already opened and locked by `open_locked` (fsck
+    /// keeps one exclusive lock across its several mounts).
+    pub(crate) fn mount_file(
+        file: std::fs::File,
+        image: &Path,
+        opts: MountOptions,
+    ) -> std::result::Result<Volume, Error> {
+        let shown = image.display().to_string();
+        let store =
+            MmapStore::from_file(file, opts.read_only).map_err(|e| store_error(&shown, e))?;
+        Volume::mount_store(Box::new(store), opts, &shown)
     }
 
     /// Mounts the image held by `store` (`shown` names it in messages).
@@ -203,6 +202,26 @@ impl Volume {
             mount_count: sb.mount_count,
             journal_replayed: self.replayed.transactions,
         }
+    }
+}
+
+/// A clear error for an image that cannot be opened, locked or mapped.
+pub(crate) fn store_error(shown: &str, e: std::io::Error) -> Error {
+    match e.raw_os_error() {
+        Some(libc::EINVAL) => Error::new(
+            Errno::EINVAL,
+            format!("{shown}: too small to be a ulfs image"),
+        ),
+        Some(libc::EBUSY) => Error::new(Errno::EBUSY, in_use(shown)),
+        Some(libc::EISDIR) => Error::new(
+            Errno::EISDIR,
+            format!("{shown}: is a directory, not an image"),
+        ),
+        Some(libc::ENOTBLK) => Error::new(
+            Errno::ENOTBLK,
+            format!("{shown}: not a regular file or a block device"),
+        ),
+        _ => Error::io(shown, e),
     }
 }
 

@@ -19,8 +19,8 @@ use crate::types::Ino;
 use std::collections::{HashMap, HashSet};
 
 /// Checks a mounted volume. `strict` also judges what a cleanly unmounted
-/// image guarantees (checksums, counters, both superblock copies) when the
-/// image was not unmounted cleanly: repair uses it, since it fixes those too.
+/// image guarantees (checksums, counters) when the image was not unmounted
+/// cleanly: repair uses it, since it fixes those too.
 pub(super) fn check_volume(vol: &Volume, opts: &mut FsckOptions, strict: bool) -> FsckReport {
     let mut c = Checker::new(vol, strict);
     c.run(opts);
@@ -65,8 +65,8 @@ impl<'a> Checker<'a> {
     }
 
     /// Checksums are sealed at every checkpoint, so on a cleanly unmounted
-    /// image every metadata block must carry a valid one. (After a crash in
-    /// mode `none` they may be stale, and are not judged.)
+    /// image every metadata block must carry a valid one (see
+    /// `judge_counters` for when they are judged).
     fn verify_crc(&mut self, bid: Bid, what: &str) {
         if !self.judge_counters() {
             return;
@@ -89,14 +89,20 @@ impl<'a> Checker<'a> {
         }
     }
 
-    /// Whether what only a clean unmount guarantees (valid checksums, exact
-    /// counters) is judged.
+    /// Whether checksums and exact counters are judged: on a cleanly
+    /// unmounted image, and in mode `none`, where a `sync` leaves them exact
+    /// and a crash at any other moment leaves an image that needs
+    /// `--repair` (so a check must say so, not call it clean). After a
+    /// crash in mode `journal` the replayed image is consistent but its
+    /// free counters are hints until the next mount recounts them.
     fn judge_counters(&self) -> bool {
-        self.strict || self.vol.sb.state == STATE_CLEAN
+        self.strict || self.vol.sb.state == STATE_CLEAN || !self.vol.j.is_journaled()
     }
 
-    /// Both superblock copies must be valid after a checkpoint; a crash can
-    /// leave one torn, so only strict checks judge them.
+    /// Both superblock copies must always be valid (a stale one is fine).
+    /// A crash cannot tear one: a superblock fills less than the first
+    /// 512-byte sector of its block and the rest is zero, so a write
+    /// reaches the medium whole or not at all (docs/FORMAT.md).
     fn check_superblocks(&mut self) {
         let blocks = self.vol.j.store().blocks();
         for (which, name) in [(SB_PRIMARY, "primary"), (SB_SECONDARY, "secondary")] {
@@ -126,9 +132,7 @@ impl<'a> Checker<'a> {
 
     fn run(&mut self, opts: &mut FsckOptions) {
         let sb = self.vol.sb.clone();
-        if self.strict {
-            self.check_superblocks();
-        }
+        self.check_superblocks();
         for bid in 0..sb.first_group {
             self.claim(bid, "superblock/journal region");
         }

@@ -13,9 +13,12 @@
 //!    the first walk could not see. What the last check still finds is
 //!    `remaining`.
 //!
+//! The whole repair holds one exclusive lock on the image (its mounts share
+//! the locked open file), so no other mount can start between its steps.
+//!
 //! `Err` means the image could not be checked or mounted read-write at
-//! all (unreadable, not ulfs, both superblocks damaged): fsck(8)'s
-//! "operational error".
+//! all (unreadable, not ulfs, both superblocks damaged, in use by another
+//! mount): fsck(8)'s "operational error".
 
 use super::{FsckOptions, FsckReport, check};
 use crate::errno::Errno;
@@ -25,6 +28,8 @@ use crate::format::{
     BLOCK_SIZE, MAGIC_MAP, MAP_BITMAP, MAP_FREE, MAP_GROUP, init_block, magic, put_u32, seal_block,
 };
 use crate::fs::{MountOptions, Volume};
+use crate::store::open_locked;
+use std::fs::File;
 use std::io::{Seek, SeekFrom};
 use std::os::unix::fs::FileExt;
 use std::path::Path;
@@ -48,7 +53,7 @@ impl RepairReport {
     pub fn exit_code(&self) -> i32 {
         if !self.remaining.is_empty() {
             4
-        } else if !self.fixed.is_empty() {
+        } else if !self.fixed.is_empty() || !self.found.is_empty() {
             1
         } else {
             0
@@ -56,8 +61,13 @@ impl RepairReport {
     }
 }
 
-fn strict_check(image: &Path, opts: &mut FsckOptions) -> Result<(FsckReport, bool), Error> {
-    let vol = Volume::mount(
+fn strict_check(
+    locked: &File,
+    image: &Path,
+    opts: &mut FsckOptions,
+) -> Result<(FsckReport, bool), Error> {
+    let vol = Volume::mount_file(
+        share(locked, image)?,
         image,
         MountOptions {
             read_only: true,
@@ -70,7 +80,15 @@ fn strict_check(image: &Path, opts: &mut FsckOptions) -> Result<(FsckReport, boo
     Ok((check::check_volume(&vol, opts, true), clean))
 }
 
+/// Another descriptor of the locked open file: it shares the lock.
+fn share(locked: &File, image: &Path) -> Result<File, Error> {
+    locked
+        .try_clone()
+        .map_err(|e| Error::io(image.display(), e))
+}
+
 /// Gets the image ready for a read-write mount, by plain file I/O:
+/// - a damaged superblock copy is rewritten from the valid one;
 /// - both superblock copies are marked "not cleanly unmounted", so the
 ///   mount treats the image as after a crash: checksums are not trusted on
 ///   read (the repair judges and reseals them) and free counts are
@@ -80,21 +98,19 @@ fn strict_check(image: &Path, opts: &mut FsckOptions) -> Result<(FsckReport, boo
 ///   until the repair rewrites it from what is really referenced.
 ///
 /// Returns what it fixed.
-fn prepare(image: &Path) -> Result<Vec<String>, Error> {
+fn prepare(locked: &File, image: &Path) -> Result<Vec<String>, Error> {
     let shown = image.display();
     let io = |e| Error::io(&shown, e);
-    let mut f = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(image)
-        .map_err(io)?;
+    let mut f = share(locked, image)?;
     let blocks = f.seek(SeekFrom::End(0)).map_err(io)? / BLOCK_SIZE as u64;
     let mut b = [0u8; BLOCK_SIZE];
     let mut newest: Option<Superblock> = None;
-    for bid in [SB_PRIMARY, SB_SECONDARY] {
+    let mut damaged = Vec::new();
+    for (bid, name) in [(SB_PRIMARY, "primary"), (SB_SECONDARY, "secondary")] {
         let off = bid as u64 * BLOCK_SIZE as u64;
         f.read_exact_at(&mut b, off).map_err(io)?;
         let Ok(mut sb) = Superblock::decode(&b, blocks) else {
+            damaged.push((bid, name));
             continue;
         };
         if sb.state != STATE_DIRTY {
@@ -107,6 +123,16 @@ fn prepare(image: &Path) -> Result<Vec<String>, Error> {
         }
     }
     let mut fixed = Vec::new();
+    if let Some(sb) = &newest {
+        for (bid, name) in damaged {
+            sb.encode(&mut b);
+            f.write_all_at(&b, bid as u64 * BLOCK_SIZE as u64)
+                .map_err(io)?;
+            fixed.push(format!(
+                "the {name} superblock copy was damaged: rewritten from the other"
+            ));
+        }
+    }
     if let Some(sb) = newest {
         for g in 0..sb.group_count {
             let map = sb.map_bid(g);
@@ -134,8 +160,10 @@ fn prepare(image: &Path) -> Result<Vec<String>, Error> {
 pub fn fsck_repair(image: impl AsRef<Path>, opts: &mut FsckOptions) -> Result<RepairReport, Error> {
     let image = image.as_ref();
     opts.begin("checking");
+    let locked = open_locked(image, false)
+        .map_err(|e| crate::fs::store_error(&image.display().to_string(), e))?;
     let mut out = RepairReport::default();
-    match strict_check(image, opts) {
+    match strict_check(&locked, image, opts) {
         Ok((before, was_clean)) => {
             if before.is_clean() && was_clean {
                 out.report = before;
@@ -153,9 +181,10 @@ pub fn fsck_repair(image: impl AsRef<Path>, opts: &mut FsckOptions) -> Result<Re
     }
     for round in 0..2 {
         opts.begin("repairing");
-        out.fixed.extend(prepare(image)?);
+        out.fixed.extend(prepare(&locked, image)?);
         // Repair must be able to read what it is about to fix.
-        let mut vol = Volume::mount(
+        let mut vol = Volume::mount_file(
+            share(&locked, image)?,
             image,
             MountOptions {
                 verify_checksums: false,
@@ -177,7 +206,7 @@ pub fn fsck_repair(image: impl AsRef<Path>, opts: &mut FsckOptions) -> Result<Re
         let progressed = !log.fixed.is_empty();
         out.fixed.extend(log.fixed);
         opts.begin("re-checking");
-        let (after, _) = strict_check(image, opts)?;
+        let (after, _) = strict_check(&locked, image, opts)?;
         if after.is_clean() && unfixed.is_empty() || round == 1 || !progressed {
             out.remaining = after.problems.clone();
             out.remaining.extend(unfixed);
