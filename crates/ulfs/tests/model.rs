@@ -225,6 +225,10 @@ enum Op {
     Fsync(S),
     Fdatasync(S),
     Fchmod(S, M),
+    /// (path, uid, gid); u32::MAX leaves one unchanged. Root only (a
+    /// non-root host refuses most changes of owner; ulfs does not check).
+    Chown(P, u32, u32),
+    Fchown(S, u32, u32),
     /// Changes the working directory (relative paths follow it).
     Chdir(P),
     Getcwd,
@@ -310,6 +314,11 @@ fn mode() -> impl Strategy<Value = M> {
     ]
 }
 
+/// A uid or gid for chown: the caller's own, another, or "unchanged".
+fn owner_id() -> impl Strategy<Value = u32> {
+    select(vec![0u32, 1000, 4242, u32::MAX])
+}
+
 fn len() -> impl Strategy<Value = usize> {
     prop_oneof![
         6 => 0usize..200,
@@ -376,6 +385,8 @@ fn op() -> impl Strategy<Value = Op> {
         1 => slot().prop_map(Op::Fsync),
         1 => slot().prop_map(Op::Fdatasync),
         1 => (slot(), mode()).prop_map(|(s, m)| Op::Fchmod(s, m)),
+        1 => (path(), owner_id(), owner_id()).prop_map(|(p, u, g)| Op::Chown(p, u, g)),
+        1 => (slot(), owner_id(), owner_id()).prop_map(|(s, u, g)| Op::Fchown(s, u, g)),
         2 => path().prop_map(Op::Chdir),
         1 => Just(Op::Getcwd),
     ]
@@ -390,6 +401,8 @@ fn op() -> impl Strategy<Value = Op> {
 struct St {
     mode: u32,
     nlink: u64,
+    uid: u32,
+    gid: u32,
     /// `None` for directories (their st_size legitimately differs).
     size: Option<u64>,
 }
@@ -404,9 +417,11 @@ impl fmt::Debug for St {
         };
         write!(
             f,
-            "{{{kind} 0o{:o} nlink={}",
+            "{{{kind} 0o{:o} nlink={} owner={}:{}",
             self.mode & 0o7777,
-            self.nlink
+            self.nlink,
+            self.uid,
+            self.gid
         )?;
         if let Some(s) = self.size {
             write!(f, " size={s}")?;
@@ -416,15 +431,21 @@ impl fmt::Debug for St {
 }
 
 impl St {
-    fn new(mode: u32, nlink: u64, size: u64) -> St {
+    fn new(mode: u32, nlink: u64, size: u64, uid: u32, gid: u32) -> St {
         let size = (mode & libc::S_IFMT != libc::S_IFDIR).then_some(size);
-        St { mode, nlink, size }
+        St {
+            mode,
+            nlink,
+            uid,
+            gid,
+            size,
+        }
     }
     fn from_ulfs(s: &Stat) -> St {
-        St::new(s.mode, s.nlink, s.size)
+        St::new(s.mode, s.nlink, s.size, s.uid, s.gid)
     }
     fn from_host(s: &libc::stat) -> St {
-        St::new(s.st_mode, s.st_nlink, s.st_size as u64)
+        St::new(s.st_mode, s.st_nlink, s.st_size as u64, s.st_uid, s.st_gid)
     }
 }
 
@@ -643,6 +664,15 @@ mod host {
         // SAFETY: valid C string.
         hr(unsafe { libc::chmod(c.as_ptr(), mode) })
     }
+    pub fn chown(p: &[u8], uid: u32, gid: u32) -> Result<i64, i32> {
+        let c = cpath(p);
+        // SAFETY: valid C string.
+        hr(unsafe { libc::chown(c.as_ptr(), uid, gid) })
+    }
+    pub fn fchown(fd: i32, uid: u32, gid: u32) -> Result<i64, i32> {
+        // SAFETY: no memory is passed.
+        hr(unsafe { libc::fchown(fd, uid, gid) })
+    }
     pub fn dup(fd: i32) -> Result<i32, i32> {
         // SAFETY: no memory is passed.
         hr(unsafe { libc::dup(fd) }).map(|v| v as i32)
@@ -721,6 +751,8 @@ trait Side {
     fn fsync(&mut self, fd: i32) -> Result<(), i32>;
     fn fdatasync(&mut self, fd: i32) -> Result<(), i32>;
     fn fchmod(&mut self, fd: i32, mode: u32) -> Result<(), i32>;
+    fn chown(&mut self, p: &[u8], uid: u32, gid: u32) -> Result<(), i32>;
+    fn fchown(&mut self, fd: i32, uid: u32, gid: u32) -> Result<(), i32>;
     fn chdir(&mut self, p: &[u8]) -> Result<(), i32>;
     fn getcwd(&mut self) -> Result<Vec<u8>, i32>;
     /// Maps a model path to this side's path.
@@ -814,6 +846,12 @@ impl Side for HostSide {
     }
     fn fchmod(&mut self, fd: i32, mode: u32) -> Result<(), i32> {
         unit(host::fchmod(fd, mode))
+    }
+    fn chown(&mut self, p: &[u8], uid: u32, gid: u32) -> Result<(), i32> {
+        unit(host::chown(p, uid, gid))
+    }
+    fn fchown(&mut self, fd: i32, uid: u32, gid: u32) -> Result<(), i32> {
+        unit(host::fchown(fd, uid, gid))
     }
     fn chdir(&mut self, p: &[u8]) -> Result<(), i32> {
         unit(host::chdir(p))
@@ -917,6 +955,12 @@ impl Side for UlfsSide {
     }
     fn fchmod(&mut self, fd: i32, mode: u32) -> Result<(), i32> {
         ue(self.fs.fchmod(fd, mode))
+    }
+    fn chown(&mut self, p: &[u8], uid: u32, gid: u32) -> Result<(), i32> {
+        ue(self.fs.chown(p, uid, gid))
+    }
+    fn fchown(&mut self, fd: i32, uid: u32, gid: u32) -> Result<(), i32> {
+        ue(self.fs.fchown(fd, uid, gid))
     }
     fn chdir(&mut self, p: &[u8]) -> Result<(), i32> {
         ue(self.fs.chdir(p))
@@ -1348,6 +1392,25 @@ impl Harness {
                     ok_or_err(self.ulfs.fchmod(u, m.0), |_| Out::Ok),
                 ];
             }
+            Op::Chown(..) | Op::Fchown(..) if !is_root() => {
+                let o = Out::Skip("only root may give files away on the host");
+                return Ok((o.clone(), o));
+            }
+            Op::Chown(p, uid, gid) => {
+                res = [
+                    ok_or_err(self.host.chown(&hp(p, &self.host), *uid, *gid), |_| Out::Ok),
+                    ok_or_err(self.ulfs.chown(&self.ulfs.map(&p.0), *uid, *gid), |_| {
+                        Out::Ok
+                    }),
+                ];
+            }
+            Op::Fchown(s, uid, gid) => {
+                let (_, h, u) = self.fds(*s);
+                res = [
+                    ok_or_err(self.host.fchown(h, *uid, *gid), |_| Out::Ok),
+                    ok_or_err(self.ulfs.fchown(u, *uid, *gid), |_| Out::Ok),
+                ];
+            }
             Op::Chdir(_) | Op::Getcwd if !self.chrooted => {
                 let o = Out::Skip("working directory is process-wide without chroot");
                 return Ok((o.clone(), o));
@@ -1415,7 +1478,8 @@ impl Harness {
                 | Op::Getdents(s, _)
                 | Op::Fsync(s)
                 | Op::Fdatasync(s)
-                | Op::Fchmod(s, _) => format!("  [{}]", self.describe(*s)),
+                | Op::Fchmod(s, _)
+                | Op::Fchown(s, ..) => format!("  [{}]", self.describe(*s)),
                 Op::Dup2(a, b) => format!("  [{} -> {}]", self.describe(*a), self.describe(*b)),
                 _ => String::new(),
             };
@@ -1771,6 +1835,11 @@ fn seed_ops() -> Vec<Op> {
     ]
 }
 
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions and touches no memory.
+    unsafe { libc::geteuid() == 0 }
+}
+
 fn cases() -> u32 {
     std::env::var("PROPTEST_CASES")
         .ok()
@@ -1836,6 +1905,55 @@ fn removed_directory_is_enoent_before_long_name() {
         Op::Symlink(p("x"), p(&long)),
         Op::Chdir(p("/")),
         Op::Mkdir(p(&long), M(0o755)),
+    ]);
+}
+
+/// Found by review: chown drops set-user-ID, and set-group-ID with group
+/// execute, on anything but a directory (Linux chown_common).
+#[test]
+fn chown_drops_setuid_and_setgid() {
+    if !is_root() {
+        eprintln!("not root: the host cannot chown; test not run");
+        return;
+    }
+    run_ops(vec![
+        Op::Open(p("f"), Flags(libc::O_RDWR | libc::O_CREAT), M(0o644)),
+        Op::Chmod(p("f"), M(0o7777)),
+        Op::Chown(p("f"), 3, 3),
+        Op::Stat(p("f")),
+        Op::Chmod(p("f"), M(0o2640)), // set-group-ID without group execute stays
+        Op::Fchown(S(0), u32::MAX, u32::MAX),
+        Op::Stat(p("f")),
+        Op::Mkdir(p("d"), M(0o755)),
+        Op::Chmod(p("d"), M(0o6755)), // a directory keeps both
+        Op::Chown(p("d"), 5, 5),
+        Op::Stat(p("d")),
+    ]);
+}
+
+/// Found by review: offsets past i64::MAX are EINVAL for lseek, read and
+/// write (Linux vfs_setpos and rw_verify_area), and a directory's offset
+/// moves only by SEEK_SET and SEEK_CUR.
+#[test]
+fn offsets_past_i64_max_are_einval() {
+    let max = i64::MAX as u64;
+    run_ops(vec![
+        Op::Open(p("f"), Flags(libc::O_RDWR | libc::O_CREAT), M(0o644)),
+        Op::Write(S(0), 10, b'x'),
+        Op::Lseek(S(0), i64::MAX, Whence(libc::SEEK_SET)),
+        Op::Lseek(S(0), 1, Whence(libc::SEEK_CUR)),
+        Op::Lseek(S(0), i64::MAX, Whence(libc::SEEK_END)),
+        Op::Read(S(0), 1),
+        Op::Write(S(0), 1, b'y'),
+        Op::Pwrite(S(0), 1, max, b'z'),
+        Op::Pread(S(0), 1, max),
+        Op::Pwrite(S(0), 2, max - 1, b'z'),
+        Op::Fstat(S(0)),
+        Op::Mkdir(p("d"), M(0o755)),
+        Op::Open(p("d"), Flags(libc::O_RDONLY | libc::O_DIRECTORY), M(0)),
+        Op::Lseek(S(1), 0, Whence(libc::SEEK_END)),
+        Op::Lseek(S(1), 0, Whence(libc::SEEK_DATA)),
+        Op::Lseek(S(1), 0, Whence(libc::SEEK_CUR)),
     ]);
 }
 

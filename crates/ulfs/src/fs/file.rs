@@ -73,10 +73,12 @@ impl Volume {
         if buf.is_empty() {
             return Ok(0);
         }
-        let end = off.checked_add(buf.len() as u64).ok_or(Errno::EFBIG)?;
-        if end > MAX_FILE_SIZE {
+        // As Linux's generic_write_check_limits: a write that starts below
+        // the largest file size is cut short at it, one at or past it fails.
+        if off >= MAX_FILE_SIZE {
             return Err(Errno::EFBIG);
         }
+        let buf = &buf[..buf.len().min((MAX_FILE_SIZE - off) as usize)];
         let mut done = 0;
         loop {
             // `copy_in` stops early when space runs out or the running
@@ -223,8 +225,21 @@ impl Volume {
         end: u64,
         grow: bool,
     ) -> Result<()> {
+        // Refuse up front what cannot fit, rather than fill the volume and
+        // then fail (tmpfs undoes a failed fallocate; this never starts one
+        // it can see will fail). Each pointer block maps 1020 blocks.
+        let range = off / BS..end.div_ceil(BS);
+        let mut holes = 0u64;
+        for lblk in range.clone() {
+            if self.bmap(inode, lblk)? == 0 {
+                holes += 1;
+            }
+        }
+        if holes + holes.div_ceil(PTRS_PER_BLOCK) + 2 > self.sb.free_blocks {
+            return Err(Errno::ENOSPC);
+        }
         let mut goal = 0;
-        for lblk in off / BS..end.div_ceil(BS) {
+        for lblk in range {
             if !self.txn_room(8) {
                 // Commit the blocks allocated so far (a consistent state:
                 // preallocated blocks beyond the size are allowed).

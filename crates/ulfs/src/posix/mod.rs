@@ -233,15 +233,20 @@ impl Fs {
 
     // ---------------------------------------------------------------- data
 
-    fn readable(&self, fd: Fd) -> Result<(Ino, u64)> {
+    /// The inode and offset of a read of `len` bytes at `at` (the
+    /// descriptor's offset when `None`), checked in Linux's order: EBADF,
+    /// the range (`rw_verify_area`), then EISDIR.
+    fn readable(&self, fd: Fd, at: Option<u64>, len: usize) -> Result<(Ino, u64)> {
         let f = self.proc.fds.get(fd)?;
         if !f.readable {
             return Err(Errno::EBADF);
         }
+        let off = at.unwrap_or(f.offset);
+        check_range(off, len)?;
         if f.is_dir {
             return Err(Errno::EISDIR);
         }
-        Ok((f.ino, f.offset))
+        Ok((f.ino, off))
     }
 
     fn writable_fd(&self, fd: Fd) -> Result<&OpenFile> {
@@ -253,14 +258,14 @@ impl Fs {
     }
 
     pub fn read(&mut self, fd: Fd, buf: &mut [u8]) -> Result<usize> {
-        let (ino, off) = self.readable(fd)?;
+        let (ino, off) = self.readable(fd, None, buf.len())?;
         let n = self.vol.read_at(ino, buf, off)?;
         self.proc.fds.get_mut(fd)?.offset = off + n as u64;
         Ok(n)
     }
 
     pub fn pread(&mut self, fd: Fd, buf: &mut [u8], off: u64) -> Result<usize> {
-        let (ino, _) = self.readable(fd)?;
+        let (ino, off) = self.readable(fd, Some(off), buf.len())?;
         self.vol.read_at(ino, buf, off)
     }
 
@@ -279,6 +284,7 @@ impl Fs {
     pub fn write(&mut self, fd: Fd, buf: &[u8]) -> Result<usize> {
         let f = self.writable_fd(fd)?;
         let (ino, append, mut off) = (f.ino, f.append, f.offset);
+        check_range(off, buf.len())?;
         if buf.is_empty() {
             // Linux returns before applying O_APPEND: the offset stays.
             return Ok(0);
@@ -294,6 +300,7 @@ impl Fs {
     pub fn pwrite(&mut self, fd: Fd, buf: &[u8], off: u64) -> Result<usize> {
         let f = self.writable_fd(fd)?;
         let (ino, append) = (f.ino, f.append);
+        check_range(off, buf.len())?;
         // Linux appends even for pwrite on an O_APPEND descriptor.
         let off = if append {
             self.vol.stat_ino(ino)?.size
@@ -318,12 +325,18 @@ impl Fs {
     pub fn lseek(&mut self, fd: Fd, off: i64, whence: i32) -> Result<u64> {
         let f = self.proc.fds.get(fd)?;
         let (ino, cur) = (f.ino, f.offset);
+        // A directory's offset is a readdir cookie: only SET and CUR move it
+        // (as tmpfs's dcache_dir_lseek).
+        if f.is_dir && whence != libc::SEEK_SET && whence != libc::SEEK_CUR {
+            return Err(Errno::EINVAL);
+        }
+        // Past i64::MAX is EINVAL, as Linux's vfs_setpos.
         let new = match whence {
             libc::SEEK_SET => off,
-            libc::SEEK_CUR => (cur as i64).checked_add(off).ok_or(Errno::EOVERFLOW)?,
+            libc::SEEK_CUR => (cur as i64).checked_add(off).ok_or(Errno::EINVAL)?,
             libc::SEEK_END => (self.vol.stat_ino(ino)?.size as i64)
                 .checked_add(off)
-                .ok_or(Errno::EOVERFLOW)?,
+                .ok_or(Errno::EINVAL)?,
             libc::SEEK_DATA | libc::SEEK_HOLE => {
                 if off < 0 {
                     return Err(Errno::ENXIO);
@@ -663,6 +676,10 @@ impl Fs {
             .setattr(ino, |i| i.mode = (i.mode & libc::S_IFMT) | (mode & 0o7777))
     }
 
+    /// chown's rule (Linux chown_common, for a caller with CAP_FSETID, as
+    /// the library treats every caller): a change of owner on anything but a
+    /// directory drops set-user-ID, and set-group-ID when group execute is
+    /// set (without it the bit marks mandatory locking and stays).
     fn set_owner(&mut self, ino: Ino, uid: u32, gid: u32) -> Result<()> {
         self.vol.setattr(ino, |i| {
             if uid != u32::MAX {
@@ -670,6 +687,12 @@ impl Fs {
             }
             if gid != u32::MAX {
                 i.gid = gid;
+            }
+            if i.mode & libc::S_IFMT != libc::S_IFDIR {
+                i.mode &= !libc::S_ISUID;
+                if i.mode & libc::S_IXGRP != 0 {
+                    i.mode &= !libc::S_ISGID;
+                }
             }
         })
     }
@@ -722,6 +745,15 @@ impl Drop for Fs {
 
 /// Owner of new files: the calling process's effective ids, as the kernel
 /// would record them.
+/// Linux's `rw_verify_area`: an offset or an end past `i64::MAX` is EINVAL.
+#[inline]
+fn check_range(off: u64, len: usize) -> Result<()> {
+    match off.checked_add(len as u64) {
+        Some(end) if end <= i64::MAX as u64 => Ok(()),
+        _ => Err(Errno::EINVAL),
+    }
+}
+
 fn owner() -> (u32, u32) {
     // SAFETY: geteuid/getegid take no arguments and cannot fail.
     unsafe { (libc::geteuid(), libc::getegid()) }
