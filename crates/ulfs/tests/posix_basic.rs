@@ -284,6 +284,26 @@ fn full_disk_is_enospc_and_loses_nothing() {
     assert_eq!(fs.write(fd, &chunk).unwrap(), chunk.len());
 }
 
+/// A fallocate larger than the free space is refused before anything is
+/// allocated: the volume is not left full by a call that failed.
+#[test]
+fn fallocate_that_cannot_fit_changes_nothing() {
+    let (_d, _img, mut fs) = fresh(16 << 20);
+    let fd = fs.open("/f", CREAT, 0o644).unwrap();
+    fs.write(fd, &[1u8; 10_000]).unwrap();
+    let free = fs.statfs("/").unwrap().bfree;
+    let st = fs.fstat(fd).unwrap();
+    assert_eq!(fs.fallocate(fd, 0, 0, 300 << 20), Err(Errno::ENOSPC));
+    assert_eq!(fs.fallocate(fd, 1, 4096, 300 << 20), Err(Errno::ENOSPC));
+    assert_eq!(fs.statfs("/").unwrap().bfree, free);
+    let after = fs.fstat(fd).unwrap();
+    assert_eq!((after.size, after.blocks), (st.size, st.blocks));
+    // What fits still works, up to the last free blocks.
+    let room = (free - 16) * 4096;
+    fs.fallocate(fd, 0, 10_000, room).unwrap();
+    assert_eq!(fs.fstat(fd).unwrap().size, 10_000 + room);
+}
+
 #[test]
 fn refuses_non_images() {
     let dir = tempfile::tempdir().unwrap();
