@@ -28,9 +28,12 @@
  *     (initially "/").
  *   - Descriptors are small integers private to one handle; they are not
  *     host descriptors.
- *   - A handle is not thread-safe: one thread at a time may call into it
- *     (different threads one after the other is fine). Different handles on
- *     different images are independent.
+ *   - By default a handle takes no lock: one thread at a time may call into
+ *     it (different threads one after the other is fine). A handle mounted
+ *     with ULFS_THREADSAFE may be used by any number of threads at once;
+ *     each call then takes the handle's mutex. ulfs_unmount must still be
+ *     the last call, made when no other thread is inside the handle.
+ *     Different handles on different images are independent.
  *   - Byte counts of one read or write are capped at 0x7ffff000, as Linux.
  */
 #ifndef ULFS_H
@@ -53,6 +56,8 @@ typedef struct ulfs ulfs_t;
 
 /* ulfs_mount() flag: mount read-only (writes fail with -EROFS). */
 #define ULFS_RDONLY 1
+/* ulfs_mount flag: the handle may be shared by threads (see above). */
+#define ULFS_THREADSAFE 2
 
 /* ulfs_rename2() flags, as renameat2(2). */
 #define ULFS_RENAME_NOREPLACE 1u /* fail with -EEXIST if newpath exists */
@@ -84,8 +89,8 @@ typedef struct ulfs ulfs_t;
 int ulfs_mkfs(const char *image, uint64_t size, const char *options);
 
 /*
- * Mounts the file system in the host file `image`. `flags` is 0 or
- * ULFS_RDONLY (anything else: EINVAL).
+ * Mounts the file system in the host file `image`. `flags` is 0 or a mix of
+ * ULFS_RDONLY and ULFS_THREADSAFE (anything else: EINVAL).
  *
  * Returns the handle, or NULL on failure with the *positive* errno stored in
  * *err when `err` is not NULL (e.g. ENOENT, EINVAL or EUCLEAN for a file that

@@ -139,7 +139,7 @@ int main(int argc, char **argv) {
     CHECK_EQ(ulfs_mkfs(image, 64 << 20, NULL), -EEXIST, "mkfs refuses a non-empty file without force");
     CHECK_EQ(ulfs_mkfs(image, 64 << 20, "label=smoke,force"), 0, "mkfs force");
 
-    CHECK(ulfs_mount(image, 2, &err) == NULL && err == EINVAL, "mount rejects unknown flags");
+    CHECK(ulfs_mount(image, 4, &err) == NULL && err == EINVAL, "mount rejects unknown flags");
     CHECK(ulfs_mount(NULL, 0, &err) == NULL && err == EFAULT, "mount NULL image is EFAULT");
     CHECK(ulfs_mount("/nonexistent/ulfs.img", 0, &err) == NULL && err == ENOENT,
           "mount missing image is ENOENT");

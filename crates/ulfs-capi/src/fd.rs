@@ -38,7 +38,7 @@ pub unsafe extern "C" fn ulfs_read(
 ) -> ssize_t {
     guard(|| {
         // SAFETY: `fs` is NULL or live and unshared, by the caller's contract.
-        let fs = unsafe { fs_mut(fs) }?;
+        let mut fs = unsafe { fs_mut(fs) }?;
         // SAFETY: `buf` is NULL or writable for `n` bytes, by the contract.
         let buf = unsafe { out_buf(buf.cast(), n) }?;
         ssize(fs.read(fd, buf)?)
@@ -59,7 +59,7 @@ pub unsafe extern "C" fn ulfs_write(
 ) -> ssize_t {
     guard(|| {
         // SAFETY: `fs` is NULL or live and unshared, by the caller's contract.
-        let fs = unsafe { fs_mut(fs) }?;
+        let mut fs = unsafe { fs_mut(fs) }?;
         // SAFETY: `buf` is NULL or readable for `n` bytes, by the contract.
         let buf = unsafe { in_buf(buf.cast(), n) }?;
         ssize(fs.write(fd, buf)?)
@@ -81,7 +81,7 @@ pub unsafe extern "C" fn ulfs_pread(
 ) -> ssize_t {
     guard(|| {
         // SAFETY: `fs` is NULL or live and unshared, by the caller's contract.
-        let fs = unsafe { fs_mut(fs) }?;
+        let mut fs = unsafe { fs_mut(fs) }?;
         let off = offset(off)?;
         // SAFETY: `buf` is NULL or writable for `n` bytes, by the contract.
         let buf = unsafe { out_buf(buf.cast(), n) }?;
@@ -104,7 +104,7 @@ pub unsafe extern "C" fn ulfs_pwrite(
 ) -> ssize_t {
     guard(|| {
         // SAFETY: `fs` is NULL or live and unshared, by the caller's contract.
-        let fs = unsafe { fs_mut(fs) }?;
+        let mut fs = unsafe { fs_mut(fs) }?;
         let off = offset(off)?;
         // SAFETY: `buf` is NULL or readable for `n` bytes, by the contract.
         let buf = unsafe { in_buf(buf.cast(), n) }?;
@@ -139,7 +139,7 @@ pub unsafe extern "C" fn ulfs_lseek(
 pub unsafe extern "C" fn ulfs_fstat(fs: *mut ulfs_t, fd: c_int, st: *mut libc::stat) -> c_int {
     guard(|| {
         // SAFETY: `fs` is NULL or live and unshared, by the caller's contract.
-        let fs = unsafe { fs_mut(fs) }?;
+        let mut fs = unsafe { fs_mut(fs) }?;
         if st.is_null() {
             return Err(Errno::EFAULT);
         }
@@ -166,7 +166,7 @@ pub unsafe extern "C" fn ulfs_getdents64(
 ) -> ssize_t {
     guard(|| {
         // SAFETY: `fs` is NULL or live and unshared, by the caller's contract.
-        let fs = unsafe { fs_mut(fs) }?;
+        let mut fs = unsafe { fs_mut(fs) }?;
         // SAFETY: `dirp` is NULL or writable for `count` bytes, by the contract.
         let buf = unsafe { out_buf(dirp.cast(), count) }?;
         ssize(fs.getdents64(fd, buf)?)
@@ -182,7 +182,7 @@ pub unsafe extern "C" fn ulfs_getdents64(
 pub unsafe extern "C" fn ulfs_ftruncate(fs: *mut ulfs_t, fd: c_int, len: off_t) -> c_int {
     guard(|| {
         // SAFETY: `fs` is NULL or live and unshared, by the caller's contract.
-        let fs = unsafe { fs_mut(fs) }?;
+        let mut fs = unsafe { fs_mut(fs) }?;
         fs.ftruncate(fd, offset(len)?)?;
         Ok(0)
     })
@@ -228,7 +228,7 @@ pub unsafe extern "C" fn ulfs_futimens(
 ) -> c_int {
     guard(|| {
         // SAFETY: `fs` is NULL or live and unshared, by the caller's contract.
-        let fs = unsafe { fs_mut(fs) }?;
+        let mut fs = unsafe { fs_mut(fs) }?;
         // SAFETY: `times` is NULL or readable for two timespecs, by the contract.
         let times = unsafe { c_times(times) }?;
         fs.futimens(fd, times)?;
@@ -301,7 +301,7 @@ pub unsafe extern "C" fn ulfs_fallocate(
 ) -> c_int {
     guard(|| {
         // SAFETY: `fs` is NULL or live and unshared, by the caller's contract.
-        let fs = unsafe { fs_mut(fs) }?;
+        let mut fs = unsafe { fs_mut(fs) }?;
         if off < 0 || len <= 0 {
             return Err(Errno::EINVAL);
         }

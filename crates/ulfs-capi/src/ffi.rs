@@ -7,9 +7,12 @@
 //! rules of the ABI (NULL gives `-EFAULT`, nothing unwinds into C, a buffer
 //! length never exceeds what a Rust slice may hold) are written exactly once.
 
+use std::cell::UnsafeCell;
 use std::ffi::{CStr, c_char};
 use std::marker::{PhantomData, PhantomPinned};
+use std::ops::{Deref, DerefMut};
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::{Mutex, MutexGuard};
 
 use ulfs::{Errno, Fs, Timespec};
 
@@ -19,7 +22,7 @@ use ulfs::{Errno, Fs, Timespec};
 pub(crate) const MAX_RW: usize = 0x7fff_f000;
 
 /// The C side's `ulfs_t`: an opaque type that only ever exists behind a
-/// pointer. The pointer really is a `Box<ulfs::Fs>` turned into a raw pointer
+/// pointer. The pointer really is a `Box<Handle>` turned into a raw pointer
 /// by `ulfs_mount` and turned back by `ulfs_unmount`.
 #[allow(non_camel_case_types)]
 #[repr(C)]
@@ -28,10 +31,43 @@ pub struct ulfs_t {
     _not_send_sync_unpin: PhantomData<(*mut u8, PhantomPinned)>,
 }
 
+/// What an `ulfs_t *` points to: the file system, and for a handle mounted
+/// with `ULFS_THREADSAFE` the mutex every call takes first. Without it the
+/// handle has no lock at all (one thread at a time, the caller's promise),
+/// so the single-owner path pays for nothing but a branch.
+pub(crate) struct Handle {
+    lock: Option<Mutex<()>>,
+    fs: UnsafeCell<Fs>,
+}
+
+/// The file system of a handle for the length of one call; holds the
+/// handle's mutex when it has one.
+pub(crate) struct FsRef<'a> {
+    _held: Option<MutexGuard<'a, ()>>,
+    fs: &'a mut Fs,
+}
+
+impl Deref for FsRef<'_> {
+    type Target = Fs;
+    fn deref(&self) -> &Fs {
+        self.fs
+    }
+}
+
+impl DerefMut for FsRef<'_> {
+    fn deref_mut(&mut self) -> &mut Fs {
+        self.fs
+    }
+}
+
 impl ulfs_t {
-    /// Hands a mounted file system to C.
-    pub(crate) fn into_raw(fs: Fs) -> *mut ulfs_t {
-        Box::into_raw(Box::new(fs)).cast::<ulfs_t>()
+    /// Hands a mounted file system to C, with a lock if `thread_safe`.
+    pub(crate) fn into_raw(fs: Fs, thread_safe: bool) -> *mut ulfs_t {
+        let handle = Handle {
+            lock: thread_safe.then(|| Mutex::new(())),
+            fs: UnsafeCell::new(fs),
+        };
+        Box::into_raw(Box::new(handle)).cast::<ulfs_t>()
     }
 
     /// Takes ownership back from C; `None` for NULL.
@@ -39,13 +75,14 @@ impl ulfs_t {
     /// # Safety
     /// `p` must be NULL or a pointer returned by `into_raw` that has not been
     /// given back yet; after this call the C side must not use it again.
-    pub(crate) unsafe fn from_raw(p: *mut ulfs_t) -> Option<Box<Fs>> {
+    pub(crate) unsafe fn from_raw(p: *mut ulfs_t) -> Option<Fs> {
         if p.is_null() {
             return None;
         }
         // SAFETY: by the contract above `p` came from `Box::into_raw` of a
-        // `Box<Fs>` and ownership is transferred back exactly once.
-        Some(unsafe { Box::from_raw(p.cast::<Fs>()) })
+        // `Box<Handle>` and ownership is transferred back exactly once.
+        let handle = unsafe { Box::from_raw(p.cast::<Handle>()) };
+        Some(handle.fs.into_inner())
     }
 }
 
@@ -83,16 +120,30 @@ pub(crate) fn guard<R: NegErrno>(body: impl FnOnce() -> Result<R, Errno>) -> R {
     }
 }
 
-/// The file system behind a handle; NULL is EFAULT.
+/// The file system behind a handle, for one call; NULL is EFAULT. A
+/// thread-safe handle's mutex is held until the `FsRef` is dropped.
 ///
 /// # Safety
-/// `fs` must be NULL or a live handle from `ulfs_mount` that no other thread
-/// uses while the returned reference lives.
-pub(crate) unsafe fn fs_mut<'a>(fs: *mut ulfs_t) -> Result<&'a mut Fs, Errno> {
-    // SAFETY: by the caller's contract `fs` is NULL (rejected by `as_mut`) or
-    // a live `Box<Fs>` pointer from `ulfs_mount` used by this thread only, so
-    // a unique reference is sound.
-    unsafe { fs.cast::<Fs>().as_mut() }.ok_or(Errno::EFAULT)
+/// `fs` must be NULL or a live handle from `ulfs_mount`. Unless it was
+/// mounted with `ULFS_THREADSAFE`, no other thread may use it while the
+/// returned reference lives.
+pub(crate) unsafe fn fs_mut<'a>(fs: *mut ulfs_t) -> Result<FsRef<'a>, Errno> {
+    // SAFETY: by the caller's contract `fs` is NULL (rejected by `as_ref`) or
+    // a live `Box<Handle>` from `ulfs_mount`; a shared reference to it is
+    // sound from any thread (the file system itself is only reached through
+    // the `UnsafeCell` below).
+    let handle = unsafe { fs.cast::<Handle>().as_ref() }.ok_or(Errno::EFAULT)?;
+    // A panic while holding the lock leaves the file system as the panic
+    // left it; calls go on, as they would on a handle without a lock.
+    let held = handle
+        .lock
+        .as_ref()
+        .map(|m| m.lock().unwrap_or_else(|poisoned| poisoned.into_inner()));
+    // SAFETY: the reference is unique: either this thread holds the handle's
+    // mutex (thread-safe handle, every call takes it), or the caller promises
+    // no other thread uses the handle now.
+    let fs = unsafe { &mut *handle.fs.get() };
+    Ok(FsRef { _held: held, fs })
 }
 
 /// The bytes of a NUL-terminated C string (without the NUL); NULL is EFAULT.

@@ -17,6 +17,9 @@ use crate::options::parse_mkfs_options;
 
 /// `flags` bit of `ulfs_mount`: mount read-only.
 pub const ULFS_RDONLY: c_int = 1;
+/// `flags` bit of `ulfs_mount`: the handle may be used by several threads at
+/// once; each call takes the handle's mutex (without it, no lock is taken).
+pub const ULFS_THREADSAFE: c_int = 2;
 
 /// Creates a file system in `image` (a host path) of `size` bytes.
 /// `options` is NULL or a comma-separated list (see `options.rs`).
@@ -44,7 +47,8 @@ pub unsafe extern "C" fn ulfs_mkfs(
     })
 }
 
-/// Mounts `image`. `flags` is 0 or `ULFS_RDONLY`. Returns the handle, or NULL
+/// Mounts `image`. `flags` is 0 or a mix of `ULFS_RDONLY` and
+/// `ULFS_THREADSAFE`. Returns the handle, or NULL
 /// with the positive errno stored in `*err` (when `err` is not NULL).
 ///
 /// # Safety
@@ -58,7 +62,7 @@ pub unsafe extern "C" fn ulfs_mount(
 ) -> *mut ulfs_t {
     let mut fs: *mut ulfs_t = std::ptr::null_mut();
     let r: c_int = guard(|| {
-        if flags & !ULFS_RDONLY != 0 {
+        if flags & !(ULFS_RDONLY | ULFS_THREADSAFE) != 0 {
             return Err(Errno::EINVAL);
         }
         // SAFETY: NULL or NUL-terminated by the caller's contract.
@@ -68,7 +72,7 @@ pub unsafe extern "C" fn ulfs_mount(
             ..Default::default()
         };
         let mounted = Fs::mount(host_path(image)?, opts).map_err(|e| e.errno)?;
-        fs = ulfs_t::into_raw(mounted);
+        fs = ulfs_t::into_raw(mounted, flags & ULFS_THREADSAFE != 0);
         Ok(0)
     });
     if r < 0 && !err.is_null() {
@@ -104,7 +108,7 @@ pub unsafe extern "C" fn ulfs_unmount(fs: *mut ulfs_t) -> c_int {
 pub unsafe extern "C" fn ulfs_sync(fs: *mut ulfs_t) -> c_int {
     guard(|| {
         // SAFETY: `fs` is NULL or live and unshared, by the caller's contract.
-        let fs = unsafe { fs_mut(fs) }?;
+        let mut fs = unsafe { fs_mut(fs) }?;
         fs.sync()?;
         Ok(0)
     })
@@ -124,7 +128,7 @@ pub unsafe extern "C" fn ulfs_statfs(
 ) -> c_int {
     guard(|| {
         // SAFETY: `fs` is NULL or live and unshared, by the caller's contract.
-        let fs = unsafe { fs_mut(fs) }?;
+        let mut fs = unsafe { fs_mut(fs) }?;
         // SAFETY: NULL or NUL-terminated by the caller's contract.
         let path = unsafe { c_bytes(path) }?;
         if buf.is_null() {

@@ -30,7 +30,7 @@ pub unsafe extern "C" fn ulfs_open(
 ) -> c_int {
     guard(|| {
         // SAFETY: `fs` is NULL or live and unshared, by the caller's contract.
-        let fs = unsafe { fs_mut(fs) }?;
+        let mut fs = unsafe { fs_mut(fs) }?;
         // SAFETY: `path` is NULL or NUL-terminated, by the caller's contract.
         let path = unsafe { c_bytes(path) }?;
         fs.open(path, flags, mode)
@@ -49,7 +49,7 @@ unsafe fn stat_common(
 ) -> c_int {
     guard(|| {
         // SAFETY: `fs` is NULL or live and unshared, by the caller's contract.
-        let fs = unsafe { fs_mut(fs) }?;
+        let mut fs = unsafe { fs_mut(fs) }?;
         // SAFETY: `path` is NULL or NUL-terminated, by the caller's contract.
         let path = unsafe { c_bytes(path) }?;
         if st.is_null() {
@@ -107,10 +107,10 @@ unsafe fn path_op(
 ) -> c_int {
     guard(|| {
         // SAFETY: `fs` is NULL or live and unshared, by the caller's contract.
-        let fs = unsafe { fs_mut(fs) }?;
+        let mut fs = unsafe { fs_mut(fs) }?;
         // SAFETY: `path` is NULL or NUL-terminated, by the caller's contract.
         let path = unsafe { c_bytes(path) }?;
-        op(fs, path)?;
+        op(&mut fs, path)?;
         Ok(0)
     })
 }
@@ -127,10 +127,10 @@ unsafe fn two_path_op(
 ) -> c_int {
     guard(|| {
         // SAFETY: `fs` is NULL or live and unshared, by the caller's contract.
-        let fs = unsafe { fs_mut(fs) }?;
+        let mut fs = unsafe { fs_mut(fs) }?;
         // SAFETY: `a` and `b` are NULL or NUL-terminated, by the contract.
         let (a, b) = unsafe { (c_bytes(a)?, c_bytes(b)?) };
-        op(fs, a, b)?;
+        op(&mut fs, a, b)?;
         Ok(0)
     })
 }
@@ -241,7 +241,7 @@ pub unsafe extern "C" fn ulfs_readlink(
 ) -> ssize_t {
     guard(|| {
         // SAFETY: `fs` is NULL or live and unshared, by the caller's contract.
-        let fs = unsafe { fs_mut(fs) }?;
+        let mut fs = unsafe { fs_mut(fs) }?;
         // SAFETY: `path` is NULL or NUL-terminated, by the caller's contract.
         let path = unsafe { c_bytes(path) }?;
         if size == 0 {
@@ -353,7 +353,7 @@ pub unsafe extern "C" fn ulfs_chdir(fs: *mut ulfs_t, path: *const c_char) -> c_i
 pub unsafe extern "C" fn ulfs_getcwd(fs: *mut ulfs_t, buf: *mut c_char, size: size_t) -> c_int {
     guard(|| {
         // SAFETY: `fs` is NULL or live and unshared, by the caller's contract.
-        let fs = unsafe { fs_mut(fs) }?;
+        let mut fs = unsafe { fs_mut(fs) }?;
         if buf.is_null() {
             return Err(Errno::EFAULT);
         }

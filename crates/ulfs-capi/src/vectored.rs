@@ -84,7 +84,7 @@ pub unsafe extern "C" fn ulfs_readv(
 ) -> ssize_t {
     guard(|| {
         // SAFETY: `fs` is NULL or live and unshared, by the caller's contract.
-        let fs = unsafe { fs_mut(fs) }?;
+        let mut fs = unsafe { fs_mut(fs) }?;
         // SAFETY: `iov` is NULL or readable for `iovcnt` iovecs, by the contract.
         let ranges = unsafe { iovecs(iov, iovcnt) }?;
         if !overlapping(&ranges) {
@@ -125,7 +125,7 @@ pub unsafe extern "C" fn ulfs_writev(
 ) -> ssize_t {
     guard(|| {
         // SAFETY: `fs` is NULL or live and unshared, by the caller's contract.
-        let fs = unsafe { fs_mut(fs) }?;
+        let mut fs = unsafe { fs_mut(fs) }?;
         // SAFETY: `iov` is NULL or readable for `iovcnt` iovecs, by the contract.
         let ranges = unsafe { iovecs(iov, iovcnt) }?;
         let bufs: Vec<IoSlice<'_>> = ranges

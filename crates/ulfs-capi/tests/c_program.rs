@@ -98,15 +98,15 @@ enum Link {
     Shared,
 }
 
-/// Compiles smoke.c into `out`, linked as asked.
-fn compile_smoke(link: Link, out: &Path) {
+/// Compiles `tests/c/<source>` into `out`, linked as asked.
+fn compile(source: &str, link: Link, out: &Path) {
     let root = workspace_root();
     let libs = lib_dir();
     let mut cc = Command::new(std::env::var_os("CC").unwrap_or_else(|| "cc".into()));
     cc.args(["-std=gnu11", "-Wall", "-Wextra", "-Werror", "-O1", "-g"])
         .arg("-I")
         .arg(root.join("include"))
-        .arg(root.join("tests/c/smoke.c"))
+        .arg(root.join("tests/c").join(source))
         .arg("-o")
         .arg(out);
     match link {
@@ -125,7 +125,7 @@ fn compile_smoke(link: Link, out: &Path) {
     let output = cc.output().expect("run the C compiler (cc)");
     assert!(
         output.status.success(),
-        "compiling smoke.c ({link:?}) failed:\n{}",
+        "compiling {source} ({link:?}) failed:\n{}",
         text(&output)
     );
 }
@@ -142,7 +142,7 @@ fn text(o: &Output) -> String {
 fn run_smoke(link: Link) {
     let dir = tempfile::tempdir().expect("tempdir");
     let bin = dir.path().join("smoke");
-    compile_smoke(link, &bin);
+    compile("smoke.c", link, &bin);
     let image = dir.path().join("smoke.img");
     let output = Command::new(&bin)
         .arg(&image)
@@ -193,6 +193,33 @@ fn smoke_static() {
 #[test]
 fn smoke_shared() {
     run_smoke(Link::Shared);
+}
+
+/// One handle mounted with ULFS_THREADSAFE, used by four threads at once
+/// (`tests/c/threads.c`): every file and every appended record is there,
+/// before and after a remount.
+#[test]
+fn threadsafe_handle_shared_by_threads() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let bin = dir.path().join("threads");
+    compile("threads.c", Link::Shared, &bin);
+    let output = Command::new(&bin)
+        .arg(dir.path().join("threads.img"))
+        // cargo's LD_LIBRARY_PATH would win over the rpath and could load
+        // another build's library.
+        .env_remove("LD_LIBRARY_PATH")
+        .output()
+        .expect("run threads");
+    assert!(
+        output.status.success(),
+        "threads failed:\n{}",
+        text(&output)
+    );
+    let out = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        out.starts_with("threads: ok (4 threads x 1000 files)"),
+        "{out}"
+    );
 }
 
 /// The header is usable from C++ (its `extern "C"` block) and from strict C.
