@@ -9,7 +9,7 @@ use crate::error::Error;
 use crate::format::inode::Inode;
 use crate::format::superblock::*;
 use crate::format::*;
-use crate::store::{BlockStore, MmapStore, backing_size, is_block_device, open_locked};
+use crate::store::{BlockStore, MmapStore, backing_size, is_block_device, lock_image, open_locked};
 use crate::types::Timespec;
 use std::collections::HashMap;
 use std::fs::OpenOptions;
@@ -197,13 +197,7 @@ fn make_file(path: &Path, shown: &str, opts: &MkfsOptions) -> Result<(), Error> 
         .truncate(false)
         .open(path)
         .map_err(|e| Error::io(shown, e))?;
-    match file.try_lock() {
-        Ok(()) => {}
-        Err(std::fs::TryLockError::WouldBlock) => {
-            return Err(Error::new(Errno::EBUSY, super::mount::in_use(shown)));
-        }
-        Err(std::fs::TryLockError::Error(e)) => return Err(Error::io(shown, e)),
-    }
+    lock_image(&file, false).map_err(|e| super::mount::store_error(shown, e))?;
     let existing = file.metadata().map_err(|e| Error::io(shown, e))?.len();
     if existing > 0 && !opts.force {
         return Err(Error::new(

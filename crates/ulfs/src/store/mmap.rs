@@ -70,15 +70,32 @@ pub fn open_locked(path: &Path, read_only: bool) -> std::io::Result<File> {
         opts.custom_flags(libc::O_EXCL);
     }
     let file = opts.open(path)?;
+    lock_image(&file, read_only)?;
+    Ok(file)
+}
+
+/// Takes the image's lock on an open file: shared for a reader, exclusive
+/// for a writer; EBUSY if another open file holds a conflicting one. Where
+/// the host file system has no `flock` (some network and FUSE file
+/// systems) the image is used unlocked, as before locking existed.
+pub fn lock_image(file: &File, read_only: bool) -> std::io::Result<()> {
     let locked = if read_only {
         file.try_lock_shared()
     } else {
         file.try_lock()
     };
     match locked {
-        Ok(()) => Ok(file),
+        Ok(()) => Ok(()),
         Err(std::fs::TryLockError::WouldBlock) => {
             Err(std::io::Error::from_raw_os_error(libc::EBUSY))
+        }
+        Err(std::fs::TryLockError::Error(e))
+            if matches!(
+                e.raw_os_error(),
+                Some(libc::ENOLCK | libc::EOPNOTSUPP | libc::ENOSYS)
+            ) =>
+        {
+            Ok(())
         }
         Err(std::fs::TryLockError::Error(e)) => Err(e),
     }

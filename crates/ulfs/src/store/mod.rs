@@ -9,7 +9,7 @@
 mod mmap;
 pub mod sim;
 
-pub use mmap::{MmapStore, backing_size, is_block_device, open_locked};
+pub use mmap::{MmapStore, backing_size, is_block_device, lock_image, open_locked};
 pub use sim::{Fate, SimDisk};
 
 use crate::errno::Result;
