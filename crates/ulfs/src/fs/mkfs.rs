@@ -145,13 +145,13 @@ fn check_geometry(shown: &str, opts: &MkfsOptions) -> Result<(), Error> {
     let total = (opts.size / BLOCK_SIZE as u64).min(u32::MAX as u64 + 1);
     let journal = journal_size(opts, total) as u64;
     if total < MIN_BLOCKS + journal {
-        // The smallest image this mode (and journal size) allows.
-        let least = MIN_BLOCKS + journal.max(journal_size(opts, 0).max(min_journal(1)) as u64);
-        let least = if opts.mode == Mode::None && opts.journal_blocks.is_none() {
-            MIN_BLOCKS
-        } else {
-            least
-        };
+        // The smallest image this mode (and journal size) allows: a
+        // journal is at least what one group needs.
+        let least = MIN_BLOCKS
+            + match opts.mode {
+                Mode::Journal => journal.max(min_journal(1) as u64),
+                Mode::None => journal,
+            };
         return Err(Error::new(
             Errno::EINVAL,
             format!(
