@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 if ! command -v cargo >/dev/null; then
-    echo "test.sh: cargo not found; install a stable Rust toolchain (1.85 or newer) with rustup" >&2
+    echo "test.sh: cargo not found; install a stable Rust toolchain (1.89 or newer) with rustup" >&2
     exit 1
 fi
 
