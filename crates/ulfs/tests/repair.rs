@@ -618,6 +618,14 @@ fn broken_inode_free_list_is_rebuilt() {
     assert!(problems(&img).is_empty());
 }
 
+/// Flips one bit of superblock copy `bid` (0 or 1), in `feat_incompat`, so
+/// that copy fails its checksum while the other stays valid.
+fn damage_superblock_copy(img: &Path, bid: usize) {
+    let mut raw = Raw::read(img);
+    raw.bytes[bid * BS + 20] ^= 0x01;
+    raw.write(img);
+}
+
 /// One damaged superblock copy leaves the image mountable (the other copy
 /// is used) but without redundancy: the check reports it, the repair
 /// rewrites it from the good copy.
@@ -628,9 +636,7 @@ fn damaged_superblock_copy_is_found_and_rewritten() {
             let (_d, img) = image_in(16 << 20, mode);
             populate(&img);
             let want = snapshot(&img);
-            let mut raw = Raw::read(&img);
-            raw.bytes[bid * BS + 20] ^= 0x01; // a flipped bit in feat_incompat
-            raw.write(&img);
+            damage_superblock_copy(&img, bid);
             let found = problems(&img);
             assert_eq!(
                 found,
@@ -774,9 +780,7 @@ fn a_read_write_mount_heals_a_damaged_superblock_copy() {
         for mode in [Mode::None, Mode::Journal] {
             let (_d, img) = image_in(16 << 20, mode);
             populate(&img);
-            let mut raw = Raw::read(&img);
-            raw.bytes[bid * BS + 20] ^= 0x01;
-            raw.write(&img);
+            damage_superblock_copy(&img, bid);
             let mut fs = Fs::mount(&img, MountOptions::default()).unwrap();
             fs.mkdir("/after", 0o755).unwrap();
             fs.unmount().unwrap();
