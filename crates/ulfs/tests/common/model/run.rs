@@ -1,0 +1,157 @@
+//! Running one case: a fresh image and a fresh host directory (chrooted
+//! when permitted), in a thread of its own; fsck at the end.
+
+use super::*;
+
+/// A fresh host directory on tmpfs (or the temp dir without /dev/shm).
+pub fn host_tempdir() -> tempfile::TempDir {
+    let shm = Path::new("/dev/shm");
+    let base = if shm.is_dir() {
+        shm.to_path_buf()
+    } else {
+        std::env::temp_dir()
+    };
+    tempfile::Builder::new()
+        .prefix("ulfs-model-")
+        .tempdir_in(base)
+        .expect("create host temp dir")
+}
+
+/// Confines this thread's view of `/` to `root` (own fs_struct, chroot,
+/// chdir, umask 022 like a fresh `ulfs::Fs`). Returns false if chroot is not permitted.
+pub fn enter_chroot(root: &[u8]) -> bool {
+    let c = cpath(root);
+    // SAFETY: unshare(CLONE_FS) gives this thread a private root/cwd/umask;
+    // it touches no memory of ours.
+    if unsafe { libc::unshare(libc::CLONE_FS) } != 0 {
+        // SAFETY: umask has no memory effects. Without a private fs_struct
+        // this is process-wide; every test in this binary sets the same value.
+        unsafe { libc::umask(HOST_UMASK) };
+        return false;
+    }
+    // SAFETY: umask only affects this thread's private fs_struct now.
+    unsafe { libc::umask(HOST_UMASK) };
+    // SAFETY: valid C strings; chroot/chdir affect only this thread's
+    // private fs_struct (unshared above).
+    unsafe { libc::chroot(c.as_ptr()) == 0 && libc::chdir(c"/".as_ptr()) == 0 }
+}
+
+/// Runs `ops` on a fresh image and a fresh tmpfs directory, in a dedicated
+/// thread; `Err` describes the first divergence.
+pub fn run_case(ops: &[Op]) -> Result<(), String> {
+    let img_dir = tempfile::tempdir().map_err(|e| format!("tempdir: {e}"))?;
+    let host_dir = host_tempdir();
+    let img = img_dir.path().join("image");
+    let hroot = host_dir.path().as_os_str().as_encoded_bytes().to_vec();
+    let ops = ops.to_vec();
+    let img2 = img.clone();
+    let t = std::thread::spawn(move || run_in_thread(&img2, &hroot, &ops));
+    let r = match t.join() {
+        Ok(r) => r,
+        Err(p) => {
+            let msg = p
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_default();
+            Err(format!("panic while running the case: {msg}"))
+        }
+    };
+    r?;
+    let report = ulfs::fsck(&img, &mut ulfs::FsckOptions::default())
+        .map_err(|e| format!("fsck could not check the image: {e}"))?;
+    if !report.is_clean() {
+        return Err(format!(
+            "fsck after the case found problems: {:?}\n(ops replayed cleanly against tmpfs)",
+            report.problems
+        ));
+    }
+    Ok(())
+}
+
+pub fn run_in_thread(img: &Path, hroot: &[u8], ops: &[Op]) -> Result<(), String> {
+    let opts = MkfsOptions {
+        size: IMAGE_SIZE,
+        ..MkfsOptions::default()
+    };
+    ulfs::mkfs(img, &opts).map_err(|e| format!("mkfs: {e}"))?;
+    let mut fs = Fs::mount(img, MountOptions::default()).map_err(|e| format!("mount: {e}"))?;
+    let mode = if enter_chroot(hroot) {
+        HostMode::Chroot
+    } else {
+        HostMode::Prefix
+    };
+    let (hpre, upre) = match mode {
+        HostMode::Chroot => (Vec::new(), Vec::new()),
+        HostMode::Prefix => {
+            let mut h = hroot.to_vec();
+            let mut u = Vec::new();
+            for _ in 0..PREFIX_DEPTH {
+                h.extend_from_slice(b"/q");
+                u.extend_from_slice(b"/q");
+                host::mkdir(&h, 0o755).map_err(|e| format!("host prefix: {}", errno_name(e)))?;
+                fs.mkdir(&u, 0o755)
+                    .map_err(|e| format!("ulfs prefix: {e:?}"))?;
+            }
+            (h, u)
+        }
+    };
+    let mut h = Harness {
+        host: HostSide { prefix: hpre },
+        ulfs: UlfsSide { fs, prefix: upre },
+        chrooted: matches!(mode, HostMode::Chroot),
+        slots: Slots::default(),
+        trace: Vec::new(),
+    };
+    h.run(ops)?;
+    // Close everything; ulfs must accept each close.
+    for (i, slot) in std::mem::take(&mut h.slots.0).into_iter().enumerate() {
+        if let Some((hf, uf)) = slot {
+            let _ = host::close(hf);
+            if uf != CLOSED_FD {
+                h.ulfs
+                    .close(uf)
+                    .map_err(|e| format!("final close of slot {i}: {}", errno_name(e)))?;
+            }
+        }
+    }
+    let Harness { ulfs, .. } = h;
+    ulfs.fs.unmount().map_err(|e| format!("unmount: {e:?}"))
+}
+
+/// Replays a fixed sequence, panicking with the trace on divergence.
+pub fn run_ops(ops: Vec<Op>) {
+    if let Err(e) = run_case(&ops) {
+        panic!("{e}");
+    }
+}
+
+/// A small starting tree most cases begin with (`seeded = true`), so that
+/// random ops collide with existing files, directories, symlinks and open
+/// descriptors instead of mostly failing with ENOENT/EBADF.
+pub fn seed_ops() -> Vec<Op> {
+    let rw = Flags(libc::O_RDWR | libc::O_CREAT);
+    vec![
+        Op::Mkdir(p("d"), M(0o755)),
+        Op::Mkdir(p("d/c"), M(0o700)),
+        Op::Open(p("a"), rw, M(0o644)),
+        Op::Write(S(0), 5000, b'A'),
+        Op::Open(p("d/a"), Flags(libc::O_WRONLY | libc::O_CREAT), M(0o600)),
+        Op::Write(S(1), 10, b'B'),
+        Op::Symlink(p("d"), p("b")),
+        Op::Symlink(p("../a"), p("d/b")),
+        Op::Open(p("d"), Flags(libc::O_RDONLY | libc::O_DIRECTORY), M(0)),
+    ]
+}
+
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions and touches no memory.
+    unsafe { libc::geteuid() == 0 }
+}
+
+pub fn cases() -> u32 {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(256)
+}
