@@ -1,8 +1,11 @@
 //! An image on a block device: a loop device over a file. Runs where
-//! `losetup` works (root, loop driver present); elsewhere it says so and
-//! checks nothing else.
+//! `losetup` works (root, loop driver present); elsewhere it prints a
+//! `SKIPPED:` line (and fails under `ULFS_REQUIRE_ALL_TESTS=1`).
 
 use std::process::Command;
+
+#[path = "common/skip.rs"]
+mod skip;
 use ulfs::{Fs, FsckOptions, MkfsOptions, MountOptions, fsck, mkfs};
 
 struct Loop(String);
@@ -13,16 +16,21 @@ impl Drop for Loop {
     }
 }
 
-fn attach(file: &std::path::Path) -> Option<Loop> {
+/// A loop device over `file`, or why there is none.
+fn attach(file: &std::path::Path) -> Result<Loop, String> {
     let out = Command::new("losetup")
         .args(["-f", "--show"])
         .arg(file)
         .output()
-        .ok()?;
+        .map_err(|e| format!("needs losetup ({e})"))?;
     if !out.status.success() {
-        return None;
+        return Err(format!(
+            "needs a loop device (losetup -f: {})",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
     }
-    Some(Loop(String::from_utf8(out.stdout).ok()?.trim().to_string()))
+    let name = String::from_utf8(out.stdout).map_err(|e| format!("losetup output: {e}"))?;
+    Ok(Loop(name.trim().to_string()))
 }
 
 #[test]
@@ -33,9 +41,9 @@ fn image_on_a_loop_device() {
         .unwrap()
         .set_len(48 << 20)
         .unwrap();
-    let Some(dev) = attach(&backing) else {
-        eprintln!("losetup unavailable here: block-device test not run");
-        return;
+    let dev = match attach(&backing) {
+        Ok(dev) => dev,
+        Err(reason) => return skip::skip("image_on_a_loop_device", &reason),
     };
     let with = |size: u64, force: bool| MkfsOptions {
         size,
