@@ -1,14 +1,28 @@
-//! The checker: whether a tree read back equals an allowed prefix state,
-//! under the data rules of data=ordered.
+//! The checker: whether a tree read back equals an allowed prefix state
+//! (or an allowed part of a call that commits its finished part), under
+//! the data rules of data=ordered.
 
 use super::*;
 
-/// What a crash state may show: a prefix state k in floor..=max.
+/// What a crash state may show: a prefix state k in floor..=max, or the
+/// state after k calls plus a committed part of call k (`partials`, for
+/// floor <= k < max).
 pub struct Expect<'a> {
     pub snaps: &'a [Arc<Tree>],
     pub floor: usize,
     pub max: usize,
     pub loose: &'a [Loose],
+    pub partials: &'a [Partial],
+}
+
+/// Which allowed state a crash state matched.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Match {
+    /// Calls completed in that state.
+    pub k: usize,
+    /// The state also holds a committed part of call k, of this kind
+    /// (`PartialKind::index`).
+    pub part: Option<usize>,
 }
 
 impl Expect<'_> {
@@ -39,7 +53,12 @@ impl Expect<'_> {
 
     /// Differences between `found` and candidate state `k` (empty: equal).
     pub fn diff(&self, found: &Found, k: usize, limit: usize) -> Vec<String> {
-        let t = &self.snaps[k];
+        self.diff_tree(found, &self.snaps[k], k, limit)
+    }
+
+    /// Differences between `found` and the tree `t` of a state reached
+    /// after `k` calls (the loose-byte rules depend on `k`).
+    pub fn diff_tree(&self, found: &Found, t: &Tree, k: usize, limit: usize) -> Vec<String> {
         let mut out = Vec::new();
         macro_rules! push {
             ($($a:tt)*) => {{
@@ -74,9 +93,21 @@ impl Expect<'_> {
                 continue;
             };
             match (n, f) {
-                (Node::Dir { perm }, FNode::Dir { perm: fp, nlink }) => {
+                (
+                    Node::Dir { perm, attrs },
+                    FNode::Dir {
+                        perm: fp,
+                        nlink,
+                        owner,
+                        atime,
+                        mtime,
+                    },
+                ) => {
                     if perm != fp {
                         push!("{}: dir mode {fp:o}, expected {perm:o}", show(p));
+                    }
+                    if let Some(d) = attrs_diff(attrs, *owner, *atime, *mtime) {
+                        push!("{}: {d}", show(p));
                     }
                     let want = 2 + subdirs.get(p.as_slice()).copied().unwrap_or(0) as u64;
                     if *nlink != want {
@@ -103,6 +134,9 @@ impl Expect<'_> {
                     if ff.perm != fd.perm {
                         push!("{}: mode {:o}, expected {:o}", show(p), ff.perm, fd.perm);
                     }
+                    if let Some(d) = attrs_diff(&fd.attrs, ff.owner, ff.atime, ff.mtime) {
+                        push!("{}: {d}", show(p));
+                    }
                     let links = links[id];
                     if ff.nlink != links {
                         push!("{}: nlink {}, expected {links}", show(p), ff.nlink);
@@ -127,6 +161,16 @@ impl Expect<'_> {
         for pg in pages {
             if pg * PAGE >= fd.size {
                 break;
+            }
+            // Allocation is metadata: exact in every prefix state.
+            let (want, have) = (fd.pages.contains_key(&pg), ff.pages.contains_key(&pg));
+            if want != have {
+                let what = |x: bool| if x { "data" } else { "a hole" };
+                return Some(format!(
+                    "page {pg} is {}, expected {}",
+                    what(have),
+                    what(want)
+                ));
             }
             let exp: &[u8] = fd.pages.get(&pg).map_or(&zero, |p| p);
             let got: &[u8] = ff.pages.get(&pg).map_or(&zero, |p| p);
@@ -155,7 +199,45 @@ impl Expect<'_> {
     }
 
     /// The candidate that matches, or a report of why none does.
-    pub fn matching(&self, found: &Found) -> Result<usize, String> {
+    pub fn matching(&self, found: &Found) -> Result<Match, String> {
+        self.matching_whole(found)
+            .map(|k| Match { k, part: None })
+            .or_else(|e| match self.matching_partial(found) {
+                Some((k, kind)) => Ok(Match {
+                    k,
+                    part: Some(kind),
+                }),
+                None if self.partials.iter().any(|p| self.allows(p)) => Err(format!(
+                    "{e}\n  (nor any allowed committed part of calls {:?})",
+                    self.partials
+                        .iter()
+                        .filter(|p| self.allows(p))
+                        .map(|p| p.op)
+                        .collect::<Vec<_>>()
+                )),
+                None => Err(e),
+            })
+    }
+
+    /// Whether the crash state may hold the committed part of `p`'s call.
+    pub fn allows(&self, p: &Partial) -> bool {
+        self.floor <= p.op && p.op < self.max
+    }
+
+    /// A call's committed part that `found` shows (the call's index and
+    /// kind).
+    fn matching_partial(&self, found: &Found) -> Option<(usize, usize)> {
+        for p in self.partials.iter().filter(|p| self.allows(p)) {
+            for t in p.candidates(&self.snaps[p.op], found) {
+                if self.diff_tree(found, &t, p.op, 1).is_empty() {
+                    return Some((p.op, p.kind.index()));
+                }
+            }
+        }
+        None
+    }
+
+    fn matching_whole(&self, found: &Found) -> Result<usize, String> {
         if !found.anomalies.is_empty() {
             return Err(format!("read-back anomalies: {:#?}", found.anomalies));
         }
@@ -190,6 +272,19 @@ impl Expect<'_> {
             self.max,
             reports.join("\n")
         ))
+    }
+}
+
+/// Owner always; atime and mtime where the model knows them.
+fn attrs_diff(a: &Attrs, owner: (u32, u32), atime: Timespec, mtime: Timespec) -> Option<String> {
+    if a.owner != owner {
+        return Some(format!("owner {owner:?}, expected {:?}", a.owner));
+    }
+    match a.times {
+        Some([at, mt]) if (at, mt) != (atime, mtime) => Some(format!(
+            "times (atime, mtime) = ({atime:?}, {mtime:?}), expected ({at:?}, {mt:?})"
+        )),
+        _ => None,
     }
 }
 

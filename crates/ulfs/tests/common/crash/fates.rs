@@ -116,6 +116,10 @@ pub struct Cfg {
     pub mode: Mode,
     pub at_flush: Budget,
     pub after_op: Budget,
+    /// Mode none only: check every crash state with blocks in flight for
+    /// what that mode promises (fsck --repair brings it back to a
+    /// consistent image), instead of the synced state alone.
+    pub none_repair: bool,
 }
 
 impl Cfg {
@@ -132,6 +136,7 @@ impl Cfg {
                 random: 1,
                 torn: 1,
             },
+            none_repair: false,
         }
     }
     pub fn long() -> Cfg {
@@ -147,6 +152,7 @@ impl Cfg {
                 random: 6,
                 torn: 3,
             },
+            none_repair: false,
         }
     }
 }

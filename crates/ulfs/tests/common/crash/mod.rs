@@ -12,8 +12,8 @@ use ulfs::format::BLOCK_SIZE;
 use ulfs::format::superblock::Superblock;
 use ulfs::store::{BlockStore, Fate, SimDisk};
 use ulfs::{
-    Errno, Fd, Fs, FsckOptions, MkfsOptions, Mode, MountOptions, RENAME_EXCHANGE, format_store,
-    fsck_store, parse_dirents,
+    Errno, Fd, Fs, FsckOptions, MkfsOptions, Mode, MountOptions, RENAME_EXCHANGE, Timespec,
+    format_store, fsck, fsck_repair, fsck_store, parse_dirents,
 };
 
 pub const PAGE: u64 = 4096;
@@ -21,22 +21,28 @@ pub const SECTORS: usize = BLOCK_SIZE / 512;
 /// Default seed of the CI run (each workload mixes in its name).
 pub const CI_SEED: u64 = 0x5eed_c0de_0003;
 
+mod apply;
 mod check;
 mod expect;
 mod fates;
 mod ops;
+mod partial;
 mod readback;
 mod rng;
 mod runner;
 mod tree;
+mod wl_partial;
 mod workloads;
 
+pub use apply::*;
 pub use check::*;
 pub use expect::*;
 pub use fates::*;
 pub use ops::*;
+pub use partial::*;
 pub use readback::*;
 pub use rng::*;
 pub use runner::*;
 pub use tree::*;
+pub use wl_partial::*;
 pub use workloads::*;

@@ -63,6 +63,35 @@ pub enum Op {
         path: Path,
         perm: u32,
     },
+    Fdatasync {
+        slot: usize,
+    },
+    /// `fallocate`: mode 0, KEEP_SIZE or PUNCH_HOLE|KEEP_SIZE.
+    Fallocate {
+        slot: usize,
+        mode: i32,
+        off: u64,
+        len: u64,
+    },
+    /// `utimensat` with explicit (atime, mtime).
+    Utimens {
+        path: Path,
+        times: [Timespec; 2],
+    },
+    Futimens {
+        slot: usize,
+        times: [Timespec; 2],
+    },
+    Chown {
+        path: Path,
+        uid: u32,
+        gid: u32,
+    },
+    Fchown {
+        slot: usize,
+        uid: u32,
+        gid: u32,
+    },
 }
 
 impl fmt::Display for Op {
@@ -96,6 +125,29 @@ impl fmt::Display for Op {
                 write!(f, "symlink({}, {})", show(target), show(path))
             }
             Op::Chmod { path, perm } => write!(f, "chmod({}, {perm:o})", show(path)),
+            Op::Fdatasync { slot } => write!(f, "fdatasync#{slot}"),
+            Op::Fallocate {
+                slot,
+                mode,
+                off,
+                len,
+            } => write!(f, "fallocate#{slot}(mode {mode:#x}, off {off}, len {len})"),
+            Op::Utimens { path, times } => write!(
+                f,
+                "utimensat({}, {}.{:09}, {}.{:09})",
+                show(path),
+                times[0].sec,
+                times[0].nsec,
+                times[1].sec,
+                times[1].nsec
+            ),
+            Op::Futimens { slot, times } => write!(
+                f,
+                "futimens#{slot}({}.{:09}, {}.{:09})",
+                times[0].sec, times[0].nsec, times[1].sec, times[1].nsec
+            ),
+            Op::Chown { path, uid, gid } => write!(f, "chown({}, {uid}, {gid})", show(path)),
+            Op::Fchown { slot, uid, gid } => write!(f, "fchown#{slot}({uid}, {gid})"),
         }
     }
 }

@@ -8,6 +8,11 @@ pub struct FoundFile {
     pub ino: u64,
     pub nlink: u64,
     pub perm: u32,
+    pub owner: (u32, u32),
+    /// atime as the first `lstat` of any of its names saw it (reading the
+    /// file back moves it under relatime).
+    pub atime: Timespec,
+    pub mtime: Timespec,
     pub size: u64,
     /// Data pages (SEEK_DATA extents), each PAGE bytes, zero past EOF.
     pub pages: BTreeMap<u64, Vec<u8>>,
@@ -15,7 +20,13 @@ pub struct FoundFile {
 
 #[derive(Clone, PartialEq, Debug)]
 pub enum FNode {
-    Dir { perm: u32, nlink: u64 },
+    Dir {
+        perm: u32,
+        nlink: u64,
+        owner: (u32, u32),
+        atime: Timespec,
+        mtime: Timespec,
+    },
     File(FoundFile),
     Symlink(Vec<u8>),
 }
@@ -24,6 +35,20 @@ pub struct Found {
     pub nodes: BTreeMap<Path, FNode>,
     /// Things wrong whatever the expected state (e.g. a hole reading non-zero).
     pub anomalies: Vec<String>,
+}
+
+impl Found {
+    /// The nodes without file atimes, which reading the tree back moves
+    /// (relatime): what a second read-back must show unchanged.
+    pub fn without_file_atimes(&self) -> BTreeMap<Path, FNode> {
+        let mut n = self.nodes.clone();
+        for v in n.values_mut() {
+            if let FNode::File(f) = v {
+                f.atime = Timespec::default();
+            }
+        }
+        n
+    }
 }
 
 pub fn e2s(what: &str, p: &[u8], e: Errno) -> String {
@@ -113,8 +138,14 @@ pub fn read_tree(fs: &mut Fs) -> Result<Found, String> {
         FNode::Dir {
             perm: st.mode & 0o7777,
             nlink: st.nlink,
+            owner: (st.uid, st.gid),
+            atime: st.atime,
+            mtime: st.mtime,
         },
     );
+    // First atime seen per inode: a later name of a file already read
+    // shows the atime that read set.
+    let mut first_atime: HashMap<u64, Timespec> = HashMap::new();
     let mut stack = vec![b"/".to_vec()];
     while let Some(dir) = stack.pop() {
         let fd = fs
@@ -167,12 +198,18 @@ pub fn read_tree(fs: &mut Fs) -> Result<Found, String> {
                     FNode::Dir {
                         perm: st.mode & 0o7777,
                         nlink: st.nlink,
+                        owner: (st.uid, st.gid),
+                        atime: st.atime,
+                        mtime: st.mtime,
                     }
                 }
                 libc::S_IFREG => FNode::File(FoundFile {
                     ino: st.ino,
                     nlink: st.nlink,
                     perm: st.mode & 0o7777,
+                    owner: (st.uid, st.gid),
+                    atime: *first_atime.entry(st.ino).or_insert(st.atime),
+                    mtime: st.mtime,
                     size: st.size,
                     pages: read_file(fs, &path, st.size, &mut anomalies)?,
                 }),

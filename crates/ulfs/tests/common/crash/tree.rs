@@ -35,13 +35,40 @@ pub fn is_under(p: &[u8], dir: &[u8]) -> bool {
     p.len() > dir.len() && p.starts_with(dir) && (dir == b"/" || p[dir.len()] == b'/')
 }
 
-/// One file's contents: pages that were ever written (the blocks the file
-/// system allocated), bytes past `size` always zero.
+/// Owner and times of a file or directory. Times are known only while the
+/// last call that set them was `utimensat`/`futimens` with explicit values;
+/// any call that stamps the clock makes them unknown (not compared).
+#[derive(Clone, Copy, PartialEq, Debug)]
+pub struct Attrs {
+    pub owner: (u32, u32),
+    /// (atime, mtime) when known.
+    pub times: Option<[Timespec; 2]>,
+}
+
+impl Default for Attrs {
+    fn default() -> Attrs {
+        Attrs {
+            owner: process_owner(),
+            times: None,
+        }
+    }
+}
+
+/// Who owns what this process creates (ulfs stamps the effective ids).
+pub fn process_owner() -> (u32, u32) {
+    // SAFETY: geteuid/getegid take no arguments and cannot fail.
+    unsafe { (libc::geteuid(), libc::getegid()) }
+}
+
+/// One file's contents: pages the file system has allocated (written, or
+/// preallocated by fallocate, past `size` too), bytes past `size` always
+/// zero.
 #[derive(Clone, Default, PartialEq)]
 pub struct FileData {
     pub size: u64,
     pub pages: BTreeMap<u64, Arc<Vec<u8>>>,
     pub perm: u32,
+    pub attrs: Attrs,
 }
 
 impl FileData {
@@ -84,15 +111,16 @@ impl FileData {
     }
 
     /// Sets the size; returns the tail of the last kept page that a shrink
-    /// zeroed in place.
+    /// zeroed in place. As ulfs's `set_size`, blocks past the new size go
+    /// even when growing (preallocated ones).
     pub fn truncate(&mut self, len: u64) -> Option<(u64, u64)> {
         let old = self.size;
         self.size = len;
+        let keep = len.div_ceil(PAGE);
+        self.pages.retain(|&p, _| p < keep);
         if len >= old {
             return None;
         }
-        let keep = len.div_ceil(PAGE);
-        self.pages.retain(|&p, _| p < keep);
         if !len.is_multiple_of(PAGE)
             && let Some(p) = self.pages.get_mut(&(len / PAGE))
         {
@@ -102,13 +130,55 @@ impl FileData {
         }
         None
     }
+    /// fallocate (mode 0 or KEEP_SIZE) of pages `first..last`: holes get
+    /// zeroed pages; with `grow`, the size becomes at least `end`.
+    pub fn preallocate(&mut self, first: u64, last: u64, grow_to: Option<u64>) {
+        for pg in first..last {
+            self.pages
+                .entry(pg)
+                .or_insert_with(|| Arc::new(vec![0; PAGE as usize]));
+        }
+        if let Some(end) = grow_to {
+            self.size = self.size.max(end);
+        }
+    }
+
+    /// PUNCH_HOLE|KEEP_SIZE of `off..end` (`end` already cut at the size):
+    /// whole pages unmapped, partial pages zeroed in place. Returns the
+    /// byte ranges zeroed in place.
+    pub fn punch(&mut self, off: u64, end: u64) -> Vec<(u64, u64)> {
+        let mut in_place = Vec::new();
+        let mut pos = off;
+        while pos < end {
+            let pg = pos / PAGE;
+            let n = (PAGE - pos % PAGE).min(end - pos);
+            if n == PAGE {
+                self.pages.remove(&pg);
+            } else if let Some(p) = self.pages.get_mut(&pg) {
+                let at = (pos % PAGE) as usize;
+                Arc::make_mut(p)[at..at + n as usize].fill(0);
+                in_place.push((pos, pos + n));
+            }
+            pos += n;
+        }
+        in_place
+    }
 }
 
 #[derive(Clone, PartialEq, Debug)]
 pub enum Node {
-    Dir { perm: u32 },
+    Dir { perm: u32, attrs: Attrs },
     File(u32),
     Symlink(Vec<u8>),
+}
+
+impl Node {
+    pub fn dir(perm: u32) -> Node {
+        Node::Dir {
+            perm,
+            attrs: Attrs::default(),
+        }
+    }
 }
 
 /// The expected tree: paths (absolute, "/" included) to nodes, and file
@@ -133,7 +203,17 @@ pub fn shape_of<'a>(it: impl Iterator<Item = (&'a Path, u8, &'a [u8])>) -> u64 {
 impl Tree {
     pub fn new() -> Tree {
         let mut nodes = BTreeMap::new();
-        nodes.insert(b"/".to_vec(), Node::Dir { perm: 0o755 });
+        // mkfs makes the root owned by root.
+        nodes.insert(
+            b"/".to_vec(),
+            Node::Dir {
+                perm: 0o755,
+                attrs: Attrs {
+                    owner: (0, 0),
+                    times: None,
+                },
+            },
+        );
         Tree {
             nodes,
             files: BTreeMap::new(),
@@ -220,6 +300,25 @@ impl Tree {
 
     pub fn file_mut(&mut self, id: u32) -> &mut FileData {
         Arc::make_mut(self.files.get_mut(&id).expect("model file"))
+    }
+
+    /// Owner and times of the file or directory at `p`.
+    pub fn attrs_mut(&mut self, p: &[u8]) -> &mut Attrs {
+        if let Some(Node::File(id)) = self.nodes.get(p) {
+            let id = *id;
+            return &mut self.file_mut(id).attrs;
+        }
+        match self.nodes.get_mut(p) {
+            Some(Node::Dir { attrs, .. }) => attrs,
+            other => panic!("model: attributes of {} ({other:?})", show(p)),
+        }
+    }
+
+    /// A call stamped the clock on `p` (its times are unknown from now on).
+    pub fn stamp(&mut self, p: &[u8]) {
+        if self.nodes.contains_key(p) {
+            self.attrs_mut(p).times = None;
+        }
     }
 
     /// Moves `from` (and its subtree) to `to`.

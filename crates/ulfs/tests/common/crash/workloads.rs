@@ -583,7 +583,23 @@ pub fn wl_churn(r: &mut Runner, rng: &mut Rng, scale: usize) {
     }
 }
 
-/// A seeded random mix of everything over a small namespace.
+/// Explicit times a workload sets (distinct per call, nanoseconds too).
+pub fn some_times(rng: &mut Rng) -> [Timespec; 2] {
+    let t = 1_500_000_000 + rng.below(100_000_000) as i64;
+    [
+        Timespec {
+            sec: t,
+            nsec: rng.below(1_000_000_000) as i64,
+        },
+        Timespec {
+            sec: t + rng.below(1000) as i64,
+            nsec: rng.below(1_000_000_000) as i64,
+        },
+    ]
+}
+
+/// A seeded random mix of everything over a small namespace, attribute
+/// calls (utimensat, futimens, chown, fchown) and fallocate included.
 pub fn wl_mixed(r: &mut Runner, rng: &mut Rng, scale: usize) {
     let names: Vec<Path> = ["/a", "/b", "/c", "/a/x", "/a/y", "/b/x", "/b/z", "/a/x/q"]
         .iter()
@@ -596,7 +612,7 @@ pub fn wl_mixed(r: &mut Runner, rng: &mut Rng, scale: usize) {
             |t: &Tree, p: &[u8]| matches!(t.nodes.get(&parent_of(p)), Some(Node::Dir { .. }));
         let t = &r.model;
         let node = t.nodes.get(&p).cloned();
-        match (rng.below(12), node) {
+        match (rng.below(15), node) {
             (0, None) if parent_ok(t, &p) => r.op(Op::Mkdir { path: p }),
             (1, None) if parent_ok(t, &p) => {
                 let len = rng.below(40000) as usize;
@@ -644,6 +660,45 @@ pub fn wl_mixed(r: &mut Runner, rng: &mut Rng, scale: usize) {
                 path: p,
                 perm: [0o600, 0o644, 0o755, 0o700][rng.below(4) as usize],
             }),
+            (11, Some(Node::File(_) | Node::Dir { .. })) => {
+                let times = some_times(rng);
+                r.op(Op::Utimens { path: p, times })
+            }
+            (12, Some(Node::File(_) | Node::Dir { .. })) => r.op(Op::Chown {
+                path: p,
+                uid: rng.below(3) as u32 * 1000,
+                gid: rng.below(3) as u32 * 1000 + 7,
+            }),
+            (13 | 14, Some(Node::File(_))) => {
+                // Through a descriptor: times, owner, fallocate, fdatasync.
+                let s = r.open(&p, libc::O_RDWR);
+                let size = r.size_of(s);
+                let mode = [
+                    0,
+                    libc::FALLOC_FL_KEEP_SIZE,
+                    libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
+                ][rng.below(3) as usize];
+                r.op(Op::Fallocate {
+                    slot: s,
+                    mode,
+                    off: rng.below(size + 2 * PAGE),
+                    len: rng.range(1, 6 * PAGE),
+                });
+                if rng.chance(1, 2) {
+                    let times = some_times(rng);
+                    r.op(Op::Futimens { slot: s, times });
+                } else {
+                    r.op(Op::Fchown {
+                        slot: s,
+                        uid: 500,
+                        gid: rng.below(2) as u32 * 500,
+                    });
+                }
+                if rng.chance(1, 3) {
+                    r.op(Op::Fdatasync { slot: s });
+                }
+                r.op(Op::Close { slot: s });
+            }
             _ => {}
         }
         r.maybe_sync(rng, 10);
@@ -652,9 +707,21 @@ pub fn wl_mixed(r: &mut Runner, rng: &mut Rng, scale: usize) {
 
 pub const WORKLOADS: &[Workload] = &[
     Workload {
+        name: "partial",
+        blocks: 1024,
+        // The commit threshold and journal size the partial commits need
+        // (see wl_partial.rs); 66 is min_journal(1), checked by a test.
+        commit_blocks: 58,
+        journal_blocks: Some(66),
+        run: wl_partial,
+        ci_min_states: 1000,
+        after_every: 8,
+    },
+    Workload {
         name: "churn",
         blocks: 1024,
         commit_blocks: 0,
+        journal_blocks: None,
         run: wl_churn,
         ci_min_states: 500,
         after_every: 4,
@@ -663,6 +730,7 @@ pub const WORKLOADS: &[Workload] = &[
         name: "storm",
         blocks: 1024,
         commit_blocks: 16,
+        journal_blocks: None,
         run: wl_storm,
         ci_min_states: 2500,
         after_every: 1,
@@ -671,6 +739,7 @@ pub const WORKLOADS: &[Workload] = &[
         name: "rename",
         blocks: 1024,
         commit_blocks: 0,
+        journal_blocks: None,
         run: wl_rename,
         ci_min_states: 750,
         after_every: 1,
@@ -679,6 +748,7 @@ pub const WORKLOADS: &[Workload] = &[
         name: "bmap_dense",
         blocks: 2048,
         commit_blocks: 0,
+        journal_blocks: None,
         run: wl_bmap_dense,
         ci_min_states: 400,
         after_every: 1,
@@ -687,6 +757,7 @@ pub const WORKLOADS: &[Workload] = &[
         name: "bmap_sparse",
         blocks: 1024,
         commit_blocks: 0,
+        journal_blocks: None,
         run: wl_bmap_sparse,
         ci_min_states: 480,
         after_every: 1,
@@ -695,6 +766,7 @@ pub const WORKLOADS: &[Workload] = &[
         name: "truncate",
         blocks: 1024,
         commit_blocks: 0,
+        journal_blocks: None,
         run: wl_truncate,
         ci_min_states: 850,
         after_every: 1,
@@ -703,6 +775,7 @@ pub const WORKLOADS: &[Workload] = &[
         name: "links",
         blocks: 1024,
         commit_blocks: 8,
+        journal_blocks: None,
         run: wl_links,
         ci_min_states: 700,
         after_every: 1,
@@ -711,6 +784,7 @@ pub const WORKLOADS: &[Workload] = &[
         name: "orphan",
         blocks: 1024,
         commit_blocks: 0,
+        journal_blocks: None,
         run: wl_orphan,
         ci_min_states: 750,
         after_every: 1,
@@ -719,6 +793,7 @@ pub const WORKLOADS: &[Workload] = &[
         name: "mixed",
         blocks: 1024,
         commit_blocks: 4,
+        journal_blocks: None,
         run: wl_mixed,
         ci_min_states: 530,
         after_every: 1,
@@ -746,20 +821,23 @@ pub fn run_workload(
     (w.run)(&mut r, &mut rng, scale);
     let stats = r.finish();
     eprintln!(
-        "crash workload {name} seed {seed:#x} scale {scale}: {} points ({} at flushes), {} states ({} torn, {} during a recovery, {} showing an older prefix), max {} changed blocks in flight, {:.1?}",
+        "crash workload {name} seed {seed:#x} scale {scale}: {} points ({} at flushes), {} states ({} torn, {} during a recovery, {} showing an older prefix, {} a committed part of a call {:?} by kind {:?}), max {} changed blocks in flight, {:.1?}",
         stats.points,
         stats.flush_points,
         stats.states,
         stats.torn_states,
         stats.in_recovery,
         stats.older,
+        stats.partial,
+        stats.partial_kinds,
+        PartialKind::NAMES,
         stats.max_changed,
         t0.elapsed()
     );
     stats
 }
 
-pub fn ci(name: &str) {
+pub fn ci(name: &str) -> Stats {
     let cfg = Cfg::ci();
     // ULFS_CRASH_SEED, if set, replaces the fixed CI seed.
     let base = std::env::var("ULFS_CRASH_SEED")
@@ -776,6 +854,7 @@ pub fn ci(name: &str) {
             stats.states
         );
     }
+    stats
 }
 
 /// Replays one crash state (see the top of this file).
