@@ -22,6 +22,9 @@ use std::hash::Hasher;
 /// Smallest entry key; cookies below it name `.` and `..`.
 pub const KEY_BASE: u64 = 1 << 62;
 const SEQ_MASK: u64 = 0xF;
+/// Largest key `name_key` (plus a collision sequence) can make: a stored
+/// key above it is damage, and readdir's cookie (key + 1) must not wrap.
+const KEY_MAX: u64 = KEY_BASE | ((u64::MAX >> 7) << 4) | SEQ_MASK;
 /// Deepest tree ulfs builds (root level <= 7 holds far beyond 2^32 entries).
 const MAX_DEPTH: usize = 8;
 
@@ -373,7 +376,7 @@ impl Volume {
                 let r = leaf_rec(b, i).map_err(corrupt)?;
                 // Keys must grow along the chain; anything else is a damaged
                 // (possibly cyclic) chain, and stopping is the only safe move.
-                if r.key < last_key || r.key < KEY_BASE {
+                if r.key < last_key || !(KEY_BASE..=KEY_MAX).contains(&r.key) {
                     return Err(Errno::EUCLEAN);
                 }
                 last_key = r.key;
