@@ -12,9 +12,30 @@
 //! success values (byte counts, data, offsets, file type, permission bits,
 //! size, nlink) and the same errno on failure. After every step the offsets
 //! and `fstat` of all open descriptors are compared too, and at the end of
-//! each case the whole tree (names, types, modes, sizes, link counts,
-//! contents, symlink targets) and, after unmount, `ulfs::fsck` must find the
-//! image clean. DESIGN.md guarantee 1 says "where behaviour is in doubt,
+//! each case the whole tree (names, types, modes, owners, sizes, link
+//! counts, contents, symlink targets); then the image is unmounted, mounted
+//! again and the whole tree compared again (with every node's atime, mtime
+//! and ctime equal to what they were before unmounting), and `ulfs::fsck`
+//! must find the image clean.
+//!
+//! Timestamps follow Linux's rules: before every step each node's atime and
+//! mtime are set (utimensat) to sentinel values, in the past or with atime
+//! in the future (so relatime must leave it alone); after the step, for
+//! each node, "atime changed" and "mtime changed" must agree between the
+//! two sides, and where the step stamped them their order against ctime
+//! too. Exact values are not compared: tmpfs stamps with the coarse tick
+//! clock, ulfs with nanoseconds. ctime's own change is not observable that
+//! way (setting the sentinels stamps it). Divergences found this way and
+//! not yet fixed in the POSIX layer are tolerated one by one (only "Linux
+//! changed it, ulfs did not", only for the case named), counted, and
+//! printed at the end (`GAP_*` in common/model/harness.rs).
+//!
+//! Steps that cannot be compared (lseek of a directory descriptor, dup2
+//! onto a closed slot, and without privileges chown and, without chroot,
+//! chdir/getcwd and absolute symlinks) are skipped on both sides: they are
+//! counted and printed at the end, more than 10% of all steps fails the
+//! test, and privilege skips print a `SKIPPED:` line (a failure under
+//! `ULFS_REQUIRE_ALL_TESTS=1`; CI runs as root, where there are none). DESIGN.md guarantee 1 says "where behaviour is in doubt,
 //! Linux on tmpfs is the reference"; this test is that reference, executed.
 //! Most cases start from a small seeded tree (`seed_ops`) so that random ops
 //! collide with existing files, directories, symlinks and open descriptors.
@@ -30,11 +51,11 @@
 //!
 //! Deliberately not compared (legitimate differences, not generated or not
 //! looked at): permission checks (the test runs as root, which bypasses them
-//! on tmpfs; ulfs does none in library mode), timestamps, st_ino, st_dev,
+//! on tmpfs; ulfs does none in library mode), exact timestamps, st_ino, st_dev,
 //! st_blocks, st_size of directories, the order and d_off of getdents64
 //! records (the *sorted list* of (name, d_type), `.` and `..` included, is
 //! compared), lseek offsets of directory descriptors (opaque cookies),
-//! uid/gid, and RENAME_WHITEOUT (it makes a character device; ulfs has none).
+//! and RENAME_WHITEOUT (it makes a character device; ulfs has none).
 //!
 //! Every divergence this test has found (twelve in its first runs, all
 //! fixed) has a regression test at the bottom of this file, named for the
@@ -52,26 +73,77 @@
 #[path = "common/model/mod.rs"]
 mod model_kit;
 use model_kit::*;
+#[path = "common/skip.rs"]
+mod skip;
 
 use proptest::collection::vec;
 use proptest::prelude::*;
 use ulfs::{Errno, Fs, MkfsOptions, MountOptions};
 
-proptest! {
-    #![proptest_config(ProptestConfig {
+/// Skipped steps may be at most this share of all steps (in percent).
+const MAX_SKIPPED_PERCENT: u64 = 10;
+
+/// The random cases (proptest, run by hand rather than through the
+/// `proptest!` macro so that the steps skipped across all cases can be
+/// counted and reported once at the end).
+#[test]
+fn ulfs_matches_tmpfs() {
+    use proptest::test_runner::{Config, TestError, TestRunner};
+    use std::sync::Mutex;
+    let mut runner = TestRunner::new(Config {
         cases: cases(),
         failure_persistence: None,
         max_shrink_iters: 4096,
-        ..ProptestConfig::default()
-    })]
-
-    #[test]
-    fn ulfs_matches_tmpfs(seeded in prop::bool::weighted(0.7), ops in vec(op(), 1..=60)) {
+        ..Config::default()
+    });
+    // Only the passing cases count (shrinking reruns failing ones).
+    type Counts = std::collections::BTreeMap<&'static str, u64>;
+    let totals: Mutex<(u64, u64, Counts, Counts)> = Default::default();
+    let strategy = (prop::bool::weighted(0.7), vec(op(), 1..=60));
+    let result = runner.run(&strategy, |(seeded, ops)| {
         let mut all = if seeded { seed_ops() } else { Vec::new() };
         all.extend(ops);
-        if let Err(e) = run_case(&all) {
-            return Err(TestCaseError::fail(e));
+        let stats = run_case(&all).map_err(TestCaseError::fail)?;
+        let mut t = totals.lock().unwrap_or_else(|e| e.into_inner());
+        t.0 += stats.steps;
+        t.1 += stats.times_checked;
+        for why in stats.skipped {
+            *t.2.entry(why).or_default() += 1;
         }
+        for gap in stats.known_gaps {
+            *t.3.entry(gap).or_default() += 1;
+        }
+        Ok(())
+    });
+    match result {
+        Ok(()) => {}
+        Err(TestError::Fail(why, (seeded, ops))) => {
+            panic!("Test failed: {why}.\nminimal failing input: seeded = {seeded}, ops = {ops:?}")
+        }
+        Err(e) => panic!("{e}"),
+    }
+    let (steps, times, skipped, gaps) = totals.into_inner().unwrap_or_else(|e| e.into_inner());
+    let n_skipped: u64 = skipped.values().sum();
+    eprintln!(
+        "ulfs_matches_tmpfs: {} cases, {steps} steps compared ({times} node times checked), \
+         {n_skipped} skipped: {skipped:?}; known divergences from Linux tolerated: {gaps:?}",
+        cases()
+    );
+    assert!(
+        n_skipped * 100 <= steps * MAX_SKIPPED_PERCENT,
+        "{n_skipped} of {steps} steps were skipped (more than {MAX_SKIPPED_PERCENT}%): {skipped:?}"
+    );
+    // Steps skipped for lack of privilege: a visible, counted skip (and a
+    // failure where every test must run, as in CI, which runs as root).
+    let unprivileged: u64 = PRIVILEGE_SKIPS
+        .iter()
+        .filter_map(|why| skipped.get(why))
+        .sum();
+    if unprivileged > 0 {
+        skip::skip(
+            "ulfs_matches_tmpfs (steps needing root or CAP_SYS_CHROOT)",
+            &format!("{unprivileged} steps not run without privileges"),
+        );
     }
 }
 
@@ -123,8 +195,10 @@ fn removed_directory_is_enoent_before_long_name() {
 #[test]
 fn chown_drops_setuid_and_setgid() {
     if !is_root() {
-        eprintln!("not root: the host cannot chown; test not run");
-        return;
+        return skip::skip(
+            "chown_drops_setuid_and_setgid",
+            "needs root (the host cannot chown otherwise)",
+        );
     }
     run_ops(vec![
         Op::Open(p("f"), Flags(libc::O_RDWR | libc::O_CREAT), M(0o644)),

@@ -138,6 +138,38 @@ pub mod host {
         // SAFETY: valid C string.
         hr(unsafe { libc::chmod(c.as_ptr(), mode) })
     }
+    /// (atime, mtime, ctime) of `p`, not following a final symlink.
+    pub fn times(p: &[u8]) -> Result<Times, i32> {
+        let st = lstat(p)?;
+        Ok([
+            (st.st_atime, st.st_atime_nsec),
+            (st.st_mtime, st.st_mtime_nsec),
+            (st.st_ctime, st.st_ctime_nsec),
+        ])
+    }
+    /// utimensat(AT_FDCWD, p, [a, m], AT_SYMLINK_NOFOLLOW).
+    pub fn set_times(p: &[u8], a: (i64, i64), m: (i64, i64)) -> Result<i64, i32> {
+        let c = cpath(p);
+        let ts = [
+            libc::timespec {
+                tv_sec: a.0,
+                tv_nsec: a.1,
+            },
+            libc::timespec {
+                tv_sec: m.0,
+                tv_nsec: m.1,
+            },
+        ];
+        // SAFETY: valid C string; `ts` is two live timespecs.
+        hr(unsafe {
+            libc::utimensat(
+                libc::AT_FDCWD,
+                c.as_ptr(),
+                ts.as_ptr(),
+                libc::AT_SYMLINK_NOFOLLOW,
+            )
+        })
+    }
     pub fn chown(p: &[u8], uid: u32, gid: u32) -> Result<i64, i32> {
         let c = cpath(p);
         // SAFETY: valid C string.

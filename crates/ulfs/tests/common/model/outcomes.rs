@@ -55,6 +55,9 @@ impl St {
     }
 }
 
+/// (atime, mtime, ctime) as (seconds, nanoseconds).
+pub type Times = [(i64, i64); 3];
+
 /// Sorted (name, d_type) list of a directory.
 pub type Listing = Vec<(Vec<u8>, u8)>;
 

@@ -1,5 +1,6 @@
 //! Running one case: a fresh image and a fresh host directory (chrooted
-//! when permitted), in a thread of its own; fsck at the end.
+//! when permitted), in a thread of its own; at the end the image is
+//! unmounted, mounted again and compared again, then fsck'd.
 
 use super::*;
 
@@ -38,7 +39,17 @@ pub fn enter_chroot(root: &[u8]) -> bool {
 
 /// Runs `ops` on a fresh image and a fresh tmpfs directory, in a dedicated
 /// thread; `Err` describes the first divergence.
-pub fn run_case(ops: &[Op]) -> Result<(), String> {
+/// What a case's thread hands back for the check after remounting.
+pub struct Finished {
+    pub stats: CaseStats,
+    /// ulfs's times of every node before unmount.
+    pub times: Vec<(Vec<u8>, Times)>,
+    /// The host tree's prefix as seen outside the thread's chroot.
+    pub host_prefix: Vec<u8>,
+    pub ulfs_prefix: Vec<u8>,
+}
+
+pub fn run_case(ops: &[Op]) -> Result<CaseStats, String> {
     let img_dir = tempfile::tempdir().map_err(|e| format!("tempdir: {e}"))?;
     let host_dir = host_tempdir();
     let img = img_dir.path().join("image");
@@ -57,7 +68,46 @@ pub fn run_case(ops: &[Op]) -> Result<(), String> {
             Err(format!("panic while running the case: {msg}"))
         }
     };
-    r?;
+    let fin = r?;
+    // Unmounted: mount again (outside the chroot, where the image path
+    // means what it did before) and compare again: the same tree
+    // (contents, modes, owners, link counts against the host) and the
+    // same times as before unmounting.
+    let fs = Fs::mount(&img, MountOptions::default()).map_err(|e| format!("remount: {e}"))?;
+    let mut h = Harness {
+        host: HostSide {
+            prefix: fin.host_prefix,
+        },
+        ulfs: UlfsSide {
+            fs,
+            prefix: fin.ulfs_prefix,
+        },
+        chrooted: false,
+        slots: Slots::default(),
+        trace: Vec::new(),
+        stats: CaseStats::default(),
+    };
+    let again = h.ulfs_times()?;
+    if again != fin.times {
+        let diff: Vec<String> = fin
+            .times
+            .iter()
+            .zip(&again)
+            .filter(|(a, b)| a != b)
+            .take(3)
+            .map(|(a, b)| format!("{}: {:?} then {:?}", show_path(&a.0), a.1, b.1))
+            .collect();
+        return Err(format!(
+            "times changed across unmount and mount (or the tree did): {diff:?}"
+        ));
+    }
+    h.compare_trees()
+        .map_err(|e| format!("after unmount and mount again: {e}"))?;
+    let Harness { ulfs, .. } = h;
+    ulfs.fs
+        .unmount()
+        .map_err(|e| format!("unmount after remount: {e:?}"))?;
+    let stats = fin.stats;
     let report = ulfs::fsck(&img, &mut ulfs::FsckOptions::default())
         .map_err(|e| format!("fsck could not check the image: {e}"))?;
     if !report.is_clean() {
@@ -66,10 +116,10 @@ pub fn run_case(ops: &[Op]) -> Result<(), String> {
             report.problems
         ));
     }
-    Ok(())
+    Ok(stats)
 }
 
-pub fn run_in_thread(img: &Path, hroot: &[u8], ops: &[Op]) -> Result<(), String> {
+pub fn run_in_thread(img: &Path, hroot: &[u8], ops: &[Op]) -> Result<Finished, String> {
     let opts = MkfsOptions {
         size: IMAGE_SIZE,
         ..MkfsOptions::default()
@@ -102,6 +152,7 @@ pub fn run_in_thread(img: &Path, hroot: &[u8], ops: &[Op]) -> Result<(), String>
         chrooted: matches!(mode, HostMode::Chroot),
         slots: Slots::default(),
         trace: Vec::new(),
+        stats: CaseStats::default(),
     };
     h.run(ops)?;
     // Close everything; ulfs must accept each close.
@@ -115,13 +166,26 @@ pub fn run_in_thread(img: &Path, hroot: &[u8], ops: &[Op]) -> Result<(), String>
             }
         }
     }
-    let Harness { ulfs, .. } = h;
-    ulfs.fs.unmount().map_err(|e| format!("unmount: {e:?}"))
+    let times = h.ulfs_times()?;
+    let host_prefix = if h.chrooted {
+        hroot.to_vec()
+    } else {
+        h.host.prefix.clone()
+    };
+    let Harness { ulfs, stats, .. } = h;
+    let ulfs_prefix = ulfs.prefix;
+    ulfs.fs.unmount().map_err(|e| format!("unmount: {e:?}"))?;
+    Ok(Finished {
+        stats,
+        times,
+        host_prefix,
+        ulfs_prefix,
+    })
 }
 
 /// Replays a fixed sequence, panicking with the trace on divergence.
 pub fn run_ops(ops: Vec<Op>) {
-    if let Err(e) = run_case(&ops) {
+    if let Err(e) = run_case(&ops).map(|_| ()) {
         panic!("{e}");
     }
 }

@@ -36,6 +36,10 @@ pub trait Side {
     fn fchown(&mut self, fd: i32, uid: u32, gid: u32) -> Result<(), i32>;
     fn chdir(&mut self, p: &[u8]) -> Result<(), i32>;
     fn getcwd(&mut self) -> Result<Vec<u8>, i32>;
+    /// (atime, mtime, ctime) of `p` (lstat).
+    fn times(&mut self, p: &[u8]) -> Result<Times, i32>;
+    /// Sets atime and mtime of `p` (not following a final symlink).
+    fn set_times(&mut self, p: &[u8], a: (i64, i64), m: (i64, i64)) -> Result<(), i32>;
     /// Maps a model path to this side's path.
     fn map(&self, p: &[u8]) -> Vec<u8>;
 }
@@ -139,6 +143,12 @@ impl Side for HostSide {
     }
     fn getcwd(&mut self) -> Result<Vec<u8>, i32> {
         host::getcwd()
+    }
+    fn times(&mut self, p: &[u8]) -> Result<Times, i32> {
+        host::times(p)
+    }
+    fn set_times(&mut self, p: &[u8], a: (i64, i64), m: (i64, i64)) -> Result<(), i32> {
+        unit(host::set_times(p, a, m))
     }
     fn map(&self, p: &[u8]) -> Vec<u8> {
         map_path(&self.prefix, p)
@@ -248,6 +258,20 @@ impl Side for UlfsSide {
     }
     fn getcwd(&mut self) -> Result<Vec<u8>, i32> {
         ue(self.fs.getcwd())
+    }
+    fn times(&mut self, p: &[u8]) -> Result<Times, i32> {
+        let st = ue(self.fs.lstat(p))?;
+        Ok([
+            (st.atime.sec, st.atime.nsec),
+            (st.mtime.sec, st.mtime.nsec),
+            (st.ctime.sec, st.ctime.nsec),
+        ])
+    }
+    fn set_times(&mut self, p: &[u8], a: (i64, i64), m: (i64, i64)) -> Result<(), i32> {
+        let ts = |(sec, nsec)| ulfs::Timespec { sec, nsec };
+        ue(self
+            .fs
+            .utimensat(p, Some([ts(a), ts(m)]), libc::AT_SYMLINK_NOFOLLOW))
     }
     fn map(&self, p: &[u8]) -> Vec<u8> {
         map_path(&self.prefix, p)
