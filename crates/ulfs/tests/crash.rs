@@ -68,10 +68,10 @@
 //! modes and fdatasync); fsync/sync at
 //! seeded random points; small journal commit thresholds in some workloads
 //! so that commits also happen inside ordinary calls. The CI run checks
-//! about 22,000 crash states (some 9,000 of them taken during sampled
-//! recoveries) in about 20 s on 2 cores; each workload test asserts a
-//! minimum (about 70% of what it checks now, not counting recovery states;
-//! 7,460 in all). `ULFS_CRASH_SEED=<n>` runs the CI tests with another seed.
+//! about 26,000 crash states (some 10,000 of them taken during sampled
+//! recoveries) in about 50 s of CPU on 2 cores; each workload test asserts
+//! a minimum (about 70% of what it checks now, not counting recovery
+//! states; 8,460 in all). `ULFS_CRASH_SEED=<n>` runs the CI tests with another seed.
 //! More, with a seed and a count:
 //!   ULFS_CRASH_SEED=7 ULFS_CRASH_STATES=200000 \
 //!     cargo test -p ulfs --test crash crash_long_seeded -- --ignored --nocapture
@@ -102,7 +102,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, Ordering};
 
 use ulfs::store::{Fate, SimDisk};
-use ulfs::{Errno, Fs, MkfsOptions, Mode, MountOptions, format_store};
+use ulfs::{Errno, Fs, MkfsOptions, Mode, MountOptions, Timespec, format_store};
 
 // ===========================================================================
 // Tests
@@ -166,6 +166,10 @@ fn crash_calls_that_commit_part_of_their_work() {
         "the partial workload runs on the smallest journal mkfs allows"
     );
     let stats = ci("partial");
+    if mode_under_test() == Mode::None {
+        // Mode none has no transactions to cut, and promises less.
+        return;
+    }
     for (i, kind) in PartialKind::NAMES.iter().enumerate() {
         assert!(
             stats.partial_kinds[i] > 0,
@@ -267,7 +271,10 @@ fn crash_mode_none_blocks_in_flight() {
     };
     let stats = run_workload("mixed", mix(CI_SEED, 0x40f), 1, cfg, None);
     assert!(
-        stats.states >= 200 && stats.torn_states >= 60 && stats.max_changed >= 5,
+        stats.states >= 150
+            && stats.torn_states >= 50
+            && stats.max_changed >= 5
+            && stats.repaired > 0,
         "too few mode-none crash states with blocks in flight: {stats:?}"
     );
 }
@@ -707,4 +714,62 @@ fn harness_partial_rules() {
         check(&base, &after, pu(), &head).is_err(),
         "first block not zeroed from the punch's offset"
     );
+}
+
+/// Owners are always compared; atime and mtime where the model knows them
+/// (set explicitly and not stamped since), not elsewhere.
+#[test]
+fn harness_attribute_rules() {
+    let mut t = Tree::new();
+    t.nodes.insert(b"/f".to_vec(), Node::File(1));
+    let known = [
+        Timespec {
+            sec: 1_600_000_000,
+            nsec: 5,
+        },
+        Timespec {
+            sec: 1_600_000_001,
+            nsec: 6,
+        },
+    ];
+    let mut f = FileData {
+        perm: 0o644,
+        ..Default::default()
+    };
+    f.attrs.times = Some(known);
+    t.files.insert(1, Arc::new(f));
+    let snaps = [Arc::new(t.clone().sealed())];
+    let ex = Expect {
+        snaps: &snaps,
+        floor: 0,
+        max: 0,
+        loose: &[],
+        partials: &[],
+    };
+    fn file(found: &mut Found) -> &mut FoundFile {
+        match found.nodes.get_mut(&b"/f"[..]) {
+            Some(FNode::File(f)) => f,
+            _ => panic!("no /f"),
+        }
+    }
+    let good = found_of(&t);
+    assert!(ex.matching(&good).is_ok());
+    let mut f = found_of(&t);
+    file(&mut f).owner.0 += 1;
+    assert!(ex.matching(&f).is_err(), "wrong owner");
+    let mut f = found_of(&t);
+    file(&mut f).mtime.nsec += 1;
+    assert!(ex.matching(&f).is_err(), "wrong mtime where it is known");
+    // Unknown times: anything goes.
+    let mut u = t.clone();
+    u.stamp(b"/f");
+    let snaps = [Arc::new(u.sealed())];
+    let ex = Expect {
+        snaps: &snaps,
+        floor: 0,
+        max: 0,
+        loose: &[],
+        partials: &[],
+    };
+    assert!(ex.matching(&f).is_ok(), "times not compared once stamped");
 }

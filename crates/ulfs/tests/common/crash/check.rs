@@ -228,8 +228,9 @@ pub fn crash_recovery(img: &Arc<Vec<u8>>, ex: &Expect<'_>) -> Result<(), String>
 
 /// Mode none's promise after a crash with blocks in flight: `fsck
 /// --repair` succeeds, a re-check finds nothing, and the image mounts and
-/// reads back whole (whatever state it shows).
-pub fn check_repaired(img: &[u8]) -> Result<(), String> {
+/// reads back whole (whatever state it shows). Returns whether the image
+/// needed repair.
+pub fn check_repaired(img: &[u8]) -> Result<bool, String> {
     // Repair syncs the image file: on tmpfs that costs nothing.
     let shm = std::path::Path::new("/dev/shm");
     let dir = if shm.is_dir() {
@@ -260,7 +261,8 @@ pub fn check_repaired(img: &[u8]) -> Result<(), String> {
         .map_err(|e| format!("mount after repair: {e}"))?;
     read_tree(&mut fs).map_err(|e| format!("reading back after repair: {e}"))?;
     fs.unmount()
-        .map_err(|e| format!("unmount after repair: {e:?}"))
+        .map_err(|e| format!("unmount after repair: {e:?}"))?;
+    Ok(!rep.found.is_empty() || !rep.fixed.is_empty())
 }
 
 /// Mounting the recovered image again shows the same tree.

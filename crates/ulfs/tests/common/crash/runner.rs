@@ -18,6 +18,8 @@ pub struct Stats {
     pub partial: u64,
     /// Those by kind of call (`PartialKind::NAMES`).
     pub partial_kinds: [u64; 3],
+    /// Mode none: states that fsck --repair had something to fix in.
+    pub repaired: u64,
 }
 
 pub struct Replay {
@@ -276,7 +278,11 @@ impl Shared {
             if fates.iter().any(|f| matches!(f, Fate::Torn(_))) {
                 self.stats.torn_states += 1;
             }
-            if let Err(e) = check_repaired(&img) {
+            let res = check_repaired(&img);
+            if res == Ok(true) {
+                self.stats.repaired += 1;
+            }
+            if let Err(e) = res {
                 let shown: Vec<(u32, Fate)> = changed.iter().map(|c| c.0).zip(fates).collect();
                 let path = save_image(&self.name, self.seed, id, &img);
                 self.failure = Some(format!(

@@ -821,7 +821,7 @@ pub fn run_workload(
     (w.run)(&mut r, &mut rng, scale);
     let stats = r.finish();
     eprintln!(
-        "crash workload {name} seed {seed:#x} scale {scale}: {} points ({} at flushes), {} states ({} torn, {} during a recovery, {} showing an older prefix, {} a committed part of a call {:?} by kind {:?}), max {} changed blocks in flight, {:.1?}",
+        "crash workload {name} seed {seed:#x} scale {scale}: {} points ({} at flushes), {} states ({} torn, {} during a recovery, {} showing an older prefix, {} a committed part of a call {:?} by kind {:?}, {} repaired in mode none), max {} changed blocks in flight, {:.1?}",
         stats.points,
         stats.flush_points,
         stats.states,
@@ -831,6 +831,7 @@ pub fn run_workload(
         stats.partial,
         stats.partial_kinds,
         PartialKind::NAMES,
+        stats.repaired,
         stats.max_changed,
         t0.elapsed()
     );
