@@ -24,8 +24,10 @@
 //! each node, "atime changed" and "mtime changed" must agree between the
 //! two sides, and where the step stamped them their order against ctime
 //! too. Exact values are not compared: tmpfs stamps with the coarse tick
-//! clock, ulfs with nanoseconds. ctime's own change is not observable that
-//! way (setting the sentinels stamps it). Divergences found this way and
+//! clock, ulfs with nanoseconds. Every 8th step also compares whether
+//! ctime changed (setting the sentinels stamps ctime, so the harness waits
+//! for the host's coarse clock to tick past it first). Divergences found
+//! this way and
 //! not yet fixed in the POSIX layer are tolerated one by one (only "Linux
 //! changed it, ulfs did not", only for the case named), counted, and
 //! printed at the end (`GAP_*` in common/model/harness.rs).

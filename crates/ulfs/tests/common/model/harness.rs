@@ -59,8 +59,27 @@ const SKIP_CHOWN: &str = "only root may give files away on the host";
 const OLD_ATIME: (i64, i64) = (1_000_000_000, 111);
 const OLD_MTIME: (i64, i64) = (1_000_000_500, 222);
 
-/// A node whose times were set before a step: (path, atime, mtime).
-pub type Watched = (Vec<u8>, (i64, i64), (i64, i64));
+/// A node whose times were set before a step: path, atime, mtime, and on
+/// sampled steps the ctimes (host, ulfs) the setting left.
+pub type Watched = (
+    Vec<u8>,
+    (i64, i64),
+    (i64, i64),
+    Option<((i64, i64), (i64, i64))>,
+);
+
+/// Every n-th step also compares whether ctime changed: that needs a wait
+/// for the host's coarse clock to tick past the ctime the setup left.
+const CTIME_EVERY: usize = 8;
+
+/// CLOCK_REALTIME_COARSE now, the clock tmpfs stamps with.
+fn coarse_now() -> (i64, i64) {
+    // SAFETY: `ts` is a live, writable timespec.
+    let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
+    // SAFETY: as above; the clock id is valid on Linux.
+    unsafe { libc::clock_gettime(libc::CLOCK_REALTIME_COARSE, &mut ts) };
+    (ts.tv_sec, ts.tv_nsec)
+}
 
 /// The descriptor slots; host descriptors still open are closed on drop.
 #[derive(Default)]
@@ -520,7 +539,7 @@ impl Harness {
             let h = self.host.set_times(&self.host.map(&p), a, OLD_MTIME);
             let u = self.ulfs.set_times(&self.ulfs.map(&p), a, OLD_MTIME);
             match (h, u) {
-                (Ok(()), Ok(())) => set.push((p, a, OLD_MTIME)),
+                (Ok(()), Ok(())) => set.push((p, a, OLD_MTIME, None)),
                 (Err(_), Err(_)) => {}
                 (h, u) => {
                     return Err(format!(
@@ -530,6 +549,22 @@ impl Harness {
                         ok_or_err(u, |_| Out::Ok)
                     ));
                 }
+            }
+        }
+        if n.is_multiple_of(CTIME_EVERY) {
+            let mut latest = (0, 0);
+            for w in &mut set {
+                if let (Ok(h), Ok(u)) = (
+                    self.host.times(&self.host.map(&w.0)),
+                    self.ulfs.times(&self.ulfs.map(&w.0)),
+                ) {
+                    w.3 = Some((h[2], u[2]));
+                    latest = latest.max(h[2]);
+                }
+            }
+            // A ctime stamped by the step must differ from the setup's.
+            while coarse_now() <= latest {
+                std::thread::sleep(std::time::Duration::from_micros(500));
             }
         }
         Ok(set)
@@ -546,7 +581,7 @@ impl Harness {
         empty_read: bool,
         trunc_open: bool,
     ) -> Result<(), String> {
-        for (p, a, m) in watched {
+        for (p, a, m, ctimes) in watched {
             let (Ok(h), Ok(u)) = (
                 self.host.times(&self.host.map(p)),
                 self.ulfs.times(&self.ulfs.map(p)),
@@ -556,15 +591,27 @@ impl Harness {
                 continue;
             };
             self.stats.times_checked += 1;
+            let empty_file = || host::lstat(&self.host.map(p)).is_ok_and(|st| st.st_size == 0);
+            if let Some((hc0, uc0)) = ctimes
+                && (h[2] != *hc0) != (u[2] != *uc0)
+            {
+                if trunc_open && h[2] != *hc0 && empty_file() {
+                    self.stats.known_gaps.push(GAP_EMPTY_TRUNC_MTIME);
+                    continue;
+                }
+                let word = |c: bool| if c { "changed" } else { "unchanged" };
+                return Err(format!(
+                    "after this step, ctime of {}: host {}, ulfs {}",
+                    show_path(p),
+                    word(h[2] != *hc0),
+                    word(u[2] != *uc0)
+                ));
+            }
             let changed = |t: &Times| (t[0] != *a, t[1] != *m);
             let word = |c: bool| if c { "changed" } else { "unchanged" };
             let (hc, mut uc) = (changed(&h), changed(&u));
             let real = uc;
-            if trunc_open
-                && hc.1
-                && !uc.1
-                && host::lstat(&self.host.map(p)).is_ok_and(|st| st.st_size == 0)
-            {
+            if trunc_open && hc.1 && !uc.1 && empty_file() {
                 self.stats.known_gaps.push(GAP_EMPTY_TRUNC_MTIME);
                 uc.1 = true;
             }
