@@ -559,10 +559,11 @@ impl Harness {
                     self.ulfs.times(&self.ulfs.map(&w.0)),
                 ) {
                     w.3 = Some((h[2], u[2]));
-                    latest = latest.max(h[2]);
+                    latest = latest.max(h[2]).max(u[2]);
                 }
             }
-            // A ctime stamped by the step must differ from the setup's.
+            // A ctime stamped by the step must differ from the setup's on
+            // both sides (ulfs stamps with the same coarse clock).
             while coarse_now() <= latest {
                 std::thread::sleep(std::time::Duration::from_micros(500));
             }
