@@ -25,6 +25,22 @@
 //!
 //! File data blocks bypass transactions (`data`, `data_mut`).
 //!
+//! **Every call is atomic.** A transaction spans many calls, so a call that
+//! fails half-way must not leave its changes in it. Between `begin_call`
+//! and `end_call` the journal keeps an undo record of the call: the first
+//! time a metadata block is written or freed in the call, what it held
+//! before (in mode `journal` the previous shadow, or nothing when the home
+//! is still current; in place a copy of the home), plus the blocks the call
+//! added to or took from the freed and fresh sets. `undo_call` puts all of
+//! it back, so a failed call leaves no trace in either mode. A commit in
+//! the middle of a call (a huge write commits its finished part) moves the
+//! undo point to that commit: what is committed is a consistent state and
+//! stays. Blocks freed by a call are not reused by the same call, because
+//! undoing the call gives them back to their owner. File data written by
+//! the call into blocks it had allocated is dropped with the allocation;
+//! overwritten bytes of existing data are not restored (as on Linux, a
+//! write that fails part-way may have changed them).
+//!
 //! A metadata block read from the image has its CRC32C verified the first
 //! time (EUCLEAN on a mismatch, the block remembered for the error report),
 //! unless the image was left by a crash in mode `none`, whose checksums are
@@ -121,6 +137,9 @@ pub struct Journal {
     verify: bool,
     /// A flush failed: nothing more may be written.
     failed: bool,
+    call: CallUndo,
+    /// Buffers for undo copies, kept for reuse so calls do not allocate.
+    spare: Vec<Box<Block>>,
 }
 
 /// What replay found and applied.
@@ -128,6 +147,27 @@ pub struct Journal {
 pub struct Replayed {
     pub transactions: u64,
     pub blocks: u64,
+}
+
+/// The undo record of the call in progress (see the module comment).
+#[derive(Default)]
+struct CallUndo {
+    /// A call is in progress.
+    open: bool,
+    /// Each block the call wrote or freed, first time only, with what it
+    /// held before: `None` (journal) when it had no shadow.
+    before: Vec<(Bid, Option<Box<Block>>)>,
+    touched: BidSet,
+    last_touched: Option<Bid>,
+    /// Length of the log order and the transaction's start when the call
+    /// (or its last commit) began.
+    order_len: usize,
+    began: Option<Instant>,
+    freed_added: Vec<Bid>,
+    fresh_added: Vec<Bid>,
+    fresh_removed: Vec<Bid>,
+    /// Blocks the call freed: not reused before it ends.
+    freed: BidSet,
 }
 
 impl Journal {
@@ -143,6 +183,8 @@ impl Journal {
                 .collect(),
             verify,
             failed: false,
+            call: CallUndo::default(),
+            spare: Vec::new(),
         }
     }
 
@@ -231,17 +273,21 @@ impl Journal {
     /// Whether `bid` was freed by a transaction not yet checkpointed.
     #[inline]
     pub fn is_quarantined(&self, bid: Bid) -> bool {
-        self.log
-            .as_ref()
-            .is_some_and(|l| l.freed_running.contains(&bid) || l.freed_committed.contains(&bid))
+        self.call.freed.contains(&bid)
+            || self
+                .log
+                .as_ref()
+                .is_some_and(|l| l.freed_running.contains(&bid) || l.freed_committed.contains(&bid))
     }
 
     /// Whether anything is quarantined (so allocation must look).
     #[inline]
     pub fn has_quarantine(&self) -> bool {
-        self.log
-            .as_ref()
-            .is_some_and(|l| !l.freed_running.is_empty() || !l.freed_committed.is_empty())
+        !self.call.freed.is_empty()
+            || self
+                .log
+                .as_ref()
+                .is_some_and(|l| !l.freed_running.is_empty() || !l.freed_committed.is_empty())
     }
 
     /// Blocks freed and not yet reusable.
@@ -302,6 +348,9 @@ impl Journal {
         if self.failed {
             return Err(Errno::EROFS);
         }
+        if self.call.open && self.call.last_touched != Some(bid) {
+            self.remember(bid)?;
+        }
         self.mark_verified(bid);
         let Some(log) = &mut self.log else {
             let b = self.store.block_mut(bid)?;
@@ -352,14 +401,23 @@ impl Journal {
     /// A block was allocated by the running transaction.
     #[inline]
     pub fn note_alloc(&mut self, bid: Bid) {
-        if let Some(log) = &mut self.log {
-            log.fresh.insert(bid);
+        if let Some(log) = &mut self.log
+            && log.fresh.insert(bid)
+            && self.call.open
+        {
+            self.call.fresh_added.push(bid);
         }
     }
 
     /// A block was freed: drop what the transaction held of it, and keep it
     /// from reuse until it is safe.
     pub fn forget(&mut self, bid: Bid) {
+        if self.call.open {
+            // The undo of the call needs what the block held; a block that
+            // cannot be read (outside the image) has nothing to give back.
+            let _ = self.remember(bid);
+            self.call.freed.insert(bid);
+        }
         self.dirty.remove(&bid);
         if self.last_dirty == Some(bid) {
             self.last_dirty = None;
@@ -368,10 +426,142 @@ impl Journal {
             if let Some(s) = log.shadows.remove(&bid) {
                 log.spare.push(s);
             }
-            if !log.fresh.remove(&bid) {
-                log.freed_running.insert(bid);
+            if log.fresh.remove(&bid) {
+                if self.call.open {
+                    self.call.fresh_removed.push(bid);
+                }
+            } else if log.freed_running.insert(bid) && self.call.open {
+                self.call.freed_added.push(bid);
             }
         }
+    }
+
+    /// Begins a call: from here its changes can be undone.
+    pub fn begin_call(&mut self) {
+        debug_assert!(!self.call.open, "calls do not nest");
+        self.call.open = true;
+        self.rebase_call();
+    }
+
+    /// Whether a call began and neither ended nor was undone: the call
+    /// panicked and the panic was caught.
+    pub fn in_call(&self) -> bool {
+        self.call.open
+    }
+
+    /// Ends a call that succeeded: its changes stay.
+    pub fn end_call(&mut self) {
+        self.rebase_call();
+        self.call.open = false;
+    }
+
+    /// Moves the undo point to now: the call's changes so far stay (after
+    /// a commit in the middle of a call, or at its end).
+    fn rebase_call(&mut self) {
+        let c = &mut self.call;
+        for (_, copy) in c.before.drain(..) {
+            if let Some(b) = copy {
+                self.spare.push(b);
+            }
+        }
+        if c.touched.capacity() > 4096 {
+            c.touched = BidSet::default();
+        } else {
+            c.touched.clear();
+        }
+        c.last_touched = None;
+        c.freed_added.clear();
+        c.fresh_added.clear();
+        c.fresh_removed.clear();
+        c.freed.clear();
+        let log = self.log.as_ref();
+        c.order_len = log.map_or(0, |l| l.order.len());
+        c.began = log.and_then(|l| l.began);
+    }
+
+    /// Records what `bid` holds before the call first changes it.
+    fn remember(&mut self, bid: Bid) -> Result<()> {
+        self.call.last_touched = Some(bid);
+        if !self.call.touched.insert(bid) {
+            return Ok(());
+        }
+        let spare = &mut self.spare;
+        let mut copy = |b: &Block| {
+            let mut c = spare.pop().unwrap_or_else(|| Box::new([0; BLOCK_SIZE]));
+            c.copy_from_slice(b);
+            c
+        };
+        let before = match &self.log {
+            Some(log) => log.shadows.get(&bid).map(|s| copy(s)),
+            None => Some(copy(self.store.block(bid)?)),
+        };
+        self.call.before.push((bid, before));
+        Ok(())
+    }
+
+    /// Undoes everything the call in progress changed since it began (or
+    /// since a commit inside it), and ends it. If a block cannot be put
+    /// back, the journal latches read-only rather than go on from a state
+    /// that is neither before nor after the call.
+    pub fn undo_call(&mut self) {
+        let c = std::mem::take(&mut self.call);
+        let mut ok = true;
+        match &mut self.log {
+            Some(log) => {
+                for (bid, before) in c.before.into_iter().rev() {
+                    if let Some(s) = log.shadows.remove(&bid) {
+                        log.spare.push(s);
+                    }
+                    match before {
+                        Some(copy) => {
+                            log.shadows.insert(bid, copy);
+                        }
+                        // The home is current again: verify it on next read.
+                        None => {
+                            if let Some(w) = self.verified.get(bid as usize / 64) {
+                                w.set(w.get() & !(1 << (bid % 64)));
+                            }
+                        }
+                    }
+                }
+                log.order.truncate(c.order_len);
+                log.began = c.began;
+                for bid in &c.freed_added {
+                    log.freed_running.remove(bid);
+                }
+                for bid in &c.fresh_added {
+                    log.fresh.remove(bid);
+                }
+                log.fresh.extend(c.fresh_removed.iter().copied());
+            }
+            None => {
+                for (bid, before) in c.before.into_iter().rev() {
+                    let Some(copy) = before else { continue };
+                    match self.store.block_mut(bid) {
+                        Ok(home) => home.copy_from_slice(&copy[..]),
+                        Err(_) => ok = false,
+                    }
+                    // Sealed at the next checkpoint, as any block written.
+                    self.dirty.insert(bid);
+                    self.spare.push(copy);
+                }
+                self.last_dirty = None;
+            }
+        }
+        if !ok {
+            self.failed = true;
+        }
+        // Keep the (now empty) buffers of the record for the next call.
+        self.call.touched = c.touched;
+        self.call.touched.clear();
+        self.call.freed = c.freed;
+        self.call.freed.clear();
+    }
+
+    /// Stops all changes: nothing more is written, nothing more committed
+    /// (after a panic in a call, whose state cannot be trusted).
+    pub fn latch_read_only(&mut self) {
+        self.failed = true;
     }
 
     /// Flushes the store; a failure latches the journal read-only.
@@ -402,6 +592,9 @@ impl Journal {
             log.fresh.clear();
             let freed: Vec<Bid> = log.freed_running.drain().collect();
             log.freed_committed.extend(freed);
+            if self.call.open {
+                self.rebase_call();
+            }
             return Ok(());
         }
         let n = log.shadows.len();
@@ -425,7 +618,12 @@ impl Journal {
         let data_crc = self.copies_crc();
         commit_encode(self.store.block_mut(at)?, seq, n as u32, data_crc);
         self.flush()?;
-        self.install()
+        self.install()?;
+        if self.call.open {
+            // What is committed stays: the undo point moves here.
+            self.rebase_call();
+        }
+        Ok(())
     }
 
     /// Writes descriptors and sealed copies of every shadow to the log.

@@ -8,6 +8,7 @@
 
 mod alloc;
 mod bmap;
+mod calls;
 mod dir;
 mod file;
 mod inodes;
@@ -55,6 +56,8 @@ pub struct Volume {
     was_clean: bool,
     hash_key: (u64, u64),
     dev: u64,
+    /// The call in progress: what to restore if it fails (`calls.rs`).
+    call: Option<calls::CallStart>,
 }
 
 impl Volume {
@@ -135,7 +138,9 @@ impl Volume {
             self.write_superblock(SB_PRIMARY)?;
             self.sb_dirty = false;
         }
-        self.j.commit_txn()
+        self.j.commit_txn()?;
+        self.rebase_call();
+        Ok(())
     }
 
     /// Whether the running transaction has room for about `blocks` more

@@ -175,6 +175,9 @@ impl Volume {
         if self.read_only {
             return Ok(());
         }
+        // After a failed flush or a panic nothing more may be written: the
+        // image keeps its last committed state and is not marked clean.
+        self.writable()?;
         self.reap_orphans()?;
         self.sb.state = STATE_CLEAN;
         self.sync_clean()
