@@ -48,12 +48,15 @@
 
 use crate::errno::{Errno, Result};
 use crate::format::journal::*;
-use crate::format::{BLOCK_SIZE, Bid, Block, block_crc_ok, seal_block};
+use crate::format::{BLOCK_SIZE, Bid, Block, INODE_SIZE, block_crc_ok, seal_block};
 use crate::store::BlockStore;
 use std::cell::Cell;
 use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::time::Instant;
+use undo::{Before, CallUndo};
+
+mod undo;
 
 /// A hasher for block ids: they are already well spread integers, and the
 /// shadow lookup sits on the data path, so a multiply is all it needs.
@@ -87,6 +90,12 @@ pub fn last_damaged_block() -> Option<Bid> {
 
 type BidMap<V> = HashMap<Bid, V, BuildHasherDefault<BidHasher>>;
 type BidSet = HashSet<Bid, BuildHasherDefault<BidHasher>>;
+
+/// Puts back inode slot `slot` of a block.
+fn put_slot(b: &mut Block, slot: u8, bytes: &[u8; INODE_SIZE]) {
+    let at = slot as usize * INODE_SIZE;
+    b[at..at + INODE_SIZE].copy_from_slice(bytes);
+}
 
 /// The journal region and the running transaction (mode `journal`).
 struct Log {
@@ -137,9 +146,8 @@ pub struct Journal {
     verify: bool,
     /// A flush failed: nothing more may be written.
     failed: bool,
+    /// The undo record of the call in progress (`undo.rs`).
     call: CallUndo,
-    /// Buffers for undo copies, kept for reuse so calls do not allocate.
-    spare: Vec<Box<Block>>,
 }
 
 /// What replay found and applied.
@@ -147,27 +155,6 @@ pub struct Journal {
 pub struct Replayed {
     pub transactions: u64,
     pub blocks: u64,
-}
-
-/// The undo record of the call in progress (see the module comment).
-#[derive(Default)]
-struct CallUndo {
-    /// A call is in progress.
-    open: bool,
-    /// Each block the call wrote or freed, first time only, with what it
-    /// held before: `None` (journal) when it had no shadow.
-    before: Vec<(Bid, Option<Box<Block>>)>,
-    touched: BidSet,
-    last_touched: Option<Bid>,
-    /// Length of the log order and the transaction's start when the call
-    /// (or its last commit) began.
-    order_len: usize,
-    began: Option<Instant>,
-    freed_added: Vec<Bid>,
-    fresh_added: Vec<Bid>,
-    fresh_removed: Vec<Bid>,
-    /// Blocks the call freed: not reused before it ends.
-    freed: BidSet,
 }
 
 impl Journal {
@@ -184,7 +171,6 @@ impl Journal {
             verify,
             failed: false,
             call: CallUndo::default(),
-            spare: Vec::new(),
         }
     }
 
@@ -348,9 +334,15 @@ impl Journal {
         if self.failed {
             return Err(Errno::EROFS);
         }
-        if self.call.open && self.call.last_touched != Some(bid) {
-            self.remember(bid)?;
+        if self.call.open && self.call.needs_whole(bid) {
+            self.remember_whole(bid)?;
         }
+        self.write_block(bid)
+    }
+
+    /// `meta_mut` without the undo record (the caller recorded).
+    #[inline]
+    fn write_block(&mut self, bid: Bid) -> Result<&mut Block> {
         self.mark_verified(bid);
         let Some(log) = &mut self.log else {
             let b = self.store.block_mut(bid)?;
@@ -415,7 +407,9 @@ impl Journal {
         if self.call.open {
             // The undo of the call needs what the block held; a block that
             // cannot be read (outside the image) has nothing to give back.
-            let _ = self.remember(bid);
+            if self.call.needs_whole(bid) {
+                let _ = self.remember_whole(bid);
+            }
             self.call.freed.insert(bid);
         }
         self.dirty.remove(&bid);
@@ -439,8 +433,12 @@ impl Journal {
     /// Begins a call: from here its changes can be undone.
     pub fn begin_call(&mut self) {
         debug_assert!(!self.call.open, "calls do not nest");
+        // The record is empty: every call ends in `end_call` or `undo_call`
+        // (a call cut off by a panic is undone before the next begins).
         self.call.open = true;
-        self.rebase_call();
+        let log = self.log.as_ref();
+        self.call.order_len = log.map_or(0, |l| l.order.len());
+        self.call.began = log.and_then(|l| l.began);
     }
 
     /// Whether a call began and neither ended nor was undone: the call
@@ -458,45 +456,55 @@ impl Journal {
     /// Moves the undo point to now: the call's changes so far stay (after
     /// a commit in the middle of a call, or at its end).
     fn rebase_call(&mut self) {
-        let c = &mut self.call;
-        for (_, copy) in c.before.drain(..) {
-            if let Some(b) = copy {
-                self.spare.push(b);
-            }
-        }
-        if c.touched.capacity() > 4096 {
-            c.touched = BidSet::default();
-        } else {
-            c.touched.clear();
-        }
-        c.last_touched = None;
-        c.freed_added.clear();
-        c.fresh_added.clear();
-        c.fresh_removed.clear();
-        c.freed.clear();
         let log = self.log.as_ref();
-        c.order_len = log.map_or(0, |l| l.order.len());
-        c.began = log.and_then(|l| l.began);
+        self.call
+            .rebase(log.map_or(0, |l| l.order.len()), log.and_then(|l| l.began));
     }
 
     /// Records what `bid` holds before the call first changes it.
-    fn remember(&mut self, bid: Bid) -> Result<()> {
-        self.call.last_touched = Some(bid);
-        if !self.call.touched.insert(bid) {
-            return Ok(());
-        }
-        let spare = &mut self.spare;
-        let mut copy = |b: &Block| {
-            let mut c = spare.pop().unwrap_or_else(|| Box::new([0; BLOCK_SIZE]));
-            c.copy_from_slice(b);
-            c
-        };
+    fn remember_whole(&mut self, bid: Bid) -> Result<()> {
         let before = match &self.log {
-            Some(log) => log.shadows.get(&bid).map(|s| copy(s)),
-            None => Some(copy(self.store.block(bid)?)),
+            Some(log) => match log.shadows.get(&bid) {
+                Some(s) => Before::Whole(self.call.copy(s)),
+                None => Before::Home,
+            },
+            None => Before::Whole(self.call.copy(self.store.block(bid)?)),
         };
         self.call.before.push((bid, before));
         Ok(())
+    }
+
+    /// Writes inode slot `slot` (1..16) of metadata block `bid` within the
+    /// running transaction. The same as `meta_mut`, but a call's undo
+    /// record keeps only the slot: an inode update, on every write, costs
+    /// a 256-byte copy instead of a whole block.
+    #[inline]
+    pub fn meta_mut_slot(&mut self, bid: Bid, slot: usize) -> Result<&mut [u8]> {
+        if self.call.open && !self.failed {
+            let shadowed = self.log.as_ref().map(|l| l.shadows.get(&bid));
+            match shadowed {
+                // Journal, no shadow yet: undo drops the shadow.
+                Some(None) if self.call.needs_whole(bid) => {
+                    self.call.before.push((bid, Before::Home));
+                }
+                Some(None) => {}
+                _ if self.call.needs_slot(bid, slot) => {
+                    let block = match shadowed {
+                        Some(Some(s)) => &s[..],
+                        _ => &self.store.block(bid)?[..],
+                    };
+                    let mut bytes = [0; INODE_SIZE];
+                    bytes.copy_from_slice(&block[slot * INODE_SIZE..(slot + 1) * INODE_SIZE]);
+                    let slot = slot as u8;
+                    self.call.before.push((bid, Before::Slot { slot, bytes }));
+                }
+                _ => {}
+            }
+        }
+        if self.failed {
+            return Err(Errno::EROFS);
+        }
+        Ok(&mut self.write_block(bid)?[slot * INODE_SIZE..(slot + 1) * INODE_SIZE])
     }
 
     /// Undoes everything the call in progress changed since it began (or
@@ -504,58 +512,65 @@ impl Journal {
     /// back, the journal latches read-only rather than go on from a state
     /// that is neither before nor after the call.
     pub fn undo_call(&mut self) {
-        let c = std::mem::take(&mut self.call);
+        let mut before = std::mem::take(&mut self.call.before);
         let mut ok = true;
-        match &mut self.log {
-            Some(log) => {
-                for (bid, before) in c.before.into_iter().rev() {
-                    if let Some(s) = log.shadows.remove(&bid) {
-                        log.spare.push(s);
-                    }
-                    match before {
-                        Some(copy) => {
-                            log.shadows.insert(bid, copy);
+        while let Some((bid, was)) = before.pop() {
+            match &mut self.log {
+                Some(log) => match was {
+                    Before::Home => {
+                        if let Some(s) = log.shadows.remove(&bid) {
+                            log.spare.push(s);
                         }
-                        // The home is current again: verify it on next read.
-                        None => {
-                            if let Some(w) = self.verified.get(bid as usize / 64) {
-                                w.set(w.get() & !(1 << (bid % 64)));
-                            }
+                        // The home is current again: verified on next read.
+                        if let Some(w) = self.verified.get(bid as usize / 64) {
+                            w.set(w.get() & !(1 << (bid % 64)));
                         }
                     }
-                }
-                log.order.truncate(c.order_len);
-                log.began = c.began;
-                for bid in &c.freed_added {
-                    log.freed_running.remove(bid);
-                }
-                for bid in &c.fresh_added {
-                    log.fresh.remove(bid);
-                }
-                log.fresh.extend(c.fresh_removed.iter().copied());
-            }
-            None => {
-                for (bid, before) in c.before.into_iter().rev() {
-                    let Some(copy) = before else { continue };
+                    Before::Whole(copy) => {
+                        if let Some(s) = log.shadows.insert(bid, copy) {
+                            self.call.recycle(s);
+                        }
+                    }
+                    Before::Slot { slot, bytes } => match log.shadows.get_mut(&bid) {
+                        Some(s) => put_slot(s, slot, &bytes),
+                        None => ok = false,
+                    },
+                },
+                None => {
                     match self.store.block_mut(bid) {
-                        Ok(home) => home.copy_from_slice(&copy[..]),
+                        Ok(home) => match was {
+                            Before::Whole(copy) => {
+                                home.copy_from_slice(&copy[..]);
+                                self.call.recycle(copy);
+                            }
+                            Before::Slot { slot, bytes } => put_slot(home, slot, &bytes),
+                            Before::Home => {}
+                        },
                         Err(_) => ok = false,
                     }
                     // Sealed at the next checkpoint, as any block written.
                     self.dirty.insert(bid);
-                    self.spare.push(copy);
+                    self.last_dirty = None;
                 }
-                self.last_dirty = None;
             }
+        }
+        if let Some(log) = &mut self.log {
+            log.order.truncate(self.call.order_len);
+            log.began = self.call.began;
+            for bid in &self.call.freed_added {
+                log.freed_running.remove(bid);
+            }
+            for bid in &self.call.fresh_added {
+                log.fresh.remove(bid);
+            }
+            log.fresh.extend(self.call.fresh_removed.iter().copied());
         }
         if !ok {
             self.failed = true;
         }
-        // Keep the (now empty) buffers of the record for the next call.
-        self.call.touched = c.touched;
-        self.call.touched.clear();
-        self.call.freed = c.freed;
-        self.call.freed.clear();
+        self.call.before = before;
+        self.call.rebase(0, None);
+        self.call.open = false;
     }
 
     /// Stops all changes: nothing more is written, nothing more committed
