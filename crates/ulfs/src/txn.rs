@@ -77,19 +77,65 @@ impl Hasher for BidHasher {
     }
 }
 
+/// A metadata block that failed its check on read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Damage {
+    pub block: Bid,
+    /// The block does not even carry a metadata header: it was overwritten
+    /// (zeroed, or file data), or the pointer that led to it is damaged.
+    /// Otherwise it is metadata whose checksum does not match.
+    pub not_metadata: bool,
+}
+
+impl std::fmt::Display for Damage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let b = self.block;
+        if self.not_metadata {
+            write!(
+                f,
+                "block {b} holds no metadata: it was overwritten, or the pointer that leads to it is damaged"
+            )
+        } else {
+            write!(f, "metadata block {b} fails its checksum")
+        }
+    }
+}
+
 thread_local! {
-    /// Like `errno`: the metadata block whose checksum failed most recently
-    /// on this thread, so an EUCLEAN can be reported with the block named.
-    static LAST_DAMAGED: Cell<Option<Bid>> = const { Cell::new(None) };
+    /// Like `errno`: the metadata block whose check failed most recently on
+    /// this thread, so an EUCLEAN can be reported with the block named.
+    static LAST_DAMAGE: Cell<Option<Damage>> = const { Cell::new(None) };
 }
 
 /// The metadata block whose checksum last failed on this thread.
 pub fn last_damaged_block() -> Option<Bid> {
-    LAST_DAMAGED.with(|c| c.get())
+    LAST_DAMAGE.with(|c| c.get()).map(|d| d.block)
+}
+
+/// The damage behind the last EUCLEAN on this thread, if a block check
+/// caused it; taking it clears it, so a later error cannot name a block
+/// that an earlier one found.
+pub fn take_damage() -> Option<Damage> {
+    LAST_DAMAGE.with(|c| c.take())
 }
 
 type BidMap<V> = HashMap<Bid, V, BuildHasherDefault<BidHasher>>;
 type BidSet = HashSet<Bid, BuildHasherDefault<BidHasher>>;
+
+/// Whether a block header's magic names a metadata block that `meta`
+/// reads (superblock copies and journal records are read otherwise).
+fn is_metadata_magic(m: u32) -> bool {
+    use crate::format::*;
+    [
+        MAGIC_MAP,
+        MAGIC_INODES,
+        MAGIC_INDIRECT,
+        MAGIC_DIR_LEAF,
+        MAGIC_DIR_INNER,
+        MAGIC_SUPER,
+    ]
+    .contains(&m)
+}
 
 /// Puts back inode slot `slot` of a block.
 fn put_slot(b: &mut Block, slot: u8, bytes: &[u8; INODE_SIZE]) {
@@ -320,7 +366,12 @@ impl Journal {
             && w.get() & (1 << (bid % 64)) == 0
         {
             if !block_crc_ok(b) {
-                LAST_DAMAGED.with(|c| c.set(Some(bid)));
+                let not_metadata = !is_metadata_magic(crate::format::magic(b));
+                let damage = Damage {
+                    block: bid,
+                    not_metadata,
+                };
+                LAST_DAMAGE.with(|c| c.set(Some(damage)));
                 return Err(Errno::EUCLEAN);
             }
             w.set(w.get() | 1 << (bid % 64));
@@ -1039,5 +1090,19 @@ mod tests {
         let j = Journal::in_place(Box::new(d), true);
         assert_eq!(j.meta(5).unwrap_err(), Errno::EUCLEAN);
         assert_eq!(last_damaged_block(), Some(5));
+        let damage = take_damage().unwrap();
+        assert_eq!((damage.block, damage.not_metadata), (5, false));
+        assert_eq!(take_damage(), None, "taken once");
+    }
+
+    #[test]
+    fn a_block_without_a_header_is_not_blamed_for_its_checksum() {
+        let mut d = SimDisk::new(8);
+        d.block_mut(6).unwrap().fill(0x5a);
+        let j = Journal::in_place(Box::new(d), true);
+        assert_eq!(j.meta(6).unwrap_err(), Errno::EUCLEAN);
+        let damage = take_damage().unwrap();
+        assert!(damage.not_metadata);
+        assert!(damage.to_string().contains("pointer"), "{damage}");
     }
 }

@@ -562,12 +562,15 @@ impl Volume {
         self.dir_read(&d, from, f)
     }
 
-    /// What `statfs` reports. Inodes are allocated on demand, so the free
-    /// inode count is what the free blocks could hold.
+    /// What `statfs` reports. Inodes are made on demand, so the free inode
+    /// count is an estimate, as on btrfs: the free slots of existing inode
+    /// blocks, plus the empty files the free blocks could hold, each taking
+    /// an inode slot (15 to a block) and a directory entry (a leaf holds
+    /// 14 to 184): about 12 files a block.
     pub fn statfs(&self) -> StatFs {
         let sb = &self.sb;
-        let per_block = crate::format::INODES_PER_BLOCK - 1;
-        let ffree = sb.free_inodes + sb.free_blocks * per_block;
+        const FILES_PER_FREE_BLOCK: u64 = 12;
+        let ffree = sb.free_inodes + sb.free_blocks * FILES_PER_FREE_BLOCK;
         StatFs {
             fs_type: ULFS_MAGIC,
             bsize: BLOCK_SIZE as u64,
