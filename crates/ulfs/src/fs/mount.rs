@@ -221,6 +221,11 @@ pub(crate) fn store_error(shown: &str, e: std::io::Error) -> Error {
             Errno::ENOTBLK,
             format!("{shown}: not a regular file or a block device"),
         ),
+        // A sparse image on a full host (store/holes.rs): the message names
+        // the shortfall.
+        None if e.kind() == std::io::ErrorKind::StorageFull => {
+            Error::new(Errno::ENOSPC, format!("{shown}: {e}"))
+        }
         _ => Error::io(shown, e),
     }
 }
