@@ -181,12 +181,53 @@ fn image_truncated_under_the_program() {
     // The volume is read-only now.
     assert_eq!(fs.mkdir("/after", 0o755), Err(Errno::EROFS));
     assert!(fs.sync().is_err());
-    // What the surviving half holds still reads.
-    assert_eq!(get(&mut fs, "/low", 1 << 20, 0).unwrap(), low);
+    // Zeros now stand in for pages no one can name: no file data is
+    // trusted, not even what the surviving half holds.
+    assert_eq!(get(&mut fs, "/low", 1 << 20, 0), Err(Errno::EIO));
     assert!(
         fs.unmount().is_err(),
         "unmount of a faulted image must fail"
     );
+    // What reached the image before the cut is still there.
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&img)
+        .unwrap()
+        .set_len(16 * MIB)
+        .unwrap();
+    let mut fs = Fs::mount(&img, ro()).unwrap();
+    assert_eq!(get(&mut fs, "/low", 1 << 20, 0).unwrap(), low);
+}
+
+#[test]
+fn hole_punched_under_a_writable_mount_on_a_full_host() {
+    let t = match Tmpfs::mount(40 * MIB) {
+        Ok(t) => t,
+        Err(why) => return skip("hole_punched_under_a_writable_mount_on_a_full_host", &why),
+    };
+    let img = t.path().join("q.img");
+    let (data, _) = populate(&img);
+    let mut fs = Fs::mount(&img, rw()).unwrap();
+    // Someone punches the free blocks out of the image and fills the host.
+    assert!(make_sparse(&img) > 8 * MIB);
+    t.fill();
+    // The stores into the holes cannot reach the image: the write itself
+    // lands in the zero pages, but the loss is reported, as a failed
+    // writeback is: at fsync, EIO; the volume goes read-only; reads fail.
+    let fd = fs
+        .open("/new", libc::O_CREAT | libc::O_WRONLY, 0o644)
+        .unwrap();
+    let _ = fs.pwrite(fd, &pattern(1 << 20, 2), 0);
+    assert_eq!(fs.fsync(fd), Err(Errno::EIO));
+    let _ = fs.close(fd);
+    assert_eq!(fs.mkdir("/after", 0o755), Err(Errno::EROFS));
+    assert_eq!(get(&mut fs, "/data", 1 << 20, 0), Err(Errno::EIO));
+    assert!(fs.unmount().is_err());
+    // The image holds its last committed state.
+    t.unfill();
+    let mut fs = Fs::mount(&img, ro()).unwrap();
+    assert_eq!(get(&mut fs, "/data", 1 << 20, 0).unwrap(), data);
+    assert!(fs.stat("/new").is_err());
 }
 
 /// Child half of `a_sigbus_elsewhere_still_kills`: a SIGBUS outside every

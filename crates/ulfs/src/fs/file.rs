@@ -20,10 +20,6 @@ const FALLOC_PUNCH_HOLE: i32 = libc::FALLOC_FL_PUNCH_HOLE;
 impl Volume {
     /// Reads up to `buf.len()` bytes at `off`; holes read as zeros.
     pub fn read_at(&mut self, ino: Ino, buf: &mut [u8], off: u64) -> Result<usize> {
-        // A fault on the mapping while reading the inode, the block map or
-        // the data (store/fault.rs) left zeros where the bytes were: EIO,
-        // not wrong data or a misleading EUCLEAN. One relaxed load each.
-        let faults = crate::store::fault::fault_count();
         let read = self.inode(ino).and_then(|inode| {
             if !inode.is_reg() {
                 return Err(if inode.is_dir() {
@@ -34,7 +30,11 @@ impl Volume {
             }
             self.copy_out(&inode, buf, off).map(|n| (inode, n))
         });
-        if crate::store::fault::fault_count() != faults && self.j.store().faulted() {
+        // Once a fault lost bytes of the mapping (store/fault.rs), zeros
+        // stand where they were, and any page may be one of them: EIO, not
+        // wrong data (nor a misleading EUCLEAN). One relaxed load while no
+        // fault has happened in the process.
+        if crate::store::fault::fault_count() != 0 && self.j.store().faulted() {
             return Err(Errno::EIO);
         }
         let (mut inode, n) = read?;

@@ -26,10 +26,12 @@
 //!   mapping, zeros are exactly the file's content and nothing is recorded
 //!   (a read-only mount of a sparse image on a full tmpfs reads correctly).
 //!   Otherwise the bytes are lost: the slot's `faulted` flag and the global
-//!   fault count are raised, and the store reports EIO from then on
-//!   (`BlockStore::faulted`, `flush`), which latches the volume read-only
-//!   as a failed flush does; `Volume::read_at` compares the global count
-//!   before and after its copy and fails with EIO if a fault happened.
+//!   fault count are raised, and the store reports it from then on
+//!   (`BlockStore::faulted`; `flush` fails with EIO). The journal then
+//!   counts as failed (`Journal::has_failed`), which makes the volume
+//!   read-only as a failed flush does, and `Volume::read_at` fails with
+//!   EIO: zeros now stand where the lost bytes were, on pages no one can
+//!   name any more, so no read of file data is trusted.
 //! - Any other SIGBUS is passed on: to the previous handler if there was
 //!   one (std's stack-overflow handler, or the host program's), called with
 //!   the same arguments, in the form (SA_SIGINFO or not) it was installed
@@ -102,7 +104,7 @@ unsafe impl Sync for Previous {}
 unsafe impl Send for Previous {}
 
 /// Faults that lost bytes so far in this process. Cheap (one relaxed load):
-/// a caller compares it before and after touching the mapping.
+/// while it is 0, no store needs asking.
 #[inline]
 pub fn fault_count() -> u64 {
     // The handler runs on the thread whose access faulted, between two of
@@ -216,53 +218,71 @@ fn find(addr: usize) -> Option<&'static Slot> {
     })
 }
 
-/// Whether the page at `offset` of `fd` is a hole inside the file, whose
-/// content is therefore zeros. Leaves the file position as it was.
-fn is_hole(fd: i32, offset: usize) -> bool {
+/// If the page at `offset` of `fd` is a hole inside the file (so its
+/// content is zeros), where that hole ends: the next data, or the end of
+/// the file. Leaves the file position as it was.
+fn hole_end(fd: i32, offset: usize) -> Option<usize> {
+    let offset = libc::off_t::try_from(offset).ok()?;
     // SAFETY: fstat writes only into `st`, a local; lseek takes no memory.
     unsafe {
         let mut st: libc::stat = std::mem::zeroed();
-        if libc::fstat(fd, &mut st) != 0 || st.st_mode & libc::S_IFMT != libc::S_IFREG {
-            return false;
-        }
-        let Ok(offset) = libc::off_t::try_from(offset) else {
-            return false;
-        };
-        if offset >= st.st_size {
-            return false;
+        if libc::fstat(fd, &mut st) != 0
+            || st.st_mode & libc::S_IFMT != libc::S_IFREG
+            || offset >= st.st_size
+        {
+            return None;
         }
         let pos = libc::lseek(fd, 0, libc::SEEK_CUR);
+        // -1 (ENXIO): no data from here to the end, a hole to the end.
         let data = libc::lseek(fd, offset, libc::SEEK_DATA);
-        // -1 with ENXIO: no data from here to the end, a hole.
-        let hole = data != offset;
         if pos >= 0 {
             libc::lseek(fd, pos, libc::SEEK_SET);
         }
-        hole
+        match data {
+            d if d == offset => None,
+            d if d > offset => Some(d.min(st.st_size) as usize),
+            _ => Some(st.st_size as usize),
+        }
     }
 }
 
 /// Replaces the faulting page of a registered mapping with a zero page and
-/// records the loss. False if the page could not be replaced.
+/// records the loss; for a hole of a read-only mapping, the whole hole, and
+/// nothing is lost. False if the pages could not be replaced.
 fn absorb(slot: &Slot, addr: usize) -> bool {
     let page = PAGE_SIZE.load(Ordering::Relaxed);
     let base = addr & !(page - 1);
     let start = slot.start.load(Ordering::Relaxed);
+    let len = slot.len.load(Ordering::Relaxed);
     let writable = slot.writable.load(Ordering::Relaxed);
-    let harmless = !writable && is_hole(slot.fd.load(Ordering::Relaxed), base - start);
+    // A hole of a read-only mapping reads as the zeros it holds; one call
+    // covers the rest of the hole, so a large hole costs one fault and one
+    // mapping, not one per page. Only whole pages of hole count (a page
+    // larger than the host's blocks may hold data after a hole).
+    let off = base - start;
+    let hole = if writable {
+        None
+    } else {
+        hole_end(slot.fd.load(Ordering::Relaxed), off)
+            .map(|end| (end.min(len) & !(page - 1)).saturating_sub(off))
+            .filter(|&span| span > 0)
+    };
+    let span = hole.unwrap_or(page);
     let prot = if writable {
         libc::PROT_READ | libc::PROT_WRITE
     } else {
         libc::PROT_READ
     };
-    // SAFETY: `base` is a page inside a mapping this process registered and
-    // still owns (it unregisters before unmapping); MAP_FIXED replaces that
-    // one page only. The bytes seen through it become zeros, which the
-    // fault flag below (or the file's own hole) accounts for.
+    // SAFETY: `base .. base + span` lies inside a mapping this process
+    // registered and still owns (it unregisters before unmapping; `span`
+    // stops at the mapping's end, `len`, a whole number of pages as the
+    // kernel rounds it); MAP_FIXED replaces those pages only. The bytes seen
+    // through them become zeros, which the fault flag below (or the file's
+    // own hole) accounts for.
     let got = unsafe {
         libc::mmap(
             base as *mut libc::c_void,
-            page,
+            span,
             prot,
             libc::MAP_FIXED | libc::MAP_ANONYMOUS | libc::MAP_PRIVATE,
             -1,
@@ -272,7 +292,7 @@ fn absorb(slot: &Slot, addr: usize) -> bool {
     if got == libc::MAP_FAILED {
         return false;
     }
-    if !harmless {
+    if hole.is_none() {
         slot.faulted.store(true, Ordering::Relaxed);
         FAULTS.fetch_add(1, Ordering::Relaxed);
     }
