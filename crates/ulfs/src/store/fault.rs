@@ -136,7 +136,9 @@ impl Registration {
             {
                 continue;
             }
-            s.seq.fetch_add(1, Ordering::Acquire);
+            // Seqlock write: odd, fence, fields, even (Release).
+            s.seq.fetch_add(1, Ordering::Relaxed);
+            fence(Ordering::Release);
             s.start.store(start as usize, Ordering::Relaxed);
             s.fd.store(fd, Ordering::Relaxed);
             s.writable.store(writable, Ordering::Relaxed);
@@ -160,7 +162,8 @@ impl Drop for Registration {
     fn drop(&mut self) {
         if let Some(i) = self.slot {
             let s = &TABLE[i];
-            s.seq.fetch_add(1, Ordering::Acquire);
+            s.seq.fetch_add(1, Ordering::Relaxed);
+            fence(Ordering::Release);
             s.len.store(0, Ordering::Relaxed);
             s.start.store(0, Ordering::Relaxed);
             s.fd.store(-1, Ordering::Relaxed);
