@@ -41,10 +41,13 @@ pub fn fill_holes(file: &File, size: u64, allocated: u64) -> std::io::Result<()>
             ),
         )
     };
-    if let Some(free) = free
-        && free < missing
+    // Refused up front only when even the blocks reserved for root would
+    // not do (a root writer may use them; fallocate tells in the end), so
+    // that a hopeless attempt does not leave the host fuller.
+    if let Some((_, all)) = free
+        && all < missing
     {
-        return Err(short(free));
+        return Err(short(all));
     }
     // SAFETY: plain FFI call on a descriptor the caller owns; no memory.
     // Mode 0 allocates the holes and leaves data already there untouched
@@ -52,21 +55,22 @@ pub fn fill_holes(file: &File, size: u64, allocated: u64) -> std::io::Result<()>
     let rc = unsafe { libc::posix_fallocate(fd, 0, end) };
     match rc {
         0 => Ok(()),
-        libc::ENOSPC => Err(short(free.unwrap_or(0))),
+        libc::ENOSPC => Err(short(free.map_or(0, |(avail, _)| avail))),
         rc => Err(Error::from_raw_os_error(rc)),
     }
 }
 
-/// Bytes an unprivileged writer may still allocate on the file's host file
-/// system, if it says.
-fn free_bytes(fd: i32) -> Option<u64> {
+/// Bytes the file's host file system has free: (for an unprivileged
+/// writer, in all), if it says.
+fn free_bytes(fd: i32) -> Option<(u64, u64)> {
     // SAFETY: fstatvfs writes only into `st`, a local.
     let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
     // SAFETY: as above.
     if unsafe { libc::fstatvfs(fd, &mut st) } != 0 {
         return None;
     }
-    Some((st.f_bavail as u64).saturating_mul(st.f_frsize as u64))
+    let (avail, all, unit): (u64, u64, u64) = (st.f_bavail, st.f_bfree, st.f_frsize);
+    Some((avail.saturating_mul(unit), all.saturating_mul(unit)))
 }
 
 #[cfg(test)]
