@@ -15,7 +15,7 @@ mod host;
 use host::{Tmpfs, allocated, make_sparse, skip};
 use std::os::fd::AsRawFd;
 use std::path::Path;
-use ulfs::{Errno, Fs, FsckOptions, MkfsOptions, MountOptions, fsck, mkfs};
+use ulfs::{Errno, Fs, FsckOptions, MkfsOptions, Mode, MountOptions, fsck, mkfs};
 
 const MIB: u64 = 1 << 20;
 
@@ -152,12 +152,22 @@ fn sparse_image_on_a_full_host() {
 
 #[test]
 fn image_truncated_under_the_program() {
+    truncated_under_the_program(Mode::Journal);
+}
+
+#[test]
+fn image_truncated_under_the_program_mode_none() {
+    truncated_under_the_program(Mode::None);
+}
+
+fn truncated_under_the_program(mode: Mode) {
     let dir = tempfile::tempdir().unwrap();
     let img = dir.path().join("t.img");
     mkfs(
         &img,
         &MkfsOptions {
             size: 16 * MIB,
+            mode,
             ..Default::default()
         },
     )
@@ -180,7 +190,11 @@ fn image_truncated_under_the_program() {
     assert_eq!(get(&mut fs, "/big", 4096, 11 << 20), Err(Errno::EIO));
     // The volume is read-only now.
     assert_eq!(fs.mkdir("/after", 0o755), Err(Errno::EROFS));
-    assert!(fs.sync().is_err());
+    if mode == Mode::Journal {
+        assert!(fs.sync().is_err());
+    }
+    // (In mode `none` the unmount below is the first write after the
+    // fault: it must not mark the image clean in place.)
     // Zeros now stand in for pages no one can name: no file data is
     // trusted, not even what the surviving half holds.
     assert_eq!(get(&mut fs, "/low", 1 << 20, 0), Err(Errno::EIO));
@@ -197,6 +211,8 @@ fn image_truncated_under_the_program() {
         .unwrap();
     let mut fs = Fs::mount(&img, ro()).unwrap();
     assert_eq!(get(&mut fs, "/low", 1 << 20, 0).unwrap(), low);
+    // The failed unmount did not mark the image clean.
+    assert!(!fs.info().clean, "a faulted volume was marked clean");
 }
 
 #[test]

@@ -175,6 +175,12 @@ impl Volume {
         if self.read_only {
             return Ok(());
         }
+        // After a failed flush or a fault on the mapping nothing more is
+        // written: above all not a "clean" mark, which in mode `none` would
+        // land in place and could reach the image.
+        if self.j.has_failed() {
+            return Err(Errno::EIO);
+        }
         self.reap_orphans()?;
         self.sb.state = STATE_CLEAN;
         self.sync_clean()

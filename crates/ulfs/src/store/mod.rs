@@ -8,7 +8,7 @@
 //! what was written since the last flush, so tests can produce every state
 //! a power cut could leave.
 
-pub mod fault;
+pub(crate) mod fault;
 mod holes;
 mod mmap;
 pub mod sim;
