@@ -70,7 +70,7 @@ impl Volume {
 
     /// Writes `buf` at `off`, allocating blocks as needed. A write cut short
     /// by ENOSPC returns the bytes written so far (or ENOSPC if none).
-    pub fn write_at(&mut self, ino: Ino, buf: &[u8], off: u64) -> Result<usize> {
+    pub(super) fn write_at_op(&mut self, ino: Ino, buf: &[u8], off: u64) -> Result<usize> {
         self.writable()?;
         let mut inode = self.inode(ino)?;
         if !inode.is_reg() {
@@ -162,7 +162,7 @@ impl Volume {
 
     /// Sets the size of a regular file: shrinking frees the blocks past the
     /// end, growing leaves a hole.
-    pub fn truncate_ino(&mut self, ino: Ino, len: u64) -> Result<()> {
+    pub(super) fn truncate_ino_op(&mut self, ino: Ino, len: u64) -> Result<()> {
         self.writable()?;
         let mut inode = self.inode(ino)?;
         if inode.is_dir() {
@@ -201,7 +201,13 @@ impl Volume {
 
     /// `fallocate`: mode 0 allocates (zeroed) and may extend the size;
     /// KEEP_SIZE allocates without extending; PUNCH_HOLE|KEEP_SIZE frees.
-    pub fn fallocate_ino(&mut self, ino: Ino, mode: i32, off: u64, len: u64) -> Result<()> {
+    pub(super) fn fallocate_ino_op(
+        &mut self,
+        ino: Ino,
+        mode: i32,
+        off: u64,
+        len: u64,
+    ) -> Result<()> {
         self.writable()?;
         let mut inode = self.inode(ino)?;
         if inode.is_dir() {

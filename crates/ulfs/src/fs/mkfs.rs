@@ -415,6 +415,7 @@ impl Volume {
             replayed: Default::default(),
             hash_key: (k0, k1),
             dev,
+            call: None,
         }
     }
 }

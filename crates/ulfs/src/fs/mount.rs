@@ -175,12 +175,10 @@ impl Volume {
         if self.read_only {
             return Ok(());
         }
-        // After a failed flush or a fault on the mapping nothing more is
-        // written: above all not a "clean" mark, which in mode `none` would
-        // land in place and could reach the image.
-        if self.j.has_failed() {
-            return Err(Errno::EIO);
-        }
+        // After a failed flush, a panic or a fault on the mapping nothing
+        // more may be written: the image keeps its last committed state and
+        // is not marked clean (in mode `none` the mark would land in place).
+        self.writable()?;
         self.reap_orphans()?;
         self.sb.state = STATE_CLEAN;
         self.sync_clean()

@@ -95,6 +95,13 @@ impl Fs {
         self.vol.info()
     }
 
+    /// Called when a panic went through a call on this file system and was
+    /// caught (`SharedFs` and the C API do it): the volume becomes
+    /// read-only for good and nothing more is committed (`Volume::abandon`).
+    pub fn abandon(&mut self) {
+        self.vol.abandon();
+    }
+
     /// The volume under this process view (for tools such as fsck).
     pub fn volume(&self) -> &Volume {
         &self.vol
@@ -739,6 +746,11 @@ impl Fs {
 
 impl Drop for Fs {
     fn drop(&mut self) {
+        // Dropped by a panic's unwinding: the panic may have cut a call in
+        // half, so nothing is committed and the image is not marked clean.
+        if std::thread::panicking() {
+            self.abandon();
+        }
         let _ = self.shutdown();
     }
 }
