@@ -279,9 +279,11 @@ impl Journal {
         self.log.is_some()
     }
 
-    /// A flush failed earlier; the volume is read-only from then on.
+    /// A flush failed earlier, or an access to the store faulted (the host
+    /// file truncated, an I/O error: store/fault.rs); the volume is
+    /// read-only from then on.
     pub fn has_failed(&self) -> bool {
-        self.failed
+        self.failed || self.store.faulted()
     }
 
     /// Blocks the running transaction holds (0 in place).

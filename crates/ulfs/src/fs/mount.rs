@@ -175,8 +175,9 @@ impl Volume {
         if self.read_only {
             return Ok(());
         }
-        // After a failed flush or a panic nothing more may be written: the
-        // image keeps its last committed state and is not marked clean.
+        // After a failed flush, a panic or a fault on the mapping nothing
+        // more may be written: the image keeps its last committed state and
+        // is not marked clean (in mode `none` the mark would land in place).
         self.writable()?;
         self.reap_orphans()?;
         self.sb.state = STATE_CLEAN;
@@ -224,6 +225,11 @@ pub(crate) fn store_error(shown: &str, e: std::io::Error) -> Error {
             Errno::ENOTBLK,
             format!("{shown}: not a regular file or a block device"),
         ),
+        // A sparse image on a full host (store/holes.rs): the message names
+        // the shortfall.
+        None if e.kind() == std::io::ErrorKind::StorageFull => {
+            Error::new(Errno::ENOSPC, format!("{shown}: {e}"))
+        }
         _ => Error::io(shown, e),
     }
 }
