@@ -368,6 +368,12 @@ impl Journal {
             && w.get() & (1 << (bid % 64)) == 0
         {
             if !block_crc_ok(b) {
+                // A page of the mapping was lost (store/fault.rs): zeros
+                // stand in for it, and the medium, not the block, is at
+                // fault.
+                if self.store.faulted() {
+                    return Err(Errno::EIO);
+                }
                 let not_metadata = !is_metadata_magic(crate::format::magic(b));
                 let damage = Damage {
                     block: bid,
