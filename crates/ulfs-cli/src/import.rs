@@ -277,6 +277,7 @@ impl Importer<'_> {
         }
         self.fs
             .utimensat(
+                libc::AT_FDCWD,
                 path,
                 Some(hostfs::times_of(meta)),
                 libc::AT_SYMLINK_NOFOLLOW,
