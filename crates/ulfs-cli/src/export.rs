@@ -63,7 +63,7 @@ pub fn run(image_path: &Path, src: &[u8], host_dir: &Path, fail_fast: bool) -> C
             exporter.progress = Progress::new("exporting", Unit::Bytes, top.size);
             let to = Target {
                 base: name,
-                rel: name,
+                at: None,
                 shown: src,
             };
             exporter.entry(fs, libc::AT_FDCWD, src, to, &top);
@@ -144,12 +144,26 @@ struct Exporter<'a> {
     entered: Vec<bool>,
 }
 
-/// Where an entry goes: its name in the current host directory, its path
-/// below the host root and its image path (both for messages).
+/// Where an entry goes: its name in the current host directory; and, for
+/// messages only (built on failure, as they cost the depth), where it is.
 struct Target<'a> {
     base: &'a [u8],
-    rel: &'a [u8],
+    at: Option<&'a At<'a>>,
     shown: &'a [u8],
+}
+
+impl Target<'_> {
+    /// The entry's path below the host root.
+    fn rel(&self) -> Vec<u8> {
+        self.at
+            .map_or(self.base.to_vec(), |at| at.rel_child(self.base))
+    }
+
+    /// The entry's image path.
+    fn shown(&self) -> Vec<u8> {
+        self.at
+            .map_or(self.shown.to_vec(), |at| at.child(self.base))
+    }
 }
 
 enum Failure {
@@ -180,15 +194,14 @@ impl Exporter<'_> {
     /// the current host directory as `host_name`. True for a directory
     /// whose host twin exists (to walk into).
     fn entry(&mut self, fs: &mut Fs, dir: Fd, name: &[u8], to: Target, st: &Stat) -> bool {
-        let (shown, rel) = (to.shown, to.rel);
-        match self.copy_entry(fs, dir, name, to.base, rel, st) {
+        match self.copy_entry(fs, dir, name, &to, st) {
             Ok(descend) => descend,
             Err(Failure::Image(e)) => {
-                self.fail(CliError::errno(format!("export: {}", show(shown)), e));
+                self.fail(CliError::errno(format!("export: {}", show(&to.shown())), e));
                 false
             }
             Err(Failure::Host(e)) => {
-                let at = self.host_path(rel);
+                let at = self.host_path(&to.rel());
                 self.fail(CliError::io(format!("export: {at}"), &e));
                 false
             }
@@ -200,10 +213,10 @@ impl Exporter<'_> {
         fs: &mut Fs,
         dir: Fd,
         name: &[u8],
-        base: &[u8],
-        rel: &[u8],
+        to: &Target,
         st: &Stat,
     ) -> Result<bool, Failure> {
+        let base = to.base;
         let host = self.stack.top();
         if st.is_dir() {
             return match host.mkdir_at(base, 0o700) {
@@ -223,7 +236,7 @@ impl Exporter<'_> {
         if !(st.is_file() || st.is_symlink()) {
             eprintln!(
                 "ulfs: export: {}: skipping special file",
-                self.host_path(rel)
+                self.host_path(&to.rel())
             );
             return Ok(false);
         }
@@ -344,11 +357,10 @@ impl walk::Visit for Exporter<'_> {
             if self.stopped {
                 break;
             }
-            let (rel, shown) = (at.rel_child(&item.name), at.child(&item.name));
             let to = Target {
                 base: &item.name,
-                rel: &rel,
-                shown: &shown,
+                at: Some(at),
+                shown: b"",
             };
             if self.entry(fs, dir, &item.name, to, &item.stat) && item.stat.is_dir() {
                 subdirs.push(item.name);
@@ -361,7 +373,8 @@ impl walk::Visit for Exporter<'_> {
         if !self.entered.pop().unwrap_or(false) {
             return;
         }
-        let host_at = self.host_path(&at.rel());
+        // Built only for a message: it costs the depth.
+        let host_at = |me: &Self| me.host_path(&at.rel());
         match fs.fstat(fd) {
             Ok(st) => {
                 let owner = self.owner_of(&st);
@@ -370,7 +383,8 @@ impl walk::Visit for Exporter<'_> {
                         .top()
                         .set_attrs_at(b"", owner, Some(st.mode & 0o7777), times(&st));
                 if let Err(e) = set {
-                    self.fail(CliError::io(format!("export: {host_at}"), &e));
+                    let msg = format!("export: {}", host_at(self));
+                    self.fail(CliError::io(msg, &e));
                 }
             }
             Err(e) => self.fail(CliError::errno(format!("export: {}", show(&at.path())), e)),
@@ -378,7 +392,7 @@ impl walk::Visit for Exporter<'_> {
         if let Err(e) = self.stack.pop() {
             // Lost our place on the host: nothing more can go where it should.
             self.failures
-                .report(CliError::io(format!("export: {host_at}"), &e));
+                .report(CliError::io(format!("export: {}", host_at(self)), &e));
             self.stopped = true;
         }
     }

@@ -123,7 +123,8 @@ pub fn join(rel: &[Vec<u8>]) -> Vec<u8> {
     rel.join(&b'/')
 }
 
-fn join_child(rel: &[Vec<u8>], name: &[u8]) -> Vec<u8> {
+/// `rel` and then `name` as one path.
+pub fn join_child(rel: &[Vec<u8>], name: &[u8]) -> Vec<u8> {
     let mut p = join(rel);
     if !p.is_empty() {
         p.push(b'/');

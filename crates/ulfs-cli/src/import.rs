@@ -204,15 +204,18 @@ impl Importer<'_> {
 
     /// Copies one host entry into the current image directory; true for a
     /// directory to walk into.
-    fn create(&mut self, host: DirRef, name: &[u8], st: &HostStat, rel: &[u8]) -> bool {
+    /// `dir` is the entry's directory below the top (its path is built
+    /// only for messages, as it costs the depth).
+    fn create(&mut self, host: DirRef, dir: &[Vec<u8>], name: &[u8], st: &HostStat) -> bool {
+        let rel = || hostwalk::join_child(dir, name);
         if self.image_id == Some((st.st_dev, st.st_ino)) {
-            self.warn(rel, "skipping the image itself");
+            self.warn(&rel(), "skipping the image itself");
             return false;
         }
-        match self.create_entry(host, name, st, rel) {
+        match self.create_entry(host, name, st, &rel) {
             Ok(descend) => descend,
             Err(f) => {
-                self.report(rel, f);
+                self.report(&rel(), f);
                 false
             }
         }
@@ -223,7 +226,7 @@ impl Importer<'_> {
         host: DirRef,
         name: &[u8],
         st: &HostStat,
-        rel: &[u8],
+        rel: &dyn Fn() -> Vec<u8>,
     ) -> Result<bool, Failure> {
         let img = *self.img.last().expect("the destination stays open");
         let fs = &mut *self.fs;
@@ -253,7 +256,7 @@ impl Importer<'_> {
                     _ => "special file",
                 };
                 self.warn(
-                    rel,
+                    &rel(),
                     &format!("skipping {what} (ulfs stores only files, directories and symlinks)"),
                 );
                 return Ok(false);
@@ -303,67 +306,93 @@ impl Importer<'_> {
         done.map(|()| false)
     }
 
-    /// Copies `file` to its end, skipping the holes its stat size shows;
-    /// the image file gets the length actually read.
-    fn copy_file(&mut self, file: &File, fd: Fd, size: u64, rel: &[u8]) -> Result<(), Failure> {
-        let segments = hostfs::data_segments(file, size).map_err(Failure::Host)?;
-        let mut end = None;
-        'segments: for (start, stop) in segments {
-            let mut off = start;
-            while off < stop {
-                let want = usize::try_from(stop - off)
-                    .unwrap_or(usize::MAX)
-                    .min(self.buf.len());
-                let n = self.copy_chunk(file, fd, off, want)?;
-                if n == 0 {
-                    // The file ended before its stat size: it shrank.
-                    end = Some(off);
-                    break 'segments;
-                }
-                off += n as u64;
-            }
-        }
-        let len = match end {
-            Some(len) => len,
-            None => {
-                // Past the stat size: a file that grew, or one whose stat
-                // size is not its length (/proc, sysfs).
-                let mut off = size;
-                loop {
-                    let n = self.copy_chunk(file, fd, off, self.buf.len())?;
-                    if n == 0 {
-                        break off;
-                    }
-                    off += n as u64;
-                }
-            }
-        };
-        // Sets the size past a trailing hole; a no-op when data reached it.
-        self.fs.ftruncate(fd, len).map_err(Failure::Image)?;
+    /// Copies `file` to its end; warns when its length was not its stat
+    /// size.
+    fn copy_file(
+        &mut self,
+        file: &File,
+        fd: Fd,
+        size: u64,
+        rel: &dyn Fn() -> Vec<u8>,
+    ) -> Result<(), Failure> {
+        let len = copy_to_end(self.fs, &mut self.buf, &mut self.progress, file, fd, size)?;
         if len != size {
             self.warn(
-                rel,
+                &rel(),
                 &format!(
                     "read {len} bytes where stat said {size} (the file changed while \
                      read, or its size is not its length); stored as read"
                 ),
             );
         }
-        // Holes count as done, so the bar ends near the scanned total.
-        self.progress.add(size.saturating_sub(len));
         Ok(())
     }
+}
 
-    /// One read of up to `want` bytes at `off`, written to the image at the
-    /// same offset; 0 at the end of the file.
-    fn copy_chunk(&mut self, file: &File, fd: Fd, off: u64, want: usize) -> Result<usize, Failure> {
-        let n = file
-            .read_at(&mut self.buf[..want], off)
-            .map_err(Failure::Host)?;
-        write_all_at(self.fs, fd, &self.buf[..n], off).map_err(Failure::Image)?;
-        self.progress.add(n as u64);
+/// Copies `file` (whose stat said `size` bytes) into the image file open
+/// as `fd`, skipping the holes stat's size shows, reading to the file's
+/// real end; the image file gets the length read, which is returned.
+fn copy_to_end(
+    fs: &mut Fs,
+    buf: &mut [u8],
+    progress: &mut Progress,
+    file: &File,
+    fd: Fd,
+    size: u64,
+) -> Result<u64, Failure> {
+    let mut chunk = |off: u64, want: usize| -> Result<usize, Failure> {
+        let n = file.read_at(&mut buf[..want], off).map_err(Failure::Host)?;
+        write_all_at(fs, fd, &buf[..n], off).map_err(Failure::Image)?;
+        progress.add(n as u64);
         Ok(n)
+    };
+    let segments = hostfs::data_segments(file, size).map_err(Failure::Host)?;
+    // Where the copied data ends, and whether a read found the end early.
+    let mut reached = 0;
+    let mut shrank = false;
+    'segments: for (start, stop) in segments {
+        let mut off = start;
+        while off < stop {
+            let want = usize::try_from(stop - off).unwrap_or(usize::MAX).min(CHUNK);
+            let n = chunk(off, want)?;
+            if n == 0 {
+                // The file ended before its stat size: it shrank (or, as
+                // sysfs files, its size is not its length).
+                reached = off;
+                shrank = true;
+                break 'segments;
+            }
+            off += n as u64;
+        }
+        reached = off;
     }
+    let len = if shrank {
+        reached
+    } else {
+        // Past the stat size: a file that grew, or one whose stat size is
+        // not its length (/proc).
+        let mut off = size;
+        loop {
+            let n = chunk(off, CHUNK)?;
+            if n == 0 {
+                break;
+            }
+            off += n as u64;
+        }
+        if off > size {
+            off
+        } else {
+            // Data ended at a segment's end: a trailing hole up to the stat
+            // size, or a file that shrank there; its size now tells which.
+            let now = file.metadata().map_err(Failure::Host)?.len();
+            size.min(now).max(reached)
+        }
+    };
+    // Sets the size past a trailing hole; a no-op when data reached it.
+    fs.ftruncate(fd, len).map_err(Failure::Image)?;
+    // Holes count as done, so the bar ends near the scanned total.
+    progress.add(size.saturating_sub(len));
+    Ok(len)
 }
 
 impl hostwalk::Visit for Importer<'_> {
@@ -393,9 +422,7 @@ impl hostwalk::Visit for Importer<'_> {
             if self.stopped {
                 break;
             }
-            let mut child = rel.to_vec();
-            child.push(name.clone());
-            if self.create(host, &name, &st, &join(&child)) {
+            if self.create(host, rel, &name, &st) {
                 subdirs.push(name);
             }
         }
@@ -450,4 +477,56 @@ fn write_all_at(fs: &mut Fs, fd: Fd, mut data: &[u8], mut off: u64) -> ulfs::Res
         off += n as u64;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A file whose stat size is larger than what it holds (it shrank, or
+    /// sysfs) or smaller (it grew, or /proc) is stored as read.
+    #[test]
+    fn files_are_copied_to_their_end_whatever_stat_said() {
+        let dir = tempfile::tempdir().unwrap();
+        let img = dir.path().join("t.img");
+        let opts = ulfs::MkfsOptions {
+            size: 16 << 20,
+            ..Default::default()
+        };
+        ulfs::mkfs(&img, &opts).unwrap();
+        let mut fs = Fs::mount(&img, ulfs::MountOptions::default()).unwrap();
+        let host = dir.path().join("h");
+        let data: Vec<u8> = (0..10_000u32).map(|i| (i % 251) as u8).collect();
+        std::fs::write(&host, &data).unwrap();
+        let file = File::open(&host).unwrap();
+        let mut buf = vec![0u8; CHUNK];
+        let mut progress = Progress::new("test", Unit::Bytes, 0);
+        for (i, claimed) in [0u64, 3, 4096, 10_000, 1 << 20].into_iter().enumerate() {
+            let name = format!("/f{i}");
+            let fd = fs.open(&name, libc::O_RDWR | libc::O_CREAT, 0o644).unwrap();
+            let len = copy_to_end(&mut fs, &mut buf, &mut progress, &file, fd, claimed);
+            assert!(matches!(len, Ok(10_000)), "stat size {claimed}");
+            assert_eq!(fs.fstat(fd).unwrap().size, 10_000);
+            let mut back = vec![0u8; 20_000];
+            assert_eq!(fs.pread(fd, &mut back, 0).unwrap(), 10_000);
+            assert_eq!(&back[..10_000], &data[..]);
+            fs.close(fd).unwrap();
+        }
+        // A sparse file keeps its holes and its length.
+        let sparse = dir.path().join("s");
+        let f = File::create(&sparse).unwrap();
+        f.write_all_at(b"head", 0).unwrap();
+        f.write_all_at(b"tail", 8 << 20).unwrap();
+        let size = f.metadata().unwrap().len();
+        let f = File::open(&sparse).unwrap();
+        let fd = fs.open("/s", libc::O_RDWR | libc::O_CREAT, 0o644).unwrap();
+        let len = copy_to_end(&mut fs, &mut buf, &mut progress, &f, fd, size);
+        assert!(matches!(len, Ok(l) if l == size));
+        assert!(fs.fstat(fd).unwrap().blocks < 64, "holes were filled");
+        let mut tail = [0u8; 4];
+        fs.pread(fd, &mut tail, 8 << 20).unwrap();
+        assert_eq!(&tail, b"tail");
+        fs.close(fd).unwrap();
+        fs.unmount().unwrap();
+    }
 }

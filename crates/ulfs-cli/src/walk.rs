@@ -35,11 +35,15 @@ impl At<'_> {
         self.below.last().map_or(self.top, |n| n.as_slice())
     }
 
-    /// The full path of the directory, for headers and messages only.
+    /// The full path of the directory, for headers and messages only
+    /// (built in one pass: O(length)).
     pub fn path(&self) -> Vec<u8> {
         let mut p = self.top.to_vec();
         for n in self.below {
-            p = imgpath::join(&p, n);
+            if !p.ends_with(b"/") {
+                p.push(b'/');
+            }
+            p.extend_from_slice(n);
         }
         p
     }
