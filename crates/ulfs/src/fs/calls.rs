@@ -49,8 +49,6 @@ impl Volume {
         if self.j.in_call() {
             self.abandon();
         }
-        // A block named by an earlier error is not this call's.
-        crate::txn::take_damage();
         self.call = Some(self.call_start());
         self.j.begin_call();
         let result = op(self);
