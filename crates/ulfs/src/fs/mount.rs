@@ -68,6 +68,7 @@ pub struct Info {
     pub total_blocks: u64,
     pub free_blocks: u64,
     pub used_inodes: u64,
+    /// An estimate, as `statfs`'s `f_ffree`: inodes are made on demand.
     pub free_inodes: u64,
     pub journal_blocks: u32,
     pub image_bytes: u64,
@@ -199,7 +200,7 @@ impl Volume {
             total_blocks: sb.total_blocks,
             free_blocks: sb.free_blocks,
             used_inodes: sb.used_inodes,
-            free_inodes: sb.free_inodes,
+            free_inodes: self.statfs().ffree,
             journal_blocks: sb.journal_blocks,
             image_bytes: self.j.store().blocks() * crate::format::BLOCK_SIZE as u64,
             clean: self.was_clean,
