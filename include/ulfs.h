@@ -22,7 +22,17 @@
  *     numbers) on failure. errno is never set.
  *   - A NULL pointer where a pointer is required gives -EFAULT; a negative
  *     offset or length gives -EINVAL. A panic inside the library gives -EIO
- *     (it never crashes the caller).
+ *     (it never crashes the caller), and the handle turns read-only: every
+ *     change is then -EROFS, nothing more is committed, and the image is
+ *     not marked clean (the half-done call may not be trusted).
+ *   - A call that fails changes nothing on the image.
+ *   - The first ulfs_mount() installs a SIGBUS handler for the process, so
+ *     that a fault on an image's mapping (the image file truncated by
+ *     another program, a device I/O error, a hole in a sparse image on a
+ *     full host) becomes -EIO and a read-only handle instead of killing the
+ *     process. Other SIGBUS signals go to the handler that was there
+ *     before. A program that installs its own SIGBUS handler after mounting
+ *     must call the one it replaces for signals that are not its own.
  *   - Paths are NUL-terminated byte strings inside the image, not required
  *     to be UTF-8; relative paths start at the handle's working directory
  *     (initially "/").

@@ -60,6 +60,17 @@ impl DerefMut for FsRef<'_> {
     }
 }
 
+impl Drop for FsRef<'_> {
+    /// A panic inside a call (caught by `guard`, returned as -EIO) may have
+    /// cut the call in half: the file system is abandoned, read-only from
+    /// then on with nothing more committed (`ulfs::Fs::abandon`).
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.fs.abandon();
+        }
+    }
+}
+
 impl ulfs_t {
     /// Hands a mounted file system to C, with a lock if `thread_safe`.
     pub(crate) fn into_raw(fs: Fs, thread_safe: bool) -> *mut ulfs_t {
@@ -133,8 +144,8 @@ pub(crate) unsafe fn fs_mut<'a>(fs: *mut ulfs_t) -> Result<FsRef<'a>, Errno> {
     // sound from any thread (the file system itself is only reached through
     // the `UnsafeCell` below).
     let handle = unsafe { fs.cast::<Handle>().as_ref() }.ok_or(Errno::EFAULT)?;
-    // A panic while holding the lock leaves the file system as the panic
-    // left it; calls go on, as they would on a handle without a lock.
+    // A poisoned lock means a call panicked; `FsRef`'s drop has already
+    // made that file system read-only, so later calls may read it.
     let held = handle
         .lock
         .as_ref()

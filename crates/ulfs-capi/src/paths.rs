@@ -289,7 +289,11 @@ pub unsafe extern "C" fn ulfs_utimensat(
         Err(e) => return -e.raw(),
     };
     // SAFETY: the same contract as this function's.
-    unsafe { path_op(fs, path, |fs, p| fs.utimensat(p, times, flags)) }
+    unsafe {
+        path_op(fs, path, |fs, p| {
+            fs.utimensat(libc::AT_FDCWD, p, times, flags)
+        })
+    }
 }
 
 /// Sets the permission bits of the file at `path`. Returns 0 or `-errno`.

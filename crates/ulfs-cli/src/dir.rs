@@ -13,30 +13,35 @@ use crate::imgpath;
 /// only reclen and the name are used.
 const DIRENT_HEADER: usize = 19;
 
-/// Names in a directory except `.` and `..`, sorted bytewise (as
-/// `LC_ALL=C ls` does, so output is stable across locales). Callers lstat
-/// what they need: d_type may be DT_UNKNOWN and lstat is authoritative.
-pub fn read_dir(fs: &mut Fs, path: &[u8]) -> ulfs::Result<Vec<Vec<u8>>> {
-    let fd = fs.open(path, libc::O_RDONLY | libc::O_DIRECTORY, 0)?;
-    let listed = read_all(fs, fd);
-    let closed = fs.close(fd);
-    let mut names = listed?;
-    closed?;
-    names.sort_unstable();
-    Ok(names)
-}
-
-fn read_all(fs: &mut Fs, fd: ulfs::Fd) -> ulfs::Result<Vec<Vec<u8>>> {
+/// Names in the directory open as `fd` (read from its start) except `.`
+/// and `..`, sorted bytewise (as `LC_ALL=C ls` does, so output is stable
+/// across locales), and the error that cut the listing short, if one did:
+/// the names read before it are still returned, so a damaged directory
+/// gives up what it can. Callers lstat what they need: d_type may be
+/// DT_UNKNOWN and lstat is authoritative.
+pub fn read_dir_fd(fs: &mut Fs, fd: ulfs::Fd) -> (Vec<Vec<u8>>, Option<Errno>) {
     let mut buf = vec![0u8; 64 * 1024];
-    let mut entries = Vec::new();
-    loop {
-        let n = fs.getdents64(fd, &mut buf)?;
-        if n == 0 {
-            return Ok(entries);
-        }
-        let chunk = buf.get(..n).ok_or(Errno::EIO)?;
-        parse_records(chunk, &mut entries)?;
+    let mut names = Vec::new();
+    if let Err(e) = fs.lseek(fd, 0, libc::SEEK_SET) {
+        return (names, Some(e));
     }
+    let failed = loop {
+        match fs.getdents64(fd, &mut buf) {
+            Ok(0) => break None,
+            Ok(n) => {
+                if let Err(e) = buf
+                    .get(..n)
+                    .ok_or(Errno::EIO)
+                    .and_then(|chunk| parse_records(chunk, &mut names))
+                {
+                    break Some(e);
+                }
+            }
+            Err(e) => break Some(e),
+        }
+    };
+    names.sort_unstable();
+    (names, failed)
 }
 
 fn parse_records(mut chunk: &[u8], out: &mut Vec<Vec<u8>>) -> ulfs::Result<()> {

@@ -82,11 +82,13 @@ pub fn errno_text(e: Errno) -> String {
         Some(i) => full[..i].to_string(),
         None => full,
     };
-    // A damaged image: name the block and say what to do.
-    match (e, ulfs::last_damaged_block()) {
-        (Errno::EUCLEAN, Some(bid)) => {
-            format!("{text} (metadata block {bid} fails its checksum; run `ulfs fsck --repair`)")
+    // A damaged image: name the block and say what to do. Taking the
+    // damage clears it, so the next error cannot name this block.
+    match (e, ulfs::take_damage()) {
+        (Errno::EUCLEAN, Some(damage)) => {
+            format!("{text} ({damage}; run `ulfs fsck --repair`)")
         }
+        (Errno::EUCLEAN, None) => format!("{text} (run `ulfs fsck` for details)"),
         _ => text,
     }
 }

@@ -2,127 +2,168 @@
 //! keeping modes, nanosecond times, symlinks, hard links and holes (and
 //! owners when run as root — only root may set them on the host).
 //!
-//! Same shape as import: scan the image first (sizes for the progress bar,
-//! parents before children), create everything, then walk backwards to set
-//! directory attributes after their contents exist. Directories are created
-//! owner-writable and only get their real mode at the end, so read-only
-//! directories can still be filled.
+//! Both trees are walked by descriptor — the image through walk.rs, the
+//! host through `HostStack` — so depth is bounded by memory, not PATH_MAX.
+//! A directory's entries are created as it is entered; its own mode and
+//! times are set when it is left, after its contents exist (directories
+//! are created owner-writable until then, so read-only ones can be
+//! filled). An entry that fails (a damaged inode, a full host disk) is
+//! reported and the export goes on with the rest, exiting non-zero at the
+//! end; a file whose data fails part-way keeps what was readable. With
+//! `--fail-fast` the first failure ends the export.
 
 use std::collections::HashMap;
-use std::ffi::OsStr;
-use std::fs::{DirBuilder, OpenOptions, Permissions};
+use std::fs::File;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{DirBuilderExt, FileExt, OpenOptionsExt, PermissionsExt};
-use std::path::{Path, PathBuf};
+use std::os::unix::fs::FileExt;
+use std::os::unix::io::AsRawFd;
+use std::path::Path;
 
-use ulfs::{Errno, Fs, Stat};
+use ulfs::{Errno, Fd, Fs, Stat};
 
-use crate::dir;
-use crate::error::{CliError, CliResult, at_path};
-use crate::hostfs;
+use crate::error::{CliError, CliResult, Failures};
+use crate::hostfs::{self, HostDir};
+use crate::hostwalk::HostStack;
 use crate::image::{self, Access};
 use crate::imgpath::{self, show};
 use crate::progress::{Progress, Unit};
+use crate::walk::{self, At, Item};
 
 const CHUNK: usize = 1 << 20;
 
-/// One image object to copy: its image path and where it goes on the host.
-struct Entry {
-    src: Vec<u8>,
-    host: PathBuf,
-    stat: Stat,
-}
-
-pub fn run(image_path: &Path, src: &[u8], host_dir: &Path) -> CliResult {
+pub fn run(image_path: &Path, src: &[u8], host_dir: &Path, fail_fast: bool) -> CliResult {
+    let mut failures = Failures::default();
     image::with_fs("export", image_path, Access::ReadOnly, |fs| {
+        // Walk depth is bounded by memory, not by a descriptor limit.
+        let _ = fs.set_max_fds(ulfs::posix::fdtable::MAX_FDS_CEILING);
         let top = fs
             .lstat(src)
             .map_err(|e| CliError::errno(format!("export: {}", show(src)), e))?;
         // Only once SRC is known to exist, so a typo leaves no empty dir behind.
-        std::fs::create_dir_all(host_dir)
-            .map_err(|e| CliError::io(format!("export: {}", host_dir.display()), &e))?;
-        let entries = if top.is_dir() {
-            scan(fs, src, host_dir)?
-        } else {
+        let host_err =
+            |e: std::io::Error| CliError::io(format!("export: {}", host_dir.display()), &e);
+        std::fs::create_dir_all(host_dir).map_err(host_err)?;
+        let host = HostDir::open(host_dir).map_err(host_err)?;
+        let mut exporter = Exporter {
+            stack: HostStack::new(host),
+            host_root: host_dir,
+            buf: vec![0u8; CHUNK],
+            links: HashMap::new(),
+            progress: Progress::new("exporting", Unit::Bytes, 0),
+            owner: hostfs::can_chown(),
+            failures: &mut failures,
+            fail_fast,
+            stopped: false,
+            entered: Vec::new(),
+        };
+        if !top.is_dir() {
             // A single file lands inside HOSTDIR under its own name.
             let name = imgpath::file_name(src)
                 .ok_or_else(|| CliError::errno(format!("export: {}", show(src)), Errno::EINVAL))?;
-            vec![Entry {
-                src: src.to_vec(),
-                host: host_dir.join(OsStr::from_bytes(name)),
-                stat: top,
-            }]
-        };
-        let total = unique_file_bytes(&entries);
-        let mut exporter = Exporter {
-            fs,
-            buf: vec![0u8; CHUNK],
-            links: HashMap::new(),
-            progress: Progress::new("exporting", Unit::Bytes, total),
-            chown: hostfs::can_chown(),
-        };
-        for entry in &entries {
-            exporter.create(entry)?;
+            exporter.progress = Progress::new("exporting", Unit::Bytes, top.size);
+            let to = Target {
+                base: name,
+                at: None,
+                shown: src,
+            };
+            exporter.entry(fs, libc::AT_FDCWD, src, to, &top);
+            exporter.progress.finish();
+            return Ok(());
         }
-        for entry in entries.iter().rev().filter(|e| e.stat.is_dir()) {
-            exporter.set_attrs(&entry.host, &entry.stat)?;
-        }
-        if top.is_dir() {
+        let fd = fs
+            .open(src, libc::O_RDONLY | libc::O_DIRECTORY, 0)
+            .map_err(|e| CliError::errno(format!("export: {}", show(src)), e))?;
+        let mut sizer = Sizer::default();
+        walk::walk(fs, fd, src, &mut sizer);
+        exporter.progress = Progress::new("exporting", Unit::Bytes, sizer.bytes);
+        walk::walk(fs, fd, src, &mut exporter);
+        let _ = fs.close(fd);
+        if !exporter.stopped {
             // Mirror of import: HOSTDIR takes SRC's own attributes.
-            exporter.set_attrs(host_dir, &top)?;
+            let set = exporter.stack.top().set_attrs_at(
+                b"",
+                exporter.owner_of(&top),
+                Some(top.mode & 0o7777),
+                times(&top),
+            );
+            if let Err(e) = set {
+                exporter.fail(CliError::io(format!("export: {}", host_dir.display()), &e));
+            }
         }
         exporter.progress.finish();
         Ok(())
-    })
+    })?;
+    failures.finish()
 }
 
-/// The tree below `src`, each directory before its contents, names sorted.
-fn scan(fs: &mut Fs, src: &[u8], host_dir: &Path) -> CliResult<Vec<Entry>> {
-    let mut entries = Vec::new();
-    // Explicit stack: a hostile image may nest deeper than our call stack.
-    let mut pending = vec![(src.to_vec(), host_dir.to_path_buf())];
-    while let Some((dir_path, host)) = pending.pop() {
-        let listing = dir::read_dir(fs, &dir_path).map_err(at_path("export", &dir_path))?;
+fn times(st: &Stat) -> [ulfs::Timespec; 2] {
+    [st.atime, st.mtime]
+}
+
+/// Bytes to copy, for the progress bar: each hard-linked file once.
+#[derive(Default)]
+struct Sizer {
+    bytes: u64,
+    seen: std::collections::HashSet<u64>,
+}
+
+impl walk::Visit for Sizer {
+    fn dir(&mut self, _fs: &mut Fs, _dir: Fd, _at: &At, items: Vec<Item>) -> Vec<Vec<u8>> {
         let mut subdirs = Vec::new();
-        for name in listing {
-            let child = imgpath::join(&dir_path, &name);
-            let stat = fs.lstat(&child).map_err(at_path("export", &child))?;
-            let child_host = host.join(OsStr::from_bytes(&name));
-            if !(stat.is_dir() || stat.is_file() || stat.is_symlink()) {
-                eprintln!("ulfs: export: {}: skipping special file", show(&child));
-                continue;
+        for item in items {
+            let st = &item.stat;
+            if st.is_file() && (st.nlink < 2 || self.seen.insert(st.ino)) {
+                self.bytes = self.bytes.saturating_add(st.size);
             }
-            if stat.is_dir() {
-                subdirs.push((child.clone(), child_host.clone()));
+            if st.is_dir() {
+                subdirs.push(item.name);
             }
-            entries.push(Entry {
-                src: child,
-                host: child_host,
-                stat,
-            });
         }
-        pending.extend(subdirs.into_iter().rev());
+        subdirs
     }
-    Ok(entries)
-}
 
-/// Bytes to copy, counting each hard-linked file once.
-fn unique_file_bytes(entries: &[Entry]) -> u64 {
-    let mut seen = std::collections::HashSet::new();
-    entries
-        .iter()
-        .filter(|e| e.stat.is_file() && (e.stat.nlink < 2 || seen.insert(e.stat.ino)))
-        .map(|e| e.stat.size)
-        .sum()
+    // Failures are reported by the export pass itself.
+    fn error(&mut self, _path: &[u8], _e: Errno) {}
 }
 
 struct Exporter<'a> {
-    fs: &'a mut Fs,
+    /// The host directory matching the image directory being walked.
+    stack: HostStack,
+    host_root: &'a Path,
     buf: Vec<u8>,
-    /// Image inode of multiply-linked files -> first host path.
-    links: HashMap<u64, PathBuf>,
+    /// Image inode of a multiply-linked file -> its first host copy (kept
+    /// open to link to) and how many more links to expect.
+    links: HashMap<u64, (File, u64)>,
     progress: Progress,
-    chown: bool,
+    owner: bool,
+    failures: &'a mut Failures,
+    fail_fast: bool,
+    stopped: bool,
+    /// Per entered image directory below the top: is its host twin open
+    /// on the stack?
+    entered: Vec<bool>,
+}
+
+/// Where an entry goes: its name in the current host directory; and, for
+/// messages only (built on failure, as they cost the depth), where it is.
+struct Target<'a> {
+    base: &'a [u8],
+    at: Option<&'a At<'a>>,
+    shown: &'a [u8],
+}
+
+impl Target<'_> {
+    /// The entry's path below the host root.
+    fn rel(&self) -> Vec<u8> {
+        self.at
+            .map_or(self.base.to_vec(), |at| at.rel_child(self.base))
+    }
+
+    /// The entry's image path.
+    fn shown(&self) -> Vec<u8> {
+        self.at
+            .map_or(self.shown.to_vec(), |at| at.child(self.base))
+    }
 }
 
 enum Failure {
@@ -131,73 +172,129 @@ enum Failure {
 }
 
 impl Exporter<'_> {
-    fn create(&mut self, entry: &Entry) -> CliResult {
-        let host_err =
-            |e: std::io::Error| CliError::io(format!("export: {}", entry.host.display()), &e);
-        let img_err = |e: Errno| CliError::errno(format!("export: {}", show(&entry.src)), e);
-        let st = &entry.stat;
-        if st.is_dir() {
-            return match DirBuilder::new().mode(0o700).create(&entry.host) {
-                Ok(()) => Ok(()),
-                // Exporting over an existing tree merges directories.
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && entry.host.is_dir() => {
-                    Ok(())
-                }
-                Err(e) => Err(host_err(e)),
-            };
+    fn fail(&mut self, e: CliError) {
+        self.failures.report(e);
+        if self.fail_fast {
+            self.stopped = true;
         }
-        hostfs::remove_non_dir(&entry.host).map_err(host_err)?;
-        if st.is_symlink() {
-            let target = self.fs.readlink(&entry.src).map_err(img_err)?;
-            std::os::unix::fs::symlink(OsStr::from_bytes(&target), &entry.host)
-                .map_err(host_err)?;
-            return self.set_attrs(&entry.host, st);
-        }
-        if st.nlink > 1 {
-            if let Some(first) = self.links.get(&st.ino) {
-                return std::fs::hard_link(first, &entry.host).map_err(host_err);
-            }
-            self.links.insert(st.ino, entry.host.clone());
-        }
-        match self.copy_file(entry) {
-            Ok(()) => {}
-            Err(Failure::Image(e)) => return Err(img_err(e)),
-            Err(Failure::Host(e)) => return Err(host_err(e)),
-        }
-        self.set_attrs(&entry.host, st)
     }
 
-    fn copy_file(&mut self, entry: &Entry) -> Result<(), Failure> {
-        let file = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&entry.host)
+    fn owner_of(&self, st: &Stat) -> Option<(u32, u32)> {
+        self.owner.then_some((st.uid, st.gid))
+    }
+
+    fn host_path(&self, rel: &[u8]) -> String {
+        self.host_root
+            .join(std::ffi::OsStr::from_bytes(rel))
+            .display()
+            .to_string()
+    }
+
+    /// Exports one entry `name` of the image directory open as `dir` into
+    /// the current host directory as `host_name`. True for a directory
+    /// whose host twin exists (to walk into).
+    fn entry(&mut self, fs: &mut Fs, dir: Fd, name: &[u8], to: Target, st: &Stat) -> bool {
+        match self.copy_entry(fs, dir, name, &to, st) {
+            Ok(descend) => descend,
+            Err(Failure::Image(e)) => {
+                self.fail(CliError::errno(format!("export: {}", show(&to.shown())), e));
+                false
+            }
+            Err(Failure::Host(e)) => {
+                let at = self.host_path(&to.rel());
+                self.fail(CliError::io(format!("export: {at}"), &e));
+                false
+            }
+        }
+    }
+
+    fn copy_entry(
+        &mut self,
+        fs: &mut Fs,
+        dir: Fd,
+        name: &[u8],
+        to: &Target,
+        st: &Stat,
+    ) -> Result<bool, Failure> {
+        let base = to.base;
+        let host = self.stack.top();
+        if st.is_dir() {
+            return match host.mkdir_at(base, 0o700) {
+                Ok(()) => Ok(true),
+                // Exporting over an existing tree merges directories.
+                Err(e)
+                    if e.kind() == std::io::ErrorKind::AlreadyExists
+                        && host
+                            .stat_at(base)
+                            .is_ok_and(|s| s.st_mode & libc::S_IFMT == libc::S_IFDIR) =>
+                {
+                    Ok(true)
+                }
+                Err(e) => Err(Failure::Host(e)),
+            };
+        }
+        if !(st.is_file() || st.is_symlink()) {
+            eprintln!(
+                "ulfs: export: {}: skipping special file",
+                self.host_path(&to.rel())
+            );
+            return Ok(false);
+        }
+        host.remove_non_dir_at(base).map_err(Failure::Host)?;
+        let owner = self.owner_of(st);
+        if st.is_symlink() {
+            let target = fs.readlinkat(dir, name).map_err(Failure::Image)?;
+            host.symlink_at(&target, base).map_err(Failure::Host)?;
+            return host
+                .set_attrs_at(base, owner, None, times(st))
+                .map(|()| false)
+                .map_err(Failure::Host);
+        }
+        if st.nlink > 1
+            && let Some((first, left)) = self.links.get_mut(&st.ino)
+        {
+            host.link_at(first, base).map_err(Failure::Host)?;
+            *left -= 1;
+            if *left == 0 {
+                self.links.remove(&st.ino);
+            }
+            return Ok(false);
+        }
+        let file = host
+            .open_file_at(base, libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL, 0o600)
             .map_err(Failure::Host)?;
-        let fd = self
-            .fs
-            .open(&entry.src, libc::O_RDONLY, 0)
+        let fd = fs
+            .openat(dir, name, libc::O_RDONLY | libc::O_NOFOLLOW, 0)
             .map_err(Failure::Image)?;
-        let copied = self.copy_data(fd, &file, entry.stat.size);
-        let closed = self.fs.close(fd).map_err(Failure::Image);
+        let copied = self.copy_data(fs, fd, &file, st.size);
+        let _ = fs.close(fd);
         let written = copied?;
-        closed?;
-        file.set_len(entry.stat.size).map_err(Failure::Host)?;
-        self.progress.add(entry.stat.size.saturating_sub(written));
-        Ok(())
+        file.set_len(st.size).map_err(Failure::Host)?;
+        self.progress.add(st.size.saturating_sub(written));
+        hostfs::set_fd_attrs(file.as_raw_fd(), owner, Some(st.mode & 0o7777), times(st))
+            .map_err(Failure::Host)?;
+        if st.nlink > 1 {
+            self.links.insert(st.ino, (file, st.nlink - 1));
+        }
+        Ok(false)
     }
 
     /// Copies only the data ranges of the image file, so holes stay holes
     /// on the host. Returns the bytes copied.
-    fn copy_data(&mut self, fd: ulfs::Fd, file: &std::fs::File, size: u64) -> Result<u64, Failure> {
+    fn copy_data(
+        &mut self,
+        fs: &mut Fs,
+        fd: ulfs::Fd,
+        file: &File,
+        size: u64,
+    ) -> Result<u64, Failure> {
         let mut written = 0u64;
         let mut off = 0u64;
         while off < size {
-            let Some(start) = self.seek(fd, off, libc::SEEK_DATA)? else {
+            let Some(start) = Self::seek(fs, fd, off, libc::SEEK_DATA)? else {
                 break;
             };
-            let end = self
-                .seek(fd, start, libc::SEEK_HOLE)?
+            let end = Self::seek(fs, fd, start, libc::SEEK_HOLE)?
                 .unwrap_or(size)
                 .min(size);
             // `end <= start` would mean inconsistent answers; copy to the end.
@@ -207,8 +304,7 @@ impl Exporter<'_> {
                 let want = usize::try_from(end - pos)
                     .unwrap_or(usize::MAX)
                     .min(self.buf.len());
-                let n = self
-                    .fs
+                let n = fs
                     .pread(fd, &mut self.buf[..want], pos)
                     .map_err(Failure::Image)?;
                 if n == 0 {
@@ -227,9 +323,9 @@ impl Exporter<'_> {
 
     /// SEEK_DATA/SEEK_HOLE on the image: `None` when no data remains;
     /// without hole support (EINVAL) everything counts as data.
-    fn seek(&mut self, fd: ulfs::Fd, off: u64, whence: i32) -> Result<Option<u64>, Failure> {
+    fn seek(fs: &mut Fs, fd: ulfs::Fd, off: u64, whence: i32) -> Result<Option<u64>, Failure> {
         let off_i = i64::try_from(off).map_err(|_| Failure::Image(Errno::EOVERFLOW))?;
-        match self.fs.lseek(fd, off_i, whence) {
+        match fs.lseek(fd, off_i, whence) {
             Ok(pos) => Ok(Some(pos)),
             Err(e) if e == Errno::ENXIO => Ok(None),
             Err(e) if e == Errno::EINVAL && whence == libc::SEEK_DATA => Ok(Some(off)),
@@ -237,17 +333,75 @@ impl Exporter<'_> {
             Err(e) => Err(Failure::Image(e)),
         }
     }
+}
 
-    /// Owner (root only), then mode (chown clears set-id bits), then times.
-    fn set_attrs(&mut self, host: &Path, st: &Stat) -> CliResult {
-        let host_err = |e: std::io::Error| CliError::io(format!("export: {}", host.display()), &e);
-        if self.chown {
-            std::os::unix::fs::lchown(host, Some(st.uid), Some(st.gid)).map_err(host_err)?;
+impl walk::Visit for Exporter<'_> {
+    fn dir(&mut self, fs: &mut Fs, dir: Fd, at: &At, items: Vec<Item>) -> Vec<Vec<u8>> {
+        if at.depth() > 0 {
+            let opened = self.stack.top().open_dir_at(at.name());
+            match opened {
+                Ok(host) => {
+                    self.stack.push(host);
+                    self.entered.push(true);
+                }
+                Err(e) => {
+                    self.entered.push(false);
+                    let at_host = self.host_path(&at.rel());
+                    self.fail(CliError::io(format!("export: {at_host}"), &e));
+                    return Vec::new();
+                }
+            }
         }
-        if !st.is_symlink() {
-            std::fs::set_permissions(host, Permissions::from_mode(st.mode & 0o7777))
-                .map_err(host_err)?;
+        let mut subdirs = Vec::new();
+        for item in items {
+            if self.stopped {
+                break;
+            }
+            let to = Target {
+                base: &item.name,
+                at: Some(at),
+                shown: b"",
+            };
+            if self.entry(fs, dir, &item.name, to, &item.stat) && item.stat.is_dir() {
+                subdirs.push(item.name);
+            }
         }
-        hostfs::set_times(host, [st.atime, st.mtime]).map_err(host_err)
+        subdirs
+    }
+
+    fn leave(&mut self, fs: &mut Fs, _parent: Fd, fd: Fd, at: &At) {
+        if !self.entered.pop().unwrap_or(false) {
+            return;
+        }
+        // Built only for a message: it costs the depth.
+        let host_at = |me: &Self| me.host_path(&at.rel());
+        match fs.fstat(fd) {
+            Ok(st) => {
+                let owner = self.owner_of(&st);
+                let set =
+                    self.stack
+                        .top()
+                        .set_attrs_at(b"", owner, Some(st.mode & 0o7777), times(&st));
+                if let Err(e) = set {
+                    let msg = format!("export: {}", host_at(self));
+                    self.fail(CliError::io(msg, &e));
+                }
+            }
+            Err(e) => self.fail(CliError::errno(format!("export: {}", show(&at.path())), e)),
+        }
+        if let Err(e) = self.stack.pop() {
+            // Lost our place on the host: nothing more can go where it should.
+            self.failures
+                .report(CliError::io(format!("export: {}", host_at(self)), &e));
+            self.stopped = true;
+        }
+    }
+
+    fn error(&mut self, path: &[u8], e: Errno) {
+        self.fail(CliError::errno(format!("export: {}", show(path)), e));
+    }
+
+    fn stop(&self) -> bool {
+        self.stopped
     }
 }

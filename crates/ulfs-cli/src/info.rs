@@ -90,7 +90,10 @@ fn render(info: &Info) -> String {
             ),
         ),
         ("used inodes", info.used_inodes.to_string()),
-        ("free inodes", info.free_inodes.to_string()),
+        (
+            "free inodes",
+            format!("about {} (made on demand)", info.free_inodes),
+        ),
         ("journal", journal(info)),
     ];
     let width = rows.iter().map(|(k, _)| k.len()).max().unwrap_or(0) + 1;

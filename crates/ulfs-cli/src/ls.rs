@@ -3,29 +3,23 @@
 //! Names are written as raw bytes (they are bytes in the image) and sorted
 //! bytewise, so output is stable and can be compared with `LC_ALL=C ls`.
 //! Owners are shown as numbers: the image's uid/gid need not exist on the
-//! host that inspects it.
+//! host that inspects it. Trees are walked by descriptor (walk.rs), so
+//! depth is bounded by memory, not by PATH_MAX.
 
 use std::io::{BufWriter, Write};
 use std::path::Path;
 
-use ulfs::{Fs, Stat};
+use ulfs::{Errno, Fd, Fs, Stat};
 
-use crate::dir;
 use crate::error::{CliError, CliResult, Failures};
 use crate::format::{local_time, mode_string};
 use crate::image::{self, Access};
-use crate::imgpath::{self, show};
+use crate::imgpath::show;
+use crate::walk::{self, At, Item};
 
 pub struct Options {
     pub long: bool,
     pub recursive: bool,
-}
-
-/// One line of output: the name to print and what `lstat` said about it.
-struct Item {
-    name: Vec<u8>,
-    path: Vec<u8>,
-    stat: Stat,
 }
 
 pub fn run(image_path: &Path, path: &[u8], opts: &Options) -> CliResult {
@@ -65,61 +59,85 @@ fn list(
     if !is_dir {
         let item = Item {
             name: path.to_vec(),
-            path: path.to_vec(),
             stat,
         };
-        return write_items(fs, &[item], opts, out);
+        return write_items(fs, libc::AT_FDCWD, &[item], opts, out);
     }
-
-    // Explicit stack instead of recursion: a hostile image may nest
-    // directories deeper than our stack. Pushing children in reverse keeps
-    // ls -R's depth-first order.
-    let mut pending = vec![path.to_vec()];
-    let mut first = true;
-    while let Some(dir_path) = pending.pop() {
-        if opts.recursive {
-            if !first {
-                out.write_all(b"\n")?;
-            }
-            out.write_all(&dir_path)?;
-            out.write_all(b":\n")?;
+    let top = match fs.open(path, libc::O_RDONLY | libc::O_DIRECTORY, 0) {
+        Ok(fd) => fd,
+        Err(e) => {
+            failures.report(CliError::errno(ctx(path), e));
+            return Ok(());
         }
-        first = false;
-        let entries = match dir::read_dir(fs, &dir_path) {
-            Ok(entries) => entries,
-            Err(e) => {
-                failures.report(CliError::errno(ctx(&dir_path), e));
-                continue;
-            }
-        };
-        let mut items = Vec::with_capacity(entries.len());
-        for name in entries {
-            let child = imgpath::join(&dir_path, &name);
-            match fs.lstat(&child) {
-                Ok(stat) => items.push(Item {
-                    name,
-                    path: child,
-                    stat,
-                }),
-                Err(e) => failures.report(CliError::errno(ctx(&child), e)),
-            }
-        }
-        write_items(fs, &items, opts, out)?;
-        if opts.recursive {
-            pending.extend(
-                items
-                    .iter()
-                    .rev()
-                    .filter(|i| i.stat.is_dir())
-                    .map(|i| i.path.clone()),
-            );
-        }
-    }
-    Ok(())
+    };
+    let mut lister = Lister {
+        opts,
+        out,
+        failures,
+        first: true,
+        io: Ok(()),
+    };
+    walk::walk(fs, top, path, &mut lister);
+    let _ = fs.close(top);
+    lister.io
 }
 
+/// `ls` over the walk: each directory's entries as it is entered; with
+/// -R a "path:" header first and its subdirectories after.
+struct Lister<'a, W: Write> {
+    opts: &'a Options,
+    out: &'a mut W,
+    failures: &'a mut Failures,
+    first: bool,
+    /// The first failure to write stdout: nothing more is worth listing.
+    io: std::io::Result<()>,
+}
+
+impl<W: Write> Lister<'_, W> {
+    fn print(&mut self, fs: &mut Fs, dir: Fd, at: &At, items: &[Item]) -> std::io::Result<()> {
+        if self.opts.recursive {
+            if !self.first {
+                self.out.write_all(b"\n")?;
+            }
+            self.out.write_all(&at.path())?;
+            self.out.write_all(b":\n")?;
+        }
+        self.first = false;
+        write_items(fs, dir, items, self.opts, self.out)
+    }
+}
+
+impl<W: Write> walk::Visit for Lister<'_, W> {
+    fn dir(&mut self, fs: &mut Fs, dir: Fd, at: &At, items: Vec<Item>) -> Vec<Vec<u8>> {
+        if let Err(e) = self.print(fs, dir, at, &items) {
+            self.io = Err(e);
+            return Vec::new();
+        }
+        if !self.opts.recursive {
+            return Vec::new();
+        }
+        items
+            .into_iter()
+            .filter(|i| i.stat.is_dir())
+            .map(|i| i.name)
+            .collect()
+    }
+
+    fn error(&mut self, path: &[u8], e: Errno) {
+        self.failures
+            .report(CliError::errno(format!("ls: {}", show(path)), e));
+    }
+
+    fn stop(&self) -> bool {
+        self.io.is_err()
+    }
+}
+
+/// Items of the directory open as `dir` (AT_FDCWD with a path as name for
+/// a single operand).
 fn write_items(
     fs: &mut Fs,
+    dir: Fd,
     items: &[Item],
     opts: &Options,
     out: &mut impl Write,
@@ -153,7 +171,9 @@ fn write_items(
         if s.is_symlink() {
             // An unreadable target is shown as such rather than failing the
             // whole listing: the entry itself was found.
-            let target = fs.readlink(&item.path).unwrap_or_else(|_| b"?".to_vec());
+            let target = fs
+                .readlinkat(dir, &item.name)
+                .unwrap_or_else(|_| b"?".to_vec());
             out.write_all(b" -> ")?;
             out.write_all(&target)?;
         }

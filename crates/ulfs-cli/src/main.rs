@@ -13,6 +13,7 @@ mod export;
 mod format;
 mod fsck;
 mod hostfs;
+mod hostwalk;
 mod image;
 mod imgpath;
 mod import;
@@ -23,6 +24,7 @@ mod mkfs;
 mod progress;
 mod rm;
 mod size;
+mod walk;
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -127,6 +129,12 @@ enum Command {
     /// symlinks (targets verbatim), hard links and holes. Sockets, fifos
     /// and devices are skipped with a warning. Like `cp -a HOSTDIR/. DEST`,
     /// DEST also takes HOSTDIR's own mode, owner and times.
+    ///
+    /// Files are read to their end, not to their stat size (so /proc and
+    /// sysfs files keep their content); a file whose length differs from
+    /// its stat size is stored as read, with a warning. An entry that fails
+    /// is reported and the rest is imported; the exit status is then 1.
+    /// Trees of any depth are walked (by descriptor, not by path).
     Import {
         /// Image file
         image: PathBuf,
@@ -135,12 +143,21 @@ enum Command {
         /// Directory inside the image (created with parents if missing)
         #[arg(default_value = "/")]
         dest: OsString,
+        /// Stop at the first entry that fails (by default each failure is
+        /// reported, the rest is imported, and the exit status is 1)
+        #[arg(long)]
+        fail_fast: bool,
     },
     /// Copy a directory (or one file) from the image to the host
     ///
     /// A directory's contents go into HOSTDIR; a single file is written as
     /// HOSTDIR/<name>. Keeps permission bits, times, symlinks, hard links
     /// and holes; owners too when run as root.
+    ///
+    /// Everything readable is exported from a damaged image: an entry that
+    /// fails is reported (a file that fails part-way keeps what was read)
+    /// and the rest is exported; the exit status is then 1. Trees of any
+    /// depth are walked (by descriptor, not by path).
     Export {
         /// Image file
         image: PathBuf,
@@ -148,6 +165,10 @@ enum Command {
         src: OsString,
         /// Host directory to copy into (created if missing)
         hostdir: PathBuf,
+        /// Stop at the first entry that fails (by default each failure is
+        /// reported, the rest is exported, and the exit status is 1)
+        #[arg(long)]
+        fail_fast: bool,
     },
     /// Check an image for inconsistencies, and with --repair fix them
     ///
@@ -250,12 +271,14 @@ fn run(command: Command) -> CliResult {
             image,
             hostdir,
             dest,
-        } => import::run(&image, &hostdir, &imgpath::from_arg(&dest)),
+            fail_fast,
+        } => import::run(&image, &hostdir, &imgpath::from_arg(&dest), fail_fast),
         Command::Export {
             image,
             src,
             hostdir,
-        } => export::run(&image, &imgpath::from_arg(&src), &hostdir),
+            fail_fast,
+        } => export::run(&image, &imgpath::from_arg(&src), &hostdir, fail_fast),
         Command::Fsck { image, repair } => fsck::run(&image, repair),
     }
 }

@@ -2,16 +2,17 @@
 //!
 //! Mirrors rm(1): a directory without `-r` is an error (it is rarely what
 //! was meant), the root is never removed, and a failure on one operand does
-//! not stop the others.
+//! not stop the others, nor does one failing entry inside a tree. Trees
+//! are removed by descriptor, so their depth is bounded by memory only.
 
 use std::path::Path;
 
-use ulfs::Fs;
+use ulfs::{Errno, Fd, Fs};
 
-use crate::dir;
 use crate::error::{CliError, CliResult, Failures, at_path};
 use crate::image::{self, Access};
 use crate::imgpath::{self, show};
+use crate::walk::{self, At, Item};
 
 pub fn run(image_path: &Path, paths: &[Vec<u8>], recursive: bool) -> CliResult {
     let mut failures = Failures::default();
@@ -43,26 +44,82 @@ pub fn run(image_path: &Path, paths: &[Vec<u8>], recursive: bool) -> CliResult {
     failures.finish()
 }
 
-/// Depth-first removal without recursion (a deep tree must not overflow the
-/// stack). Each directory is visited twice: once to delete its files and
-/// queue its subdirectories, and again, after them, to remove it.
+/// Removes the tree below `top` and then `top`, by descriptor (walk.rs):
+/// files as each directory is entered, each directory once everything
+/// below it is gone. Like rm(1) it goes on past a failure, reports each,
+/// and leaves the directories above a failure in place (they cannot be
+/// empty) rather than report them too.
 fn remove_tree(fs: &mut Fs, top: &[u8]) -> CliResult {
-    let mut stack: Vec<(Vec<u8>, bool)> = vec![(top.to_vec(), false)];
-    while let Some((path, emptied)) = stack.pop() {
-        if emptied {
-            fs.rmdir(&path).map_err(at_path("rm", &path))?;
-            continue;
-        }
-        stack.push((path.clone(), true));
-        for name in dir::read_dir(fs, &path).map_err(at_path("rm", &path))? {
-            let child = imgpath::join(&path, &name);
-            let st = fs.lstat(&child).map_err(at_path("rm", &child))?;
-            if st.is_dir() {
-                stack.push((child, false));
-            } else {
-                fs.unlink(&child).map_err(at_path("rm", &child))?;
-            }
+    let fd = fs
+        .open(
+            top,
+            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW,
+            0,
+        )
+        .map_err(at_path("rm", top))?;
+    let mut remover = Remover {
+        failures: Failures::default(),
+        failed_below: vec![false],
+    };
+    walk::walk(fs, fd, top, &mut remover);
+    let closed = fs.close(fd);
+    let failed = remover.failed_below.pop().unwrap_or(true);
+    if !failed {
+        closed.map_err(at_path("rm", top))?;
+        fs.rmdir(top).map_err(at_path("rm", top))?;
+    }
+    remover.failures.finish()
+}
+
+struct Remover {
+    failures: Failures,
+    /// Per open directory, from the top: did something below it fail?
+    failed_below: Vec<bool>,
+}
+
+impl Remover {
+    fn fail(&mut self, e: CliError) {
+        self.failures.report(e);
+        if let Some(f) = self.failed_below.last_mut() {
+            *f = true;
         }
     }
-    Ok(())
+}
+
+impl walk::Visit for Remover {
+    fn dir(&mut self, fs: &mut Fs, dir: Fd, at: &At, items: Vec<Item>) -> Vec<Vec<u8>> {
+        if at.depth() > 0 {
+            self.failed_below.push(false);
+        }
+        let mut subdirs = Vec::new();
+        for item in items {
+            if item.stat.is_dir() {
+                subdirs.push(item.name);
+            } else if let Err(e) = fs.unlinkat(dir, &item.name, 0) {
+                self.fail(CliError::errno(
+                    format!("rm: {}", show(&at.child(&item.name))),
+                    e,
+                ));
+            }
+        }
+        subdirs
+    }
+
+    fn leave(&mut self, fs: &mut Fs, parent: Fd, _fd: Fd, at: &At) {
+        let failed = self.failed_below.pop().unwrap_or(true);
+        if failed {
+            // The parent cannot be emptied either.
+            if let Some(f) = self.failed_below.last_mut() {
+                *f = true;
+            }
+            return;
+        }
+        if let Err(e) = fs.unlinkat(parent, at.name(), libc::AT_REMOVEDIR) {
+            self.fail(CliError::errno(format!("rm: {}", show(&at.path())), e));
+        }
+    }
+
+    fn error(&mut self, path: &[u8], e: Errno) {
+        self.fail(CliError::errno(format!("rm: {}", show(path)), e));
+    }
 }

@@ -828,3 +828,249 @@ fn fsck_repair_reports_what_it_cannot_fix() {
     let (code, _) = fails(&["fsck", "--repair", s(&dir.path().join("absent.img"))]);
     assert_eq!(code, 8);
 }
+
+// ---------------------------------------------------------------- deep trees, keep-going
+
+/// A chain `/deep/d/d/.../d` of `levels` directories made through the API
+/// (by descriptor: its paths pass PATH_MAX), with a file at the bottom.
+fn deep_image(dir: &Path, levels: usize) -> PathBuf {
+    let img = fresh_image(dir, "256M");
+    let mut fs = ulfs::Fs::mount(&img, ulfs::MountOptions::default()).unwrap();
+    fs.set_max_fds(8).unwrap();
+    fs.mkdir("/deep", 0o755).unwrap();
+    let mut at = fs
+        .open("/deep", libc::O_RDONLY | libc::O_DIRECTORY, 0)
+        .unwrap();
+    for _ in 0..levels {
+        fs.mkdirat(at, "d", 0o750).unwrap();
+        let next = fs
+            .openat(at, "d", libc::O_RDONLY | libc::O_DIRECTORY, 0)
+            .unwrap();
+        fs.close(at).unwrap();
+        at = next;
+    }
+    let f = fs
+        .openat(at, "leaf", libc::O_WRONLY | libc::O_CREAT, 0o644)
+        .unwrap();
+    assert_eq!(fs.write(f, b"bottom\n").unwrap(), 7);
+    fs.close(f).unwrap();
+    fs.close(at).unwrap();
+    fs.unmount().unwrap();
+    img
+}
+
+/// Reads `leaf` at the bottom of a host chain of `levels` `d` directories
+/// below `top`, by descriptor (the path is past PATH_MAX).
+fn read_deep_leaf(top: &Path, levels: usize) -> Vec<u8> {
+    let c = CString::new(top.as_os_str().as_bytes()).unwrap();
+    // SAFETY: a NUL-terminated path; descriptors are closed below.
+    let mut fd = unsafe { libc::open(c.as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY) };
+    assert!(fd >= 0);
+    for _ in 0..levels {
+        // SAFETY: a NUL-terminated name relative to a descriptor we hold.
+        let next = unsafe { libc::openat(fd, c"d".as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY) };
+        assert!(next >= 0, "host chain too short");
+        // SAFETY: closing our own descriptor.
+        unsafe { libc::close(fd) };
+        fd = next;
+    }
+    // SAFETY: as above.
+    let leaf = unsafe { libc::openat(fd, c"leaf".as_ptr(), libc::O_RDONLY) };
+    assert!(leaf >= 0, "no leaf at the bottom");
+    let mut buf = vec![0u8; 64];
+    // SAFETY: reading into a buffer of that length.
+    let n = unsafe { libc::read(leaf, buf.as_mut_ptr().cast(), buf.len()) };
+    // SAFETY: closing our own descriptors.
+    unsafe {
+        libc::close(leaf);
+        libc::close(fd);
+    }
+    buf.truncate(n.max(0) as usize);
+    buf
+}
+
+/// Removes a host chain made by `deep_image` + export. GNU rm and std's
+/// remove_dir_all take minutes over 50,000 levels, so the chain is first
+/// flattened: each level is renamed up to the top.
+fn remove_deep_chain(top: &Path, levels: usize) {
+    let c = CString::new(top.as_os_str().as_bytes()).unwrap();
+    // SAFETY: a NUL-terminated path; descriptors are closed below.
+    let root = unsafe { libc::open(c.as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY) };
+    assert!(root >= 0);
+    // SAFETY: dup of our own descriptor.
+    let mut cur = unsafe { libc::dup(root) };
+    for i in 0..levels {
+        let flat = CString::new(format!("flat{i}")).unwrap();
+        // SAFETY: NUL-terminated names relative to descriptors we hold.
+        unsafe {
+            assert_eq!(libc::renameat(cur, c"d".as_ptr(), root, flat.as_ptr()), 0);
+            libc::close(cur);
+            cur = libc::openat(root, flat.as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY);
+        }
+        assert!(cur >= 0);
+    }
+    // SAFETY: closing our own descriptors.
+    unsafe {
+        libc::close(cur);
+        libc::close(root);
+    }
+    fs::remove_dir_all(top).unwrap();
+}
+
+/// Finding 6: a 5,000-level tree (paths of 10,000 bytes) could not be
+/// listed, exported or removed ("File name too long"). Walks are by
+/// descriptor now, on the image and on the host.
+#[test]
+fn a_5000_level_tree_is_listed_exported_imported_and_removed() {
+    const LEVELS: usize = 5_000;
+    let dir = tempfile::tempdir().unwrap();
+    let img = deep_image(dir.path(), LEVELS);
+
+    let out = ulfs(&["ls", "-R", s(&img), "/deep"]);
+    assert!(out.status.success(), "ls -R: {}", text(&out.stderr));
+    let headers = out
+        .stdout
+        .split(|&b| b == b'\n')
+        .filter(|l| l.ends_with(b":"));
+    assert_eq!(headers.count(), LEVELS + 1);
+    assert!(out.stdout.ends_with(b"\nleaf\n"));
+
+    let host = dir.path().join("out");
+    ok(&["export", s(&img), "/deep", s(&host)]);
+    assert_eq!(read_deep_leaf(&host, LEVELS), b"bottom\n");
+
+    // And back into a new image from the host, whose paths pass PATH_MAX.
+    let img2 = dir.path().join("again.img");
+    ok(&["mkfs", s(&img2), "256M"]);
+    ok(&["import", s(&img2), s(&host), "/deep"]);
+    let listing = ulfs(&["ls", "-R", s(&img2), "/deep"]);
+    assert!(listing.status.success(), "{}", text(&listing.stderr));
+    assert_eq!(listing.stdout, out.stdout, "the tree came back different");
+    remove_deep_chain(&host, LEVELS);
+
+    ok(&["rm", "-r", s(&img), "/deep"]);
+    assert_eq!(ok(&["ls", s(&img), "/"]), "");
+    ok(&["fsck", s(&img)]);
+}
+
+/// No recursion anywhere: 50,000 levels are exported and removed.
+#[test]
+fn a_50000_level_tree_overflows_no_stack() {
+    const LEVELS: usize = 50_000;
+    let dir = tempfile::tempdir().unwrap();
+    let img = deep_image(dir.path(), LEVELS);
+    let host = dir.path().join("out");
+    ok(&["export", s(&img), "/deep", s(&host)]);
+    assert_eq!(read_deep_leaf(&host, LEVELS), b"bottom\n");
+    remove_deep_chain(&host, LEVELS);
+    ok(&["rm", "-r", s(&img), "/deep"]);
+    assert_eq!(ok(&["ls", s(&img), "/"]), "");
+}
+
+/// Finding 6: /proc files (stat size 0) were imported empty and sysfs files
+/// (stat size 4096) as 4,096 bytes of mostly NUL, silently. Both are read
+/// to their end now, with a warning naming each.
+#[test]
+fn import_reads_proc_and_sysfs_files_to_their_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = fresh_image(dir.path(), "64M");
+    let out = ulfs(&["import", s(&img), "/proc/self/net", "/net"]);
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("/proc/self/net/dev: read ") && err.contains("where stat said 0"),
+        "{err}"
+    );
+    let dev = ulfs(&["cat", s(&img), "/net/dev"]).stdout;
+    assert!(dev.starts_with(b"Inter-|"), "{}", text(&dev));
+
+    let sys = Path::new("/sys/kernel/mm/transparent_hugepage");
+    if !sys.join("enabled").exists() {
+        println!("SKIP sysfs half: {} is not on this machine", sys.display());
+        return;
+    }
+    let out = ulfs(&["import", s(&img), s(sys), "/thp"]);
+    let err = text(&out.stderr);
+    assert!(err.contains("enabled: read "), "{err}");
+    let want = fs::read(sys.join("enabled")).unwrap();
+    assert!(want.len() < 4096 && !want.is_empty());
+    assert_eq!(ulfs(&["cat", s(&img), "/thp/enabled"]).stdout, want);
+}
+
+/// Finding 6: import stopped at the first failing entry. Now each failure
+/// is reported, the rest imported, and the exit status is 1; --fail-fast
+/// stops at the first.
+#[test]
+fn import_goes_on_past_a_failing_entry() {
+    let dir = tempfile::tempdir().unwrap();
+    let host = dir.path().join("host");
+    fs::create_dir_all(host.join("sub")).unwrap();
+    for name in ["a", "m", "sub/x", "z"] {
+        fs::write(host.join(name), name).unwrap();
+    }
+    for flags in [&[][..], &["--fail-fast"][..]] {
+        let img = dir.path().join(format!("t{}.img", flags.len()));
+        ok(&["mkfs", s(&img), "16M"]);
+        // A directory where the host has a file: that entry cannot be made.
+        ok(&["mkdir", "-p", s(&img), "/m/keep"]);
+        let mut args = vec!["import", s(&img), s(&host)];
+        args.extend_from_slice(flags);
+        let (code, err) = fails(&args);
+        assert_eq!(code, 1, "{err}");
+        assert!(err.contains("/m: Is a directory"), "{err}");
+        assert_eq!(ok(&["cat", s(&img), "/a"]), "a");
+        let rest = ulfs(&["cat", s(&img), "/sub/x", "/z"]);
+        if flags.is_empty() {
+            assert!(rest.status.success(), "{}", text(&rest.stderr));
+            assert_eq!(text(&rest.stdout), "sub/xz");
+        } else {
+            assert!(!rest.status.success(), "--fail-fast went on");
+        }
+    }
+}
+
+/// Finding 6: export of a damaged image wrote nothing. Now everything
+/// readable is exported and each unreadable entry is named.
+#[test]
+fn export_of_a_damaged_image_exports_what_is_readable() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = image_with_files(dir.path());
+    let (root, d, victim) = {
+        let mut fs = ulfs::Fs::mount(
+            &img,
+            ulfs::MountOptions {
+                read_only: true,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let ino = |fs: &mut ulfs::Fs, p: &str| fs.stat(p).unwrap().ino as usize;
+        (
+            ino(&mut fs, "/"),
+            ino(&mut fs, "/d"),
+            ino(&mut fs, "/d/f49"),
+        )
+    };
+    assert!(victim / 16 != root / 16 && victim / 16 != d / 16);
+    // Garbage over f49's inode, its block's checksum left stale.
+    edit_block(&img, victim / 16, false, |b| {
+        b[(victim % 16) * 256..(victim % 16) * 256 + 64].fill(0xA5);
+    });
+    let out = dir.path().join("out");
+    let (code, err) = fails(&["export", s(&img), "/", s(&out)]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("/d/f49: "), "{err}");
+    let mut exported = 0;
+    for i in 0..50 {
+        match fs::read(out.join("d").join(format!("f{i}"))) {
+            Ok(data) => {
+                assert_eq!(data, noise(3000 + i * 100, i as u64), "f{i}");
+                exported += 1;
+            }
+            Err(_) => assert!(err.contains(&format!("/d/f{i}: ")), "f{i} missing silently"),
+        }
+    }
+    assert!(
+        exported >= 50 - 16,
+        "only {exported} files exported:\n{err}"
+    );
+}

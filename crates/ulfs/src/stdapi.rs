@@ -23,9 +23,15 @@ impl SharedFs {
 
     /// Locks the file system for a sequence of calls.
     pub fn lock(&self) -> MutexGuard<'_, Fs> {
-        // A panic while holding the lock leaves `Fs` in a consistent state
-        // (every call is one transaction), so poisoning is not fatal.
-        self.0.lock().unwrap_or_else(|e| e.into_inner())
+        // A panic while the lock was held may have cut a call in half: the
+        // file system is abandoned (read-only from then on, nothing more
+        // committed), and the lock is usable again for reads.
+        self.0.lock().unwrap_or_else(|poisoned| {
+            let mut fs = poisoned.into_inner();
+            fs.abandon();
+            self.0.clear_poison();
+            fs
+        })
     }
 
     /// Starts a thread that commits the running transaction once it is due
@@ -39,7 +45,8 @@ impl SharedFs {
             loop {
                 std::thread::sleep(every);
                 let Some(fs) = weak.upgrade() else { return };
-                let mut g = fs.lock().unwrap_or_else(|e| e.into_inner());
+                let fs = SharedFs(fs);
+                let mut g = fs.lock();
                 // An error here (a failed flush) has already latched the
                 // volume read-only; the next call reports it.
                 let _ = g.commit_if_due();
@@ -49,7 +56,13 @@ impl SharedFs {
 
     /// Gives the `Fs` back when this is the last handle.
     pub fn into_inner(self) -> Option<Fs> {
-        Arc::into_inner(self.0).map(|m| m.into_inner().unwrap_or_else(|e| e.into_inner()))
+        Arc::into_inner(self.0).map(|m| {
+            m.into_inner().unwrap_or_else(|poisoned| {
+                let mut fs = poisoned.into_inner();
+                fs.abandon();
+                fs
+            })
+        })
     }
 }
 

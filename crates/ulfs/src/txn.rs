@@ -25,6 +25,22 @@
 //!
 //! File data blocks bypass transactions (`data`, `data_mut`).
 //!
+//! **Every call is atomic.** A transaction spans many calls, so a call that
+//! fails half-way must not leave its changes in it. Between `begin_call`
+//! and `end_call` the journal keeps an undo record of the call: the first
+//! time a metadata block is written or freed in the call, what it held
+//! before (in mode `journal` the previous shadow, or nothing when the home
+//! is still current; in place a copy of the home), plus the blocks the call
+//! added to or took from the freed and fresh sets. `undo_call` puts all of
+//! it back, so a failed call leaves no trace in either mode. A commit in
+//! the middle of a call (a huge write commits its finished part) moves the
+//! undo point to that commit: what is committed is a consistent state and
+//! stays. Blocks freed by a call are not reused by the same call, because
+//! undoing the call gives them back to their owner. File data written by
+//! the call into blocks it had allocated is dropped with the allocation;
+//! overwritten bytes of existing data are not restored (as on Linux, a
+//! write that fails part-way may have changed them).
+//!
 //! A metadata block read from the image has its CRC32C verified the first
 //! time (EUCLEAN on a mismatch, the block remembered for the error report),
 //! unless the image was left by a crash in mode `none`, whose checksums are
@@ -32,12 +48,15 @@
 
 use crate::errno::{Errno, Result};
 use crate::format::journal::*;
-use crate::format::{BLOCK_SIZE, Bid, Block, block_crc_ok, seal_block};
+use crate::format::{BLOCK_SIZE, Bid, Block, INODE_SIZE, block_crc_ok, seal_block};
 use crate::store::BlockStore;
 use std::cell::Cell;
 use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::time::Instant;
+use undo::{Before, CallUndo};
+
+mod undo;
 
 /// A hasher for block ids: they are already well spread integers, and the
 /// shadow lookup sits on the data path, so a multiply is all it needs.
@@ -58,19 +77,71 @@ impl Hasher for BidHasher {
     }
 }
 
+/// A metadata block that failed its check on read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Damage {
+    pub block: Bid,
+    /// The block does not even carry a metadata header: it was overwritten
+    /// (zeroed, or file data), or the pointer that led to it is damaged.
+    /// Otherwise it is metadata whose checksum does not match.
+    pub not_metadata: bool,
+}
+
+impl std::fmt::Display for Damage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let b = self.block;
+        if self.not_metadata {
+            write!(
+                f,
+                "block {b} holds no metadata: it was overwritten, or the pointer that leads to it is damaged"
+            )
+        } else {
+            write!(f, "metadata block {b} fails its checksum")
+        }
+    }
+}
+
 thread_local! {
-    /// Like `errno`: the metadata block whose checksum failed most recently
-    /// on this thread, so an EUCLEAN can be reported with the block named.
-    static LAST_DAMAGED: Cell<Option<Bid>> = const { Cell::new(None) };
+    /// Like `errno`: the metadata block whose check failed most recently on
+    /// this thread, so an EUCLEAN can be reported with the block named.
+    static LAST_DAMAGE: Cell<Option<Damage>> = const { Cell::new(None) };
 }
 
 /// The metadata block whose checksum last failed on this thread.
 pub fn last_damaged_block() -> Option<Bid> {
-    LAST_DAMAGED.with(|c| c.get())
+    LAST_DAMAGE.with(|c| c.get()).map(|d| d.block)
+}
+
+/// The damage behind the last EUCLEAN on this thread, if a block check
+/// caused it; taking it clears it, so a later error cannot name a block
+/// that an earlier one found.
+pub fn take_damage() -> Option<Damage> {
+    LAST_DAMAGE.with(|c| c.take())
 }
 
 type BidMap<V> = HashMap<Bid, V, BuildHasherDefault<BidHasher>>;
 type BidSet = HashSet<Bid, BuildHasherDefault<BidHasher>>;
+
+/// Whether a block header's magic names a metadata block that `meta`
+/// reads (superblock copies and journal records are read otherwise).
+fn is_metadata_magic(m: u32) -> bool {
+    use crate::format::*;
+    [
+        MAGIC_MAP,
+        MAGIC_INODES,
+        MAGIC_INDIRECT,
+        MAGIC_DIR_LEAF,
+        MAGIC_DIR_INNER,
+        MAGIC_SUPER,
+    ]
+    .contains(&m)
+}
+
+/// Puts back inode slot `slot` of a block.
+fn put_slot(b: &mut Block, slot: u8, bytes: &[u8; INODE_SIZE]) {
+    let at = slot as usize * INODE_SIZE;
+    b[at..at + INODE_SIZE].copy_from_slice(bytes);
+}
 
 /// The journal region and the running transaction (mode `journal`).
 struct Log {
@@ -121,6 +192,8 @@ pub struct Journal {
     verify: bool,
     /// A flush failed: nothing more may be written.
     failed: bool,
+    /// The undo record of the call in progress (`undo.rs`).
+    call: CallUndo,
 }
 
 /// What replay found and applied.
@@ -143,6 +216,7 @@ impl Journal {
                 .collect(),
             verify,
             failed: false,
+            call: CallUndo::default(),
         }
     }
 
@@ -205,9 +279,11 @@ impl Journal {
         self.log.is_some()
     }
 
-    /// A flush failed earlier; the volume is read-only from then on.
+    /// A flush failed earlier, or an access to the store faulted (the host
+    /// file truncated, an I/O error: store/fault.rs); the volume is
+    /// read-only from then on.
     pub fn has_failed(&self) -> bool {
-        self.failed
+        self.failed || self.store.faulted()
     }
 
     /// Blocks the running transaction holds (0 in place).
@@ -231,17 +307,21 @@ impl Journal {
     /// Whether `bid` was freed by a transaction not yet checkpointed.
     #[inline]
     pub fn is_quarantined(&self, bid: Bid) -> bool {
-        self.log
-            .as_ref()
-            .is_some_and(|l| l.freed_running.contains(&bid) || l.freed_committed.contains(&bid))
+        self.call.freed.contains(&bid)
+            || self
+                .log
+                .as_ref()
+                .is_some_and(|l| l.freed_running.contains(&bid) || l.freed_committed.contains(&bid))
     }
 
     /// Whether anything is quarantined (so allocation must look).
     #[inline]
     pub fn has_quarantine(&self) -> bool {
-        self.log
-            .as_ref()
-            .is_some_and(|l| !l.freed_running.is_empty() || !l.freed_committed.is_empty())
+        !self.call.freed.is_empty()
+            || self
+                .log
+                .as_ref()
+                .is_some_and(|l| !l.freed_running.is_empty() || !l.freed_committed.is_empty())
     }
 
     /// Blocks freed and not yet reusable.
@@ -288,7 +368,18 @@ impl Journal {
             && w.get() & (1 << (bid % 64)) == 0
         {
             if !block_crc_ok(b) {
-                LAST_DAMAGED.with(|c| c.set(Some(bid)));
+                // A page of the mapping was lost (store/fault.rs): zeros
+                // stand in for it, and the medium, not the block, is at
+                // fault.
+                if self.store.faulted() {
+                    return Err(Errno::EIO);
+                }
+                let not_metadata = !is_metadata_magic(crate::format::magic(b));
+                let damage = Damage {
+                    block: bid,
+                    not_metadata,
+                };
+                LAST_DAMAGE.with(|c| c.set(Some(damage)));
                 return Err(Errno::EUCLEAN);
             }
             w.set(w.get() | 1 << (bid % 64));
@@ -302,6 +393,15 @@ impl Journal {
         if self.failed {
             return Err(Errno::EROFS);
         }
+        if self.call.open && self.call.needs_whole(bid) {
+            self.remember_whole(bid)?;
+        }
+        self.write_block(bid)
+    }
+
+    /// `meta_mut` without the undo record (the caller recorded).
+    #[inline]
+    fn write_block(&mut self, bid: Bid) -> Result<&mut Block> {
         self.mark_verified(bid);
         let Some(log) = &mut self.log else {
             let b = self.store.block_mut(bid)?;
@@ -352,14 +452,25 @@ impl Journal {
     /// A block was allocated by the running transaction.
     #[inline]
     pub fn note_alloc(&mut self, bid: Bid) {
-        if let Some(log) = &mut self.log {
-            log.fresh.insert(bid);
+        if let Some(log) = &mut self.log
+            && log.fresh.insert(bid)
+            && self.call.open
+        {
+            self.call.fresh_added.push(bid);
         }
     }
 
     /// A block was freed: drop what the transaction held of it, and keep it
     /// from reuse until it is safe.
     pub fn forget(&mut self, bid: Bid) {
+        if self.call.open {
+            // The undo of the call needs what the block held; a block that
+            // cannot be read (outside the image) has nothing to give back.
+            if self.call.needs_whole(bid) {
+                let _ = self.remember_whole(bid);
+            }
+            self.call.freed.insert(bid);
+        }
         self.dirty.remove(&bid);
         if self.last_dirty == Some(bid) {
             self.last_dirty = None;
@@ -368,10 +479,163 @@ impl Journal {
             if let Some(s) = log.shadows.remove(&bid) {
                 log.spare.push(s);
             }
-            if !log.fresh.remove(&bid) {
-                log.freed_running.insert(bid);
+            if log.fresh.remove(&bid) {
+                if self.call.open {
+                    self.call.fresh_removed.push(bid);
+                }
+            } else if log.freed_running.insert(bid) && self.call.open {
+                self.call.freed_added.push(bid);
             }
         }
+    }
+
+    /// Begins a call: from here its changes can be undone.
+    pub fn begin_call(&mut self) {
+        debug_assert!(!self.call.open, "calls do not nest");
+        // The record is empty: every call ends in `end_call` or `undo_call`
+        // (a call cut off by a panic is undone before the next begins).
+        self.call.open = true;
+        let log = self.log.as_ref();
+        self.call.order_len = log.map_or(0, |l| l.order.len());
+        self.call.began = log.and_then(|l| l.began);
+    }
+
+    /// Whether a call began and neither ended nor was undone: the call
+    /// panicked and the panic was caught.
+    pub fn in_call(&self) -> bool {
+        self.call.open
+    }
+
+    /// Ends a call that succeeded: its changes stay.
+    pub fn end_call(&mut self) {
+        self.rebase_call();
+        self.call.open = false;
+    }
+
+    /// Moves the undo point to now: the call's changes so far stay (after
+    /// a commit in the middle of a call, or at its end).
+    fn rebase_call(&mut self) {
+        let log = self.log.as_ref();
+        self.call
+            .rebase(log.map_or(0, |l| l.order.len()), log.and_then(|l| l.began));
+    }
+
+    /// Records what `bid` holds before the call first changes it.
+    fn remember_whole(&mut self, bid: Bid) -> Result<()> {
+        let before = match &self.log {
+            Some(log) => match log.shadows.get(&bid) {
+                Some(s) => Before::Whole(self.call.copy(s)),
+                None => Before::Home,
+            },
+            None => Before::Whole(self.call.copy(self.store.block(bid)?)),
+        };
+        self.call.before.push((bid, before));
+        Ok(())
+    }
+
+    /// Writes inode slot `slot` (1..16) of metadata block `bid` within the
+    /// running transaction. The same as `meta_mut`, but a call's undo
+    /// record keeps only the slot: an inode update, on every write, costs
+    /// a 256-byte copy instead of a whole block.
+    #[inline]
+    pub fn meta_mut_slot(&mut self, bid: Bid, slot: usize) -> Result<&mut [u8]> {
+        if self.call.open && !self.failed {
+            let shadowed = self.log.as_ref().map(|l| l.shadows.get(&bid));
+            match shadowed {
+                // Journal, no shadow yet: undo drops the shadow.
+                Some(None) if self.call.needs_whole(bid) => {
+                    self.call.before.push((bid, Before::Home));
+                }
+                Some(None) => {}
+                _ if self.call.needs_slot(bid, slot) => {
+                    let block = match shadowed {
+                        Some(Some(s)) => &s[..],
+                        _ => &self.store.block(bid)?[..],
+                    };
+                    let mut bytes = [0; INODE_SIZE];
+                    bytes.copy_from_slice(&block[slot * INODE_SIZE..(slot + 1) * INODE_SIZE]);
+                    let slot = slot as u8;
+                    self.call.before.push((bid, Before::Slot { slot, bytes }));
+                }
+                _ => {}
+            }
+        }
+        if self.failed {
+            return Err(Errno::EROFS);
+        }
+        Ok(&mut self.write_block(bid)?[slot * INODE_SIZE..(slot + 1) * INODE_SIZE])
+    }
+
+    /// Undoes everything the call in progress changed since it began (or
+    /// since a commit inside it), and ends it. If a block cannot be put
+    /// back, the journal latches read-only rather than go on from a state
+    /// that is neither before nor after the call.
+    pub fn undo_call(&mut self) {
+        let mut before = std::mem::take(&mut self.call.before);
+        let mut ok = true;
+        while let Some((bid, was)) = before.pop() {
+            match &mut self.log {
+                Some(log) => match was {
+                    Before::Home => {
+                        if let Some(s) = log.shadows.remove(&bid) {
+                            log.spare.push(s);
+                        }
+                        // The home is current again: verified on next read.
+                        if let Some(w) = self.verified.get(bid as usize / 64) {
+                            w.set(w.get() & !(1 << (bid % 64)));
+                        }
+                    }
+                    Before::Whole(copy) => {
+                        if let Some(s) = log.shadows.insert(bid, copy) {
+                            self.call.recycle(s);
+                        }
+                    }
+                    Before::Slot { slot, bytes } => match log.shadows.get_mut(&bid) {
+                        Some(s) => put_slot(s, slot, &bytes),
+                        None => ok = false,
+                    },
+                },
+                None => {
+                    match self.store.block_mut(bid) {
+                        Ok(home) => match was {
+                            Before::Whole(copy) => {
+                                home.copy_from_slice(&copy[..]);
+                                self.call.recycle(copy);
+                            }
+                            Before::Slot { slot, bytes } => put_slot(home, slot, &bytes),
+                            Before::Home => {}
+                        },
+                        Err(_) => ok = false,
+                    }
+                    // Sealed at the next checkpoint, as any block written.
+                    self.dirty.insert(bid);
+                    self.last_dirty = None;
+                }
+            }
+        }
+        if let Some(log) = &mut self.log {
+            log.order.truncate(self.call.order_len);
+            log.began = self.call.began;
+            for bid in &self.call.freed_added {
+                log.freed_running.remove(bid);
+            }
+            for bid in &self.call.fresh_added {
+                log.fresh.remove(bid);
+            }
+            log.fresh.extend(self.call.fresh_removed.iter().copied());
+        }
+        if !ok {
+            self.failed = true;
+        }
+        self.call.before = before;
+        self.call.rebase(0, None);
+        self.call.open = false;
+    }
+
+    /// Stops all changes: nothing more is written, nothing more committed
+    /// (after a panic in a call, whose state cannot be trusted).
+    pub fn latch_read_only(&mut self) {
+        self.failed = true;
     }
 
     /// Flushes the store; a failure latches the journal read-only.
@@ -402,6 +666,9 @@ impl Journal {
             log.fresh.clear();
             let freed: Vec<Bid> = log.freed_running.drain().collect();
             log.freed_committed.extend(freed);
+            if self.call.open {
+                self.rebase_call();
+            }
             return Ok(());
         }
         let n = log.shadows.len();
@@ -425,7 +692,12 @@ impl Journal {
         let data_crc = self.copies_crc();
         commit_encode(self.store.block_mut(at)?, seq, n as u32, data_crc);
         self.flush()?;
-        self.install()
+        self.install()?;
+        if self.call.open {
+            // What is committed stays: the undo point moves here.
+            self.rebase_call();
+        }
+        Ok(())
     }
 
     /// Writes descriptors and sealed copies of every shadow to the log.
@@ -826,5 +1098,19 @@ mod tests {
         let j = Journal::in_place(Box::new(d), true);
         assert_eq!(j.meta(5).unwrap_err(), Errno::EUCLEAN);
         assert_eq!(last_damaged_block(), Some(5));
+        let damage = take_damage().unwrap();
+        assert_eq!((damage.block, damage.not_metadata), (5, false));
+        assert_eq!(take_damage(), None, "taken once");
+    }
+
+    #[test]
+    fn a_block_without_a_header_is_not_blamed_for_its_checksum() {
+        let mut d = SimDisk::new(8);
+        d.block_mut(6).unwrap().fill(0x5a);
+        let j = Journal::in_place(Box::new(d), true);
+        assert_eq!(j.meta(6).unwrap_err(), Errno::EUCLEAN);
+        let damage = take_damage().unwrap();
+        assert!(damage.not_metadata);
+        assert!(damage.to_string().contains("pointer"), "{damage}");
     }
 }

@@ -15,6 +15,8 @@ impl Volume {
     /// previous one) when it is free. The block's contents are not cleared.
     pub(crate) fn alloc_block(&mut self, goal: Bid) -> Result<Bid> {
         self.writable()?;
+        #[cfg(test)]
+        fault_injection::on_alloc()?;
         match self.alloc_once(goal) {
             // Blocks freed by committed transactions come back at a
             // checkpoint, which does not touch the running transaction.
@@ -162,5 +164,50 @@ impl Volume {
         let bid = self.alloc_block(goal)?;
         init_block(self.meta_mut(bid)?, magic);
         Ok(bid)
+    }
+}
+
+/// Tests make the n-th allocation from now fail, or panic, to check that a
+/// call cut off anywhere leaves no trace (fs/calls.rs).
+#[cfg(test)]
+pub(crate) mod fault_injection {
+    use crate::errno::{Errno, Result};
+    use std::cell::Cell;
+
+    #[derive(Clone, Copy)]
+    pub(crate) enum Fault {
+        Fail,
+        Panic,
+    }
+
+    thread_local! {
+        static PLAN: Cell<Option<(u32, Fault)>> = const { Cell::new(None) };
+    }
+
+    /// The allocation after `n` more succeed fails (or panics); once.
+    pub(crate) fn arm(n: u32, fault: Fault) {
+        PLAN.with(|p| p.set(Some((n, fault))));
+    }
+
+    /// Whether the armed fault is still waiting (the call did not reach it).
+    pub(crate) fn disarm() -> bool {
+        PLAN.with(|p| p.take().is_some())
+    }
+
+    pub(super) fn on_alloc() -> Result<()> {
+        PLAN.with(|p| match p.get() {
+            Some((0, fault)) => {
+                p.set(None);
+                match fault {
+                    Fault::Fail => Err(Errno::ENOSPC),
+                    Fault::Panic => panic!("injected panic in an allocation"),
+                }
+            }
+            Some((n, fault)) => {
+                p.set(Some((n - 1, fault)));
+                Ok(())
+            }
+            None => Ok(()),
+        })
     }
 }

@@ -40,7 +40,7 @@ impl Volume {
     /// Writes inode `ino` back.
     pub(crate) fn put_inode(&mut self, ino: Ino, inode: &Inode) -> Result<()> {
         let (bid, off) = self.inode_slot(ino)?;
-        inode.encode(&mut self.meta_mut(bid)?[off..off + INODE_SIZE]);
+        inode.encode(self.j.meta_mut_slot(bid, off / INODE_SIZE)?);
         Ok(())
     }
 

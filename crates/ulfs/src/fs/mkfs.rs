@@ -1,7 +1,8 @@
 //! Making a new image: geometry, map blocks, both superblocks and the root
 //! directory. The image file is preallocated (fallocate) so that a full host
-//! disk shows up here, as ENOSPC, and never later as SIGBUS on a store into
-//! the mapping.
+//! disk shows up here, as ENOSPC, and not later on a store into the
+//! mapping (a sparse copy loses that reservation: the store makes the image
+//! whole again at a writable mount, store/holes.rs).
 
 use super::{Mode, Volume};
 use crate::errno::Errno;
@@ -21,6 +22,8 @@ use std::path::Path;
 pub const MIN_BLOCKS: u64 = 64;
 /// Smallest journal region (header plus log).
 pub const MIN_JOURNAL: u32 = 32;
+/// Largest image: block ids are `u32`, so 2^32 blocks of 4 KiB (16 TiB).
+pub const MAX_IMAGE_BYTES: u64 = (u32::MAX as u64 + 1) * BLOCK_SIZE as u64;
 
 /// Smallest journal for an image of `groups` groups: an operation that
 /// cannot be split (freeing a huge file or directory) changes at most one
@@ -85,7 +88,9 @@ fn random_bytes() -> Result<[u8; 32], Error> {
 
 /// Creates a ulfs image at `image`: a regular file (created, or replaced
 /// with `force`) or a block device (its first `opts.size` bytes, the whole
-/// device when `opts.size` is 0; one that holds data needs `force`). An
+/// device when `opts.size` is 0, at most 16 TiB of it; one that holds data
+/// needs `force`). Sizes past 16 TiB are refused (EFBIG), as are paths that
+/// are neither regular files nor block devices. An
 /// image in use by a mount is refused (EBUSY) even with `force`.
 pub fn mkfs(image: impl AsRef<Path>, opts: &MkfsOptions) -> Result<(), Error> {
     let path = image.as_ref();
@@ -96,6 +101,7 @@ pub fn mkfs(image: impl AsRef<Path>, opts: &MkfsOptions) -> Result<(), Error> {
             format!("label longer than {LABEL_MAX} bytes"),
         ));
     }
+    refuse_special_file(path, &shown)?;
     if is_block_device(path) {
         // The device's size decides the checks, so it is opened (and
         // locked) first; nothing is written before they pass.
@@ -112,6 +118,13 @@ pub fn mkfs(image: impl AsRef<Path>, opts: &MkfsOptions) -> Result<(), Error> {
                 ));
             }
             n => n,
+        };
+        // The whole of a device larger than the format allows: its first
+        // 16 TiB (an explicit larger size is refused by check_geometry).
+        let size = if opts.size == 0 {
+            size.min(MAX_IMAGE_BYTES)
+        } else {
+            size
         };
         let opts = MkfsOptions {
             size,
@@ -139,10 +152,46 @@ pub fn mkfs(image: impl AsRef<Path>, opts: &MkfsOptions) -> Result<(), Error> {
     result
 }
 
-/// Refuses sizes that cannot hold an image or its journal, before anything
-/// is written.
+/// Refuses a path that is neither a regular file (or a name to create one
+/// at) nor a block device: a character device, FIFO, socket or directory
+/// cannot hold an image, and the OS's own error for them ("Invalid
+/// argument" from /dev/null) says nothing useful.
+fn refuse_special_file(path: &Path, shown: &str) -> Result<(), Error> {
+    use std::os::unix::fs::FileTypeExt;
+    let Ok(meta) = std::fs::metadata(path) else {
+        return Ok(());
+    };
+    let kind = meta.file_type();
+    let (errno, what) = if kind.is_dir() {
+        (Errno::EISDIR, "a directory")
+    } else if kind.is_char_device() {
+        (Errno::ENOTBLK, "a character device")
+    } else if kind.is_fifo() {
+        (Errno::ENOTBLK, "a FIFO")
+    } else if kind.is_socket() {
+        (Errno::ENOTBLK, "a socket")
+    } else {
+        return Ok(());
+    };
+    Err(Error::new(
+        errno,
+        format!("{shown}: is {what}; an image must be a regular file or a block device"),
+    ))
+}
+
+/// Refuses sizes that cannot hold an image or its journal, or that the
+/// format cannot address, before anything is written.
 fn check_geometry(shown: &str, opts: &MkfsOptions) -> Result<(), Error> {
-    let total = (opts.size / BLOCK_SIZE as u64).min(u32::MAX as u64 + 1);
+    if opts.size > MAX_IMAGE_BYTES {
+        return Err(Error::new(
+            Errno::EFBIG,
+            format!(
+                "{shown}: {} bytes is larger than the largest image, {MAX_IMAGE_BYTES} bytes (16 TiB: 2^32 blocks of 4 KiB)",
+                opts.size
+            ),
+        ));
+    }
+    let total = opts.size / BLOCK_SIZE as u64;
     let journal = journal_size(opts, total) as u64;
     if total < MIN_BLOCKS + journal {
         // The smallest image this mode (and journal size) allows: a
@@ -205,7 +254,8 @@ fn make_file(path: &Path, shown: &str, opts: &MkfsOptions) -> Result<(), Error> 
             format!("{shown} exists and is not empty (use --force to overwrite it)"),
         ));
     }
-    let total = (opts.size / BLOCK_SIZE as u64).min(u32::MAX as u64 + 1);
+    // check_geometry refused anything past MAX_IMAGE_BYTES.
+    let total = opts.size / BLOCK_SIZE as u64;
     let bytes = total * BLOCK_SIZE as u64;
     file.set_len(0).map_err(|e| Error::io(shown, e))?;
     // SAFETY: plain FFI call on a descriptor we own; no memory is passed.
@@ -214,7 +264,13 @@ fn make_file(path: &Path, shown: &str, opts: &MkfsOptions) -> Result<(), Error> 
         let _ = file.set_len(0);
         return Err(Error::new(
             Errno(rc),
-            format!("{shown}: cannot reserve {bytes} bytes: {}", Errno(rc)),
+            match rc {
+                libc::EFBIG => format!(
+                    "{shown}: the host file system cannot hold a file of {bytes} bytes ({})",
+                    Errno(rc)
+                ),
+                _ => format!("{shown}: cannot reserve {bytes} bytes: {}", Errno(rc)),
+            },
         ));
     }
     format_file(file, shown, opts)
@@ -359,6 +415,7 @@ impl Volume {
             replayed: Default::default(),
             hash_key: (k0, k1),
             dev,
+            call: None,
         }
     }
 }

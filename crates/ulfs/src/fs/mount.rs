@@ -68,6 +68,7 @@ pub struct Info {
     pub total_blocks: u64,
     pub free_blocks: u64,
     pub used_inodes: u64,
+    /// An estimate, as `statfs`'s `f_ffree`: inodes are made on demand.
     pub free_inodes: u64,
     pub journal_blocks: u32,
     pub image_bytes: u64,
@@ -175,6 +176,10 @@ impl Volume {
         if self.read_only {
             return Ok(());
         }
+        // After a failed flush, a panic or a fault on the mapping nothing
+        // more may be written: the image keeps its last committed state and
+        // is not marked clean (in mode `none` the mark would land in place).
+        self.writable()?;
         self.reap_orphans()?;
         self.sb.state = STATE_CLEAN;
         self.sync_clean()
@@ -195,7 +200,7 @@ impl Volume {
             total_blocks: sb.total_blocks,
             free_blocks: sb.free_blocks,
             used_inodes: sb.used_inodes,
-            free_inodes: sb.free_inodes,
+            free_inodes: self.statfs().ffree,
             journal_blocks: sb.journal_blocks,
             image_bytes: self.j.store().blocks() * crate::format::BLOCK_SIZE as u64,
             clean: self.was_clean,
@@ -221,6 +226,11 @@ pub(crate) fn store_error(shown: &str, e: std::io::Error) -> Error {
             Errno::ENOTBLK,
             format!("{shown}: not a regular file or a block device"),
         ),
+        // A sparse image on a full host (store/holes.rs): the message names
+        // the shortfall.
+        None if e.kind() == std::io::ErrorKind::StorageFull => {
+            Error::new(Errno::ENOSPC, format!("{shown}: {e}"))
+        }
         _ => Error::io(shown, e),
     }
 }

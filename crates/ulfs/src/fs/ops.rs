@@ -3,8 +3,9 @@
 //! (open references, orphans of unlinked-but-open files, destruction).
 //!
 //! Callers pass a parent directory's inode number and a single name
-//! component; path walking is `posix`'s job. Each public call is one
-//! transaction.
+//! component; path walking is `posix`'s job. The public entry points are in
+//! `calls.rs`, which runs each `*_op` here as one atomic call: an operation
+//! may stop at its first error without undoing its earlier steps.
 
 use super::Volume;
 use crate::errno::{Errno, Result};
@@ -66,7 +67,7 @@ impl Volume {
 
     /// Creates `name` in `dir` with the given mode (S_IFREG, S_IFDIR or
     /// S_IFLNK plus permission bits). For a symlink, `target` is its content.
-    pub fn create(
+    pub(super) fn create_op(
         &mut self,
         dir: Ino,
         name: &[u8],
@@ -109,23 +110,13 @@ impl Volume {
             inode.inline[..target.len()].copy_from_slice(target);
             inode.size = target.len() as u64;
         }
+        // A step that fails leaves nothing behind: the call is undone
+        // whole (calls.rs).
         let ino = self.alloc_inode(&mut inode)?;
-        if mode & libc::S_IFMT == libc::S_IFLNK
-            && inode.flags & FLAG_INLINE == 0
-            && let Err(e) = self.write_symlink_body(ino, target)
-        {
-            self.destroy(ino)?;
-            return Err(e);
+        if mode & libc::S_IFMT == libc::S_IFLNK && inode.flags & FLAG_INLINE == 0 {
+            self.write_symlink_body(ino, target)?;
         }
-        let key = match self.dir_insert(dir, &mut d, name, ino, dtype_of(mode)) {
-            Ok(k) => k,
-            Err(e) => {
-                self.put_inode(dir, &d)?;
-                self.destroy(ino)?;
-                self.commit()?;
-                return Err(e);
-            }
-        };
+        let key = self.dir_insert(dir, &mut d, name, ino, dtype_of(mode))?;
         if is_dir {
             d.nlink = d.nlink.saturating_add(1);
             let mut child = self.inode(ino)?;
@@ -172,7 +163,7 @@ impl Volume {
     }
 
     /// Adds a hard link `dir/name` to `ino`.
-    pub fn link(&mut self, ino: Ino, dir: Ino, name: &[u8]) -> Result<()> {
+    pub(super) fn link_op(&mut self, ino: Ino, dir: Ino, name: &[u8]) -> Result<()> {
         self.writable()?;
         let mut target = self.inode(ino)?;
         if target.is_dir() {
@@ -200,7 +191,7 @@ impl Volume {
     }
 
     /// Removes a non-directory entry.
-    pub fn unlink(&mut self, dir: Ino, name: &[u8]) -> Result<()> {
+    pub(super) fn unlink_op(&mut self, dir: Ino, name: &[u8]) -> Result<()> {
         self.writable()?;
         let mut d = self.dir_inode(dir)?;
         let (_, ino, _) = self.dir_lookup(&d, name)?.ok_or(Errno::ENOENT)?;
@@ -217,7 +208,7 @@ impl Volume {
     }
 
     /// Removes an empty directory entry.
-    pub fn rmdir(&mut self, dir: Ino, name: &[u8]) -> Result<()> {
+    pub(super) fn rmdir_op(&mut self, dir: Ino, name: &[u8]) -> Result<()> {
         self.writable()?;
         let mut d = self.dir_inode(dir)?;
         let (_, ino, _) = self.dir_lookup(&d, name)?.ok_or(Errno::ENOENT)?;
@@ -289,7 +280,7 @@ impl Volume {
     }
 
     /// Drops an open reference; the last one frees an unlinked inode.
-    pub fn close_ref(&mut self, ino: Ino) -> Result<()> {
+    pub(super) fn close_ref_op(&mut self, ino: Ino) -> Result<()> {
         let Some(n) = self.open_refs.get_mut(&ino) else {
             return Ok(());
         };
@@ -361,7 +352,7 @@ impl Volume {
 
     /// Changes attributes in one transaction; `f` edits the inode. ctime is
     /// set afterwards, as every attribute change does.
-    pub fn setattr(&mut self, ino: Ino, f: impl FnOnce(&mut Inode)) -> Result<()> {
+    pub(super) fn setattr_op(&mut self, ino: Ino, f: impl FnOnce(&mut Inode)) -> Result<()> {
         self.writable()?;
         let mut t = self.inode(ino)?;
         f(&mut t);
@@ -385,7 +376,7 @@ impl Volume {
     }
 
     /// `renameat2` at the inode level.
-    pub fn rename(
+    pub(super) fn rename_op(
         &mut self,
         sdir: Ino,
         sname: &[u8],
@@ -571,12 +562,15 @@ impl Volume {
         self.dir_read(&d, from, f)
     }
 
-    /// What `statfs` reports. Inodes are allocated on demand, so the free
-    /// inode count is what the free blocks could hold.
+    /// What `statfs` reports. Inodes are made on demand, so the free inode
+    /// count is an estimate, as on btrfs: the free slots of existing inode
+    /// blocks, plus the empty files the free blocks could hold, each taking
+    /// an inode slot (15 to a block) and a directory entry (a leaf holds
+    /// 14 to 184): about 12 files a block.
     pub fn statfs(&self) -> StatFs {
         let sb = &self.sb;
-        let per_block = crate::format::INODES_PER_BLOCK - 1;
-        let ffree = sb.free_inodes + sb.free_blocks * per_block;
+        const FILES_PER_FREE_BLOCK: u64 = 12;
+        let ffree = sb.free_inodes + sb.free_blocks * FILES_PER_FREE_BLOCK;
         StatFs {
             fs_type: ULFS_MAGIC,
             bsize: BLOCK_SIZE as u64,

@@ -8,8 +8,12 @@
 use crate::errno::{Errno, Result};
 use crate::types::{Fd, Ino};
 
-/// Highest number of descriptors a table hands out (EMFILE past it).
+/// Default limit on descriptors per table: Linux's `nr_open` default
+/// (1,048,576). `Fs::set_max_fds` changes it; EMFILE past it.
 pub const MAX_FDS: usize = 1 << 20;
+
+/// The highest limit a table accepts: descriptors are `i32`.
+pub const MAX_FDS_CEILING: usize = i32::MAX as usize;
 
 #[derive(Debug, Clone)]
 pub struct OpenFile {
@@ -38,19 +42,47 @@ impl OpenFile {
     }
 }
 
-#[derive(Default)]
 pub struct FdTable {
     fds: Vec<Option<u32>>,
+    /// Which descriptors are taken, so the lowest free one is found
+    /// without scanning the table (Linux's open_fds/full_fds_bits pair).
+    used: FdBitmap,
     files: Vec<Option<OpenFile>>,
     free_files: Vec<u32>,
+    max_fds: usize,
+}
+
+impl Default for FdTable {
+    fn default() -> FdTable {
+        FdTable {
+            fds: Vec::new(),
+            used: FdBitmap::default(),
+            files: Vec::new(),
+            free_files: Vec::new(),
+            max_fds: MAX_FDS,
+        }
+    }
 }
 
 impl FdTable {
+    /// The descriptor limit: new descriptors are numbered below it.
+    pub fn max_fds(&self) -> usize {
+        self.max_fds
+    }
+
+    /// Sets the descriptor limit (as RLIMIT_NOFILE: descriptors already
+    /// open above it stay open). EINVAL past `MAX_FDS_CEILING`.
+    pub fn set_max_fds(&mut self, max: usize) -> Result<()> {
+        if max > MAX_FDS_CEILING {
+            return Err(Errno::EINVAL);
+        }
+        self.max_fds = max;
+        Ok(())
+    }
+
     fn lowest_free_fd(&self, from: usize) -> Result<usize> {
-        let fd = (from..self.fds.len())
-            .find(|&i| self.fds[i].is_none())
-            .unwrap_or(self.fds.len().max(from));
-        if fd >= MAX_FDS {
+        let fd = self.used.first_clear(from);
+        if fd >= self.max_fds {
             Err(Errno::EMFILE)
         } else {
             Ok(fd)
@@ -62,6 +94,7 @@ impl FdTable {
             self.fds.resize(fd + 1, None);
         }
         self.fds[fd] = Some(file);
+        self.used.set(fd);
     }
 
     /// Installs a new open file description at the lowest free descriptor.
@@ -105,6 +138,7 @@ impl FdTable {
     pub fn close(&mut self, fd: Fd) -> Result<Option<Ino>> {
         let i = self.index(fd)?;
         self.fds[fd as usize] = None;
+        self.used.clear(fd as usize);
         let file = self.files[i as usize].as_mut().ok_or(Errno::EBADF)?;
         file.refs -= 1;
         if file.refs > 0 {
@@ -116,9 +150,13 @@ impl FdTable {
         Ok(Some(ino))
     }
 
-    /// A second descriptor, >= `from`, for the description of `fd`.
+    /// A second descriptor, >= `from`, for the description of `fd`
+    /// (`dup`, and `fcntl(F_DUPFD)`: EINVAL for `from` past the limit).
     pub fn dup_from(&mut self, fd: Fd, from: usize) -> Result<Fd> {
         let i = self.index(fd)?;
+        if from >= self.max_fds {
+            return Err(Errno::EINVAL);
+        }
         let new = self.lowest_free_fd(from)?;
         self.files[i as usize].as_mut().ok_or(Errno::EBADF)?.refs += 1;
         self.bind(new, i);
@@ -129,7 +167,7 @@ impl FdTable {
     /// whose last descriptor was closed by it, if any.
     pub fn dup2(&mut self, old: Fd, new: Fd) -> Result<(Fd, Option<Ino>)> {
         let i = self.index(old)?;
-        if new < 0 || new as usize >= MAX_FDS {
+        if new < 0 || new as usize >= self.max_fds {
             return Err(Errno::EBADF);
         }
         if old == new {
@@ -154,6 +192,67 @@ impl FdTable {
     }
 }
 
+/// A set of descriptor numbers with a summary level: bit `w` of `full`
+/// says word `w` of `bits` is all ones. Finding the lowest clear bit from
+/// a point costs one word test plus a scan of the summary, 64 times
+/// smaller than the table; set and clear are O(1).
+#[derive(Default)]
+struct FdBitmap {
+    bits: Vec<u64>,
+    full: Vec<u64>,
+}
+
+impl FdBitmap {
+    fn set(&mut self, n: usize) {
+        let w = n / 64;
+        if w >= self.bits.len() {
+            self.bits.resize(w + 1, 0);
+            self.full.resize(self.bits.len().div_ceil(64), 0);
+        }
+        self.bits[w] |= 1 << (n % 64);
+        if self.bits[w] == u64::MAX {
+            self.full[w / 64] |= 1 << (w % 64);
+        }
+    }
+
+    fn clear(&mut self, n: usize) {
+        let w = n / 64;
+        if let Some(word) = self.bits.get_mut(w) {
+            *word &= !(1 << (n % 64));
+            self.full[w / 64] &= !(1 << (w % 64));
+        }
+    }
+
+    /// The lowest number >= `from` not in the set.
+    fn first_clear(&self, from: usize) -> usize {
+        let w = from / 64;
+        let Some(&word) = self.bits.get(w) else {
+            return from;
+        };
+        let free = !word & (u64::MAX << (from % 64));
+        if free != 0 {
+            return w * 64 + free.trailing_zeros() as usize;
+        }
+        // The first word after `w` that is not full, by the summary.
+        let next = w + 1;
+        let mut s = next / 64;
+        let mut mask = u64::MAX.checked_shl((next % 64) as u32).unwrap_or(0);
+        while let Some(&summary) = self.full.get(s) {
+            let open = !summary & mask;
+            if open != 0 {
+                let word = s * 64 + open.trailing_zeros() as usize;
+                return match self.bits.get(word) {
+                    Some(&b) => word * 64 + (!b).trailing_zeros() as usize,
+                    None => word * 64,
+                };
+            }
+            s += 1;
+            mask = u64::MAX;
+        }
+        self.bits.len() * 64
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -175,5 +274,67 @@ mod tests {
         assert_eq!((n, closed), (5, None));
         assert_eq!(t.insert(OpenFile::new(12, 0, false)).unwrap(), 0);
         assert_eq!(t.dup2(9, 1).unwrap_err(), Errno::EBADF);
+    }
+
+    #[test]
+    fn emfile_at_the_limit_and_dup_respects_it() {
+        let mut t = FdTable::default();
+        t.set_max_fds(8).unwrap();
+        for want in 0..8 {
+            assert_eq!(t.insert(OpenFile::new(1, 0, false)).unwrap(), want);
+        }
+        assert_eq!(t.insert(OpenFile::new(1, 0, false)), Err(Errno::EMFILE));
+        assert_eq!(t.dup_from(0, 0), Err(Errno::EMFILE));
+        assert_eq!(t.dup_from(0, 8), Err(Errno::EINVAL));
+        assert_eq!(t.dup2(0, 8).unwrap_err(), Errno::EBADF);
+        t.close(5).unwrap();
+        t.close(3).unwrap();
+        assert_eq!(t.dup_from(0, 4).unwrap(), 5);
+        assert_eq!(t.insert(OpenFile::new(1, 0, false)).unwrap(), 3);
+        assert_eq!(t.insert(OpenFile::new(1, 0, false)), Err(Errno::EMFILE));
+        // Lowering the limit keeps what is open; raising it lets more in.
+        t.set_max_fds(4).unwrap();
+        assert!(t.get(7).is_ok());
+        t.set_max_fds(9).unwrap();
+        assert_eq!(t.dup2(0, 8).unwrap().0, 8);
+        assert_eq!(t.set_max_fds(MAX_FDS_CEILING + 1), Err(Errno::EINVAL));
+    }
+
+    /// The default limit is reachable (a linear scan made the millionth
+    /// open take a million steps), and numbering stays lowest-free over
+    /// the whole range.
+    #[test]
+    fn default_limit_reached_with_lowest_free_numbering() {
+        let mut t = FdTable::default();
+        for want in 0..MAX_FDS as Fd {
+            assert_eq!(t.insert(OpenFile::new(1, 0, false)).unwrap(), want);
+        }
+        assert_eq!(t.insert(OpenFile::new(1, 0, false)), Err(Errno::EMFILE));
+        for fd in [MAX_FDS as Fd - 1, 700_001, 70_000, 64, 63, 0] {
+            t.close(fd).unwrap();
+        }
+        for want in [0, 63, 64, 70_000, 700_001, MAX_FDS as Fd - 1] {
+            assert_eq!(t.insert(OpenFile::new(1, 0, false)).unwrap(), want);
+        }
+        assert_eq!(t.insert(OpenFile::new(1, 0, false)), Err(Errno::EMFILE));
+    }
+
+    #[test]
+    fn bitmap_first_clear() {
+        let mut b = FdBitmap::default();
+        assert_eq!(b.first_clear(0), 0);
+        assert_eq!(b.first_clear(1000), 1000);
+        for n in 0..64 * 70 {
+            b.set(n);
+        }
+        assert_eq!(b.first_clear(0), 64 * 70);
+        assert_eq!(b.first_clear(5000), 5000);
+        b.clear(64 * 65 + 3);
+        assert_eq!(b.first_clear(0), 64 * 65 + 3);
+        assert_eq!(b.first_clear(64 * 65 + 4), 64 * 70);
+        b.set(64 * 65 + 3);
+        b.set(64 * 200);
+        assert_eq!(b.first_clear(64 * 70), 64 * 70);
+        assert_eq!(b.first_clear(64 * 200), 64 * 200 + 1);
     }
 }

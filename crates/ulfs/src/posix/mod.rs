@@ -95,9 +95,29 @@ impl Fs {
         self.vol.info()
     }
 
+    /// Called when a panic went through a call on this file system and was
+    /// caught (`SharedFs` and the C API do it): the volume becomes
+    /// read-only for good and nothing more is committed (`Volume::abandon`).
+    pub fn abandon(&mut self) {
+        self.vol.abandon();
+    }
+
     /// The volume under this process view (for tools such as fsck).
     pub fn volume(&self) -> &Volume {
         &self.vol
+    }
+
+    /// The descriptor limit (default `fdtable::MAX_FDS`, 1,048,576, Linux's
+    /// `nr_open`): descriptors are numbered below it.
+    pub fn max_fds(&self) -> usize {
+        self.proc.fds.max_fds()
+    }
+
+    /// Sets the descriptor limit, as `setrlimit(RLIMIT_NOFILE)` would:
+    /// past it `open` and `dup` give EMFILE and `dup2` EBADF; descriptors
+    /// already open above it stay open. EINVAL past `i32::MAX`.
+    pub fn set_max_fds(&mut self, max: usize) -> Result<()> {
+        self.proc.fds.set_max_fds(max)
     }
 
     /// Sets the file-creation mask; returns the previous one.
@@ -105,27 +125,77 @@ impl Fs {
         std::mem::replace(&mut self.proc.umask, mask & 0o777)
     }
 
-    fn walk(&self, path: &[u8], last: Last) -> Result<Walk> {
-        walk(&self.vol, self.proc.cwd, path, last)
+    /// Where a relative path given with `dirfd` starts, as Linux's
+    /// `path_init`: the working directory for `AT_FDCWD`, else the
+    /// directory open as `dirfd` (EBADF, or ENOTDIR for another file). An
+    /// absolute path ignores `dirfd` altogether.
+    fn start(&self, dirfd: Fd, path: &[u8]) -> Result<Ino> {
+        if path.first() == Some(&b'/') {
+            return Ok(self.vol.root());
+        }
+        if dirfd == libc::AT_FDCWD {
+            return Ok(self.proc.cwd);
+        }
+        let f = self.proc.fds.get(dirfd)?;
+        if !f.is_dir {
+            return Err(Errno::ENOTDIR);
+        }
+        Ok(f.ino)
     }
 
-    fn resolve(&self, path: &[u8], follow: bool) -> Result<Ino> {
-        resolve(&self.vol, self.proc.cwd, path, follow)
+    /// What `AT_EMPTY_PATH` with an empty path names: the file open as
+    /// `dirfd` (any type), or the working directory for `AT_FDCWD`.
+    fn empty_target(&self, dirfd: Fd) -> Result<Ino> {
+        if dirfd == libc::AT_FDCWD {
+            return Ok(self.proc.cwd);
+        }
+        Ok(self.proc.fds.get(dirfd)?.ino)
+    }
+
+    /// Walks `path` from `dirfd`. The path's own errors (empty, too long)
+    /// come before the descriptor's, as Linux reads the name first.
+    fn walk_at(&self, dirfd: Fd, path: &[u8], last: Last) -> Result<Walk> {
+        namei::check_path(path)?;
+        walk(&self.vol, self.start(dirfd, path)?, path, last)
+    }
+
+    /// Resolves `path` from `dirfd` to an existing inode; an empty path
+    /// names `dirfd` itself when `empty_ok` (AT_EMPTY_PATH).
+    fn resolve_at(&self, dirfd: Fd, path: &[u8], follow: bool, empty_ok: bool) -> Result<Ino> {
+        if path.is_empty() && empty_ok {
+            return self.empty_target(dirfd);
+        }
+        namei::check_path(path)?;
+        resolve(&self.vol, self.start(dirfd, path)?, path, follow)
     }
 
     // ---------------------------------------------------------------- open
 
     pub fn open(&mut self, path: impl AsRef<[u8]>, flags: i32, mode: u32) -> Result<Fd> {
+        self.openat(libc::AT_FDCWD, path, flags, mode)
+    }
+
+    /// `openat(2)`: `path` relative to the directory open as `dirfd` (or
+    /// the working directory for `AT_FDCWD`).
+    pub fn openat(
+        &mut self,
+        dirfd: Fd,
+        path: impl AsRef<[u8]>,
+        flags: i32,
+        mode: u32,
+    ) -> Result<Fd> {
         let path = p(&path);
         let creat = flags & libc::O_CREAT != 0;
         if flags & libc::O_ACCMODE == libc::O_ACCMODE || (creat && flags & libc::O_DIRECTORY != 0) {
             // O_CREAT|O_DIRECTORY is always EINVAL, as since Linux 6.4.
             return Err(Errno::EINVAL);
         }
+        namei::check_path(path)?;
+        let start = self.start(dirfd, path)?;
         let ino = if creat {
-            self.open_create(path, flags, mode)?
+            self.open_create(start, path, flags, mode)?
         } else {
-            self.open_existing(path, flags)?
+            self.open_existing(start, path, flags)?
         };
         let is_dir = self.vol.stat_ino(ino)?.is_dir();
         let fd = self.proc.fds.insert(OpenFile::new(ino, flags, is_dir))?;
@@ -135,12 +205,12 @@ impl Fs {
 
     /// open(O_CREAT): the last component is created if missing; symlinks
     /// to it are followed unless O_EXCL or O_NOFOLLOW.
-    fn open_create(&mut self, path: &[u8], flags: i32, mode: u32) -> Result<Ino> {
+    fn open_create(&mut self, start: Ino, path: &[u8], flags: i32, mode: u32) -> Result<Ino> {
         let excl = flags & libc::O_EXCL != 0;
         let follow = !excl && flags & libc::O_NOFOLLOW == 0;
-        let mut path = path.to_vec();
+        let (mut start, mut path) = (start, path.to_vec());
         for _ in 0..=namei::MAX_SYMLINKS {
-            let w = self.walk(&path, Last::Entry)?;
+            let w = walk(&self.vol, start, &path, Last::Entry)?;
             // `.`, `..` and "/" always exist and are directories.
             if w.is_dot() {
                 return Err(if excl { Errno::EEXIST } else { Errno::EISDIR });
@@ -162,16 +232,10 @@ impl Fs {
             let st = self.vol.stat_ino(ino)?;
             if st.is_symlink() && follow {
                 // Follow the link and create (or open) what it names, with
-                // the link's directory as the starting point.
-                let target = self.vol.readlink_ino(ino)?;
-                path = if target.first() == Some(&b'/') {
-                    target
-                } else {
-                    let mut dir = self.vol.path_of_dir(w.parent)?;
-                    dir.push(b'/');
-                    dir.extend_from_slice(&target);
-                    dir
-                };
+                // the link's directory as the starting point (by inode, so
+                // no path of the directory is ever built).
+                path = self.vol.readlink_ino(ino)?;
+                start = w.parent;
                 continue;
             }
             return self.open_checks(ino, flags, false);
@@ -179,13 +243,13 @@ impl Fs {
         Err(Errno::ELOOP)
     }
 
-    fn open_existing(&mut self, path: &[u8], flags: i32) -> Result<Ino> {
+    fn open_existing(&mut self, start: Ino, path: &[u8], flags: i32) -> Result<Ino> {
         let last = if flags & libc::O_NOFOLLOW != 0 {
             Last::NoFollow
         } else {
             Last::Follow
         };
-        let w = self.walk(path, last)?;
+        let w = walk(&self.vol, start, path, last)?;
         let ino = w.ino.ok_or(Errno::ENOENT)?;
         self.open_checks(ino, flags, w.trailing_slash)
     }
@@ -451,19 +515,41 @@ impl Fs {
     }
 
     // ---------------------------------------------------------------- paths
+    //
+    // Each call exists once, in its directory-relative form as Linux
+    // defines it; the classic path calls are `AT_FDCWD` wrappers.
 
     pub fn stat(&mut self, path: impl AsRef<[u8]>) -> Result<Stat> {
-        let ino = self.resolve(p(&path), true)?;
-        self.vol.stat_ino(ino)
+        self.fstatat(libc::AT_FDCWD, path, 0)
     }
 
     pub fn lstat(&mut self, path: impl AsRef<[u8]>) -> Result<Stat> {
-        let ino = self.resolve(p(&path), false)?;
+        self.fstatat(libc::AT_FDCWD, path, libc::AT_SYMLINK_NOFOLLOW)
+    }
+
+    /// `fstatat(2)` (`newfstatat`): AT_SYMLINK_NOFOLLOW, AT_EMPTY_PATH (an
+    /// empty path stats `dirfd` itself) and AT_NO_AUTOMOUNT (ignored: ulfs
+    /// has no automounts).
+    pub fn fstatat(&mut self, dirfd: Fd, path: impl AsRef<[u8]>, flags: i32) -> Result<Stat> {
+        check_flags(
+            flags,
+            libc::AT_SYMLINK_NOFOLLOW | libc::AT_NO_AUTOMOUNT | libc::AT_EMPTY_PATH,
+        )?;
+        let ino = self.resolve_at(
+            dirfd,
+            p(&path),
+            flags & libc::AT_SYMLINK_NOFOLLOW == 0,
+            flags & libc::AT_EMPTY_PATH != 0,
+        )?;
         self.vol.stat_ino(ino)
     }
 
     pub fn mkdir(&mut self, path: impl AsRef<[u8]>, mode: u32) -> Result<()> {
-        let w = self.walk(p(&path), Last::Entry)?;
+        self.mkdirat(libc::AT_FDCWD, path, mode)
+    }
+
+    pub fn mkdirat(&mut self, dirfd: Fd, path: impl AsRef<[u8]>, mode: u32) -> Result<()> {
+        let w = self.walk_at(dirfd, p(&path), Last::Entry)?;
         if w.is_dot() || w.ino.is_some() {
             return Err(Errno::EEXIST);
         }
@@ -478,14 +564,31 @@ impl Fs {
     }
 
     pub fn rmdir(&mut self, path: impl AsRef<[u8]>) -> Result<()> {
-        let w = self.walk(p(&path), Last::Entry)?;
+        self.unlinkat(libc::AT_FDCWD, path, libc::AT_REMOVEDIR)
+    }
+
+    pub fn unlink(&mut self, path: impl AsRef<[u8]>) -> Result<()> {
+        self.unlinkat(libc::AT_FDCWD, path, 0)
+    }
+
+    /// `unlinkat(2)`: removes a non-directory, or with AT_REMOVEDIR an
+    /// empty directory.
+    pub fn unlinkat(&mut self, dirfd: Fd, path: impl AsRef<[u8]>, flags: i32) -> Result<()> {
+        check_flags(flags, libc::AT_REMOVEDIR)?;
+        let w = self.walk_at(dirfd, p(&path), Last::Entry)?;
+        if flags & libc::AT_REMOVEDIR != 0 {
+            self.remove_dir(w)
+        } else {
+            self.remove_file(w)
+        }
+    }
+
+    fn remove_dir(&mut self, w: Walk) -> Result<()> {
         match w.name.as_slice() {
             b"/" => return Err(Errno::EBUSY),
             b"." => return Err(Errno::EINVAL),
+            b".." => return Err(Errno::ENOTEMPTY),
             _ => {}
-        }
-        if w.name == b".." {
-            return Err(Errno::ENOTEMPTY);
         }
         w.name_fits(&self.vol)?;
         let ino = w.ino.ok_or(Errno::ENOENT)?;
@@ -495,8 +598,7 @@ impl Fs {
         self.vol.rmdir(w.parent, &w.name)
     }
 
-    pub fn unlink(&mut self, path: impl AsRef<[u8]>) -> Result<()> {
-        let w = self.walk(p(&path), Last::Entry)?;
+    fn remove_file(&mut self, w: Walk) -> Result<()> {
         if w.is_dot() {
             return Err(Errno::EISDIR);
         }
@@ -512,15 +614,27 @@ impl Fs {
     }
 
     pub fn rename(&mut self, old: impl AsRef<[u8]>, new: impl AsRef<[u8]>) -> Result<()> {
-        self.rename2(old, new, 0)
+        self.renameat2(libc::AT_FDCWD, old, libc::AT_FDCWD, new, 0)
     }
 
-    /// `renameat2` with RENAME_NOREPLACE or RENAME_EXCHANGE. Checks come in
-    /// Linux's order: flags, both parents, `.`/`..` names, the source, the
-    /// target name.
+    /// `renameat2` from the working directory.
     pub fn rename2(
         &mut self,
         old: impl AsRef<[u8]>,
+        new: impl AsRef<[u8]>,
+        flags: u32,
+    ) -> Result<()> {
+        self.renameat2(libc::AT_FDCWD, old, libc::AT_FDCWD, new, flags)
+    }
+
+    /// `renameat2(2)` with RENAME_NOREPLACE or RENAME_EXCHANGE. Checks come
+    /// in Linux's order: flags, both parents, `.`/`..` names, the source,
+    /// the target name.
+    pub fn renameat2(
+        &mut self,
+        olddirfd: Fd,
+        old: impl AsRef<[u8]>,
+        newdirfd: Fd,
         new: impl AsRef<[u8]>,
         flags: u32,
     ) -> Result<()> {
@@ -529,8 +643,8 @@ impl Fs {
         {
             return Err(Errno::EINVAL);
         }
-        let s = self.walk(p(&old), Last::Entry)?;
-        let d = self.walk(p(&new), Last::Entry)?;
+        let s = self.walk_at(olddirfd, p(&old), Last::Entry)?;
+        let d = self.walk_at(newdirfd, p(&new), Last::Entry)?;
         if s.is_dot() {
             return Err(Errno::EBUSY);
         }
@@ -562,8 +676,29 @@ impl Fs {
     }
 
     pub fn link(&mut self, old: impl AsRef<[u8]>, new: impl AsRef<[u8]>) -> Result<()> {
-        let src = self.resolve(p(&old), false)?;
-        let d = self.walk(p(&new), Last::Entry)?;
+        self.linkat(libc::AT_FDCWD, old, libc::AT_FDCWD, new, 0)
+    }
+
+    /// `linkat(2)`: AT_SYMLINK_FOLLOW links what a symlink names rather
+    /// than the link; AT_EMPTY_PATH with an empty `old` links the file open
+    /// as `olddirfd` (allowed to every caller, as the library treats callers
+    /// as privileged; an unlinked file gives ENOENT, as Linux).
+    pub fn linkat(
+        &mut self,
+        olddirfd: Fd,
+        old: impl AsRef<[u8]>,
+        newdirfd: Fd,
+        new: impl AsRef<[u8]>,
+        flags: i32,
+    ) -> Result<()> {
+        check_flags(flags, libc::AT_SYMLINK_FOLLOW | libc::AT_EMPTY_PATH)?;
+        let src = self.resolve_at(
+            olddirfd,
+            p(&old),
+            flags & libc::AT_SYMLINK_FOLLOW != 0,
+            flags & libc::AT_EMPTY_PATH != 0,
+        )?;
+        let d = self.walk_at(newdirfd, p(&new), Last::Entry)?;
         if d.is_dot() {
             return Err(Errno::EEXIST);
         }
@@ -581,6 +716,17 @@ impl Fs {
     }
 
     pub fn symlink(&mut self, target: impl AsRef<[u8]>, linkpath: impl AsRef<[u8]>) -> Result<()> {
+        self.symlinkat(target, libc::AT_FDCWD, linkpath)
+    }
+
+    /// `symlinkat(2)`: `target` is stored verbatim; `linkpath` is relative
+    /// to `newdirfd`.
+    pub fn symlinkat(
+        &mut self,
+        target: impl AsRef<[u8]>,
+        newdirfd: Fd,
+        linkpath: impl AsRef<[u8]>,
+    ) -> Result<()> {
         let target = p(&target);
         if target.is_empty() {
             return Err(Errno::ENOENT);
@@ -591,7 +737,7 @@ impl Fs {
         if target.len() >= crate::format::PATH_MAX {
             return Err(Errno::ENAMETOOLONG);
         }
-        let w = self.walk(p(&linkpath), Last::Entry)?;
+        let w = self.walk_at(newdirfd, p(&linkpath), Last::Entry)?;
         if w.is_dot() {
             return Err(Errno::EEXIST);
         }
@@ -609,25 +755,48 @@ impl Fs {
     }
 
     pub fn readlink(&mut self, path: impl AsRef<[u8]>) -> Result<Vec<u8>> {
-        let ino = self.resolve(p(&path), false)?;
+        self.readlinkat(libc::AT_FDCWD, path)
+    }
+
+    /// `readlinkat(2)`. An empty path names `dirfd` itself, as Linux: only
+    /// an O_PATH descriptor of a symlink could be read that way, and ulfs
+    /// descriptors never are one, so it is ENOENT (Linux's answer for an
+    /// empty path naming a non-symlink) once `dirfd` is valid.
+    pub fn readlinkat(&mut self, dirfd: Fd, path: impl AsRef<[u8]>) -> Result<Vec<u8>> {
+        let path = p(&path);
+        let ino = self.resolve_at(dirfd, path, false, true)?;
+        if path.is_empty() && !self.vol.stat_ino(ino)?.is_symlink() {
+            return Err(Errno::ENOENT);
+        }
         self.vol.readlink_ino(ino)
     }
 
     pub fn truncate(&mut self, path: impl AsRef<[u8]>, len: u64) -> Result<()> {
-        let ino = self.resolve(p(&path), true)?;
+        let ino = self.resolve_at(libc::AT_FDCWD, p(&path), true, false)?;
         self.vol.truncate_ino(ino, len)
     }
 
+    /// `utimensat(2)`: `times` is `[atime, mtime]` (`None` for both "now"),
+    /// with UTIME_NOW and UTIME_OMIT. As Linux: both UTIME_OMIT returns at
+    /// once without looking at the path or flags; AT_SYMLINK_NOFOLLOW and
+    /// AT_EMPTY_PATH are the flags.
     pub fn utimensat(
         &mut self,
+        dirfd: Fd,
         path: impl AsRef<[u8]>,
         times: Option<[Timespec; 2]>,
         flags: i32,
     ) -> Result<()> {
-        if flags & !libc::AT_SYMLINK_NOFOLLOW != 0 {
-            return Err(Errno::EINVAL);
+        if times.is_some_and(|[a, m]| a.nsec == UTIME_OMIT && m.nsec == UTIME_OMIT) {
+            return Ok(());
         }
-        let ino = self.resolve(p(&path), flags & libc::AT_SYMLINK_NOFOLLOW == 0)?;
+        check_flags(flags, libc::AT_SYMLINK_NOFOLLOW | libc::AT_EMPTY_PATH)?;
+        let ino = self.resolve_at(
+            dirfd,
+            p(&path),
+            flags & libc::AT_SYMLINK_NOFOLLOW == 0,
+            flags & libc::AT_EMPTY_PATH != 0,
+        )?;
         self.set_times(ino, times)
     }
 
@@ -665,13 +834,38 @@ impl Fs {
     }
 
     pub fn chmod(&mut self, path: impl AsRef<[u8]>, mode: u32) -> Result<()> {
-        let ino = self.resolve(p(&path), true)?;
-        self.vol
-            .setattr(ino, |i| i.mode = (i.mode & libc::S_IFMT) | (mode & 0o7777))
+        self.fchmodat(libc::AT_FDCWD, path, mode, 0)
+    }
+
+    /// `fchmodat2(2)` (Linux 6.6; plain `fchmodat` is this with flags 0):
+    /// AT_SYMLINK_NOFOLLOW on a symlink is EOPNOTSUPP, as Linux (a link's
+    /// mode means nothing); AT_EMPTY_PATH changes `dirfd` itself.
+    pub fn fchmodat(
+        &mut self,
+        dirfd: Fd,
+        path: impl AsRef<[u8]>,
+        mode: u32,
+        flags: i32,
+    ) -> Result<()> {
+        check_flags(flags, libc::AT_SYMLINK_NOFOLLOW | libc::AT_EMPTY_PATH)?;
+        let ino = self.resolve_at(
+            dirfd,
+            p(&path),
+            flags & libc::AT_SYMLINK_NOFOLLOW == 0,
+            flags & libc::AT_EMPTY_PATH != 0,
+        )?;
+        if self.vol.stat_ino(ino)?.is_symlink() {
+            return Err(Errno::EOPNOTSUPP);
+        }
+        self.set_mode(ino, mode)
     }
 
     pub fn fchmod(&mut self, fd: Fd, mode: u32) -> Result<()> {
         let ino = self.proc.fds.get(fd)?.ino;
+        self.set_mode(ino, mode)
+    }
+
+    fn set_mode(&mut self, ino: Ino, mode: u32) -> Result<()> {
         self.vol
             .setattr(ino, |i| i.mode = (i.mode & libc::S_IFMT) | (mode & 0o7777))
     }
@@ -698,12 +892,30 @@ impl Fs {
     }
 
     pub fn chown(&mut self, path: impl AsRef<[u8]>, uid: u32, gid: u32) -> Result<()> {
-        let ino = self.resolve(p(&path), true)?;
-        self.set_owner(ino, uid, gid)
+        self.fchownat(libc::AT_FDCWD, path, uid, gid, 0)
     }
 
     pub fn lchown(&mut self, path: impl AsRef<[u8]>, uid: u32, gid: u32) -> Result<()> {
-        let ino = self.resolve(p(&path), false)?;
+        self.fchownat(libc::AT_FDCWD, path, uid, gid, libc::AT_SYMLINK_NOFOLLOW)
+    }
+
+    /// `fchownat(2)`: AT_SYMLINK_NOFOLLOW, AT_EMPTY_PATH; `u32::MAX` (-1)
+    /// leaves an id unchanged.
+    pub fn fchownat(
+        &mut self,
+        dirfd: Fd,
+        path: impl AsRef<[u8]>,
+        uid: u32,
+        gid: u32,
+        flags: i32,
+    ) -> Result<()> {
+        check_flags(flags, libc::AT_SYMLINK_NOFOLLOW | libc::AT_EMPTY_PATH)?;
+        let ino = self.resolve_at(
+            dirfd,
+            p(&path),
+            flags & libc::AT_SYMLINK_NOFOLLOW == 0,
+            flags & libc::AT_EMPTY_PATH != 0,
+        )?;
         self.set_owner(ino, uid, gid)
     }
 
@@ -713,7 +925,7 @@ impl Fs {
     }
 
     pub fn statfs(&mut self, path: impl AsRef<[u8]>) -> Result<StatFs> {
-        self.resolve(p(&path), true)?;
+        self.resolve_at(libc::AT_FDCWD, p(&path), true, false)?;
         Ok(self.vol.statfs())
     }
 
@@ -723,7 +935,18 @@ impl Fs {
     }
 
     pub fn chdir(&mut self, path: impl AsRef<[u8]>) -> Result<()> {
-        let ino = self.resolve(p(&path), true)?;
+        let ino = self.resolve_at(libc::AT_FDCWD, p(&path), true, false)?;
+        self.set_cwd(ino)
+    }
+
+    /// `fchdir(2)`: the directory open as `fd` becomes the working
+    /// directory (it stays one if later renamed or removed, as on Linux).
+    pub fn fchdir(&mut self, fd: Fd) -> Result<()> {
+        let ino = self.proc.fds.get(fd)?.ino;
+        self.set_cwd(ino)
+    }
+
+    fn set_cwd(&mut self, ino: Ino) -> Result<()> {
         if !self.vol.stat_ino(ino)?.is_dir() {
             return Err(Errno::ENOTDIR);
         }
@@ -739,12 +962,24 @@ impl Fs {
 
 impl Drop for Fs {
     fn drop(&mut self) {
+        // Dropped by a panic's unwinding: the panic may have cut a call in
+        // half, so nothing is committed and the image is not marked clean.
+        if std::thread::panicking() {
+            self.abandon();
+        }
         let _ = self.shutdown();
     }
 }
 
-/// Owner of new files: the calling process's effective ids, as the kernel
-/// would record them.
+/// EINVAL for a flag outside `allowed`, as every *at call checks first.
+fn check_flags(flags: i32, allowed: i32) -> Result<()> {
+    if flags & !allowed != 0 {
+        Err(Errno::EINVAL)
+    } else {
+        Ok(())
+    }
+}
+
 /// Linux's `rw_verify_area`: an offset or an end past `i64::MAX` is EINVAL.
 #[inline]
 fn check_range(off: u64, len: usize) -> Result<()> {
@@ -754,6 +989,8 @@ fn check_range(off: u64, len: usize) -> Result<()> {
     }
 }
 
+/// Owner of new files: the calling process's effective ids, as the kernel
+/// would record them.
 fn owner() -> (u32, u32) {
     // SAFETY: geteuid/getegid take no arguments and cannot fail.
     unsafe { (libc::geteuid(), libc::getegid()) }

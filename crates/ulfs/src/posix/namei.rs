@@ -55,19 +55,27 @@ pub enum Last {
     Entry,
 }
 
-/// Walks `path` from `cwd` to its last component, treated as `last` says.
-pub fn walk(vol: &Volume, cwd: Ino, path: &[u8], last_rule: Last) -> Result<Walk> {
+/// What Linux's `getname` refuses before any lookup: an empty path
+/// (ENOENT), one of PATH_MAX bytes or more (ENAMETOOLONG). A NUL inside a
+/// Rust path is EINVAL: a C path ends there, so it could name an entry no
+/// C program can reach.
+pub fn check_path(path: &[u8]) -> Result<()> {
     if path.is_empty() {
         return Err(Errno::ENOENT);
     }
     if path.len() >= PATH_MAX {
         return Err(Errno::ENAMETOOLONG);
     }
-    // A C path ends at its NUL; one inside a Rust path could name an entry
-    // no C program can reach.
     if path.contains(&0) {
         return Err(Errno::EINVAL);
     }
+    Ok(())
+}
+
+/// Walks `path` from directory `cwd` (the working directory or a
+/// `dirfd`) to its last component, treated as `last` says.
+pub fn walk(vol: &Volume, cwd: Ino, path: &[u8], last_rule: Last) -> Result<Walk> {
+    check_path(path)?;
     let mut buf: Vec<u8> = path.to_vec();
     let mut pos = 0;
     let mut dir = if buf[0] == b'/' { vol.root() } else { cwd };

@@ -15,12 +15,14 @@
 //! the device is mounted.
 
 use super::BlockStore;
+use super::fault::Registration;
 use crate::errno::{Errno, Result};
 use crate::format::{BLOCK_SIZE, Bid, Block};
 use memmap2::{Mmap, MmapMut, MmapOptions};
 use std::fs::{File, OpenOptions};
 use std::io::{Seek, SeekFrom};
-use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
 use std::path::Path;
 
 enum Mapping {
@@ -29,10 +31,13 @@ enum Mapping {
 }
 
 pub struct MmapStore {
-    // Kept open so that `flush` can reach the device; the mapping itself
-    // does not need it.
-    _file: File,
+    // Declared before `map`, so dropped first: the mapping is unregistered
+    // from the SIGBUS handler before it is unmapped (store/fault.rs).
+    fault: Registration,
     map: Mapping,
+    // Kept open so that `flush` can reach the device, and for the SIGBUS
+    // handler, which looks at it to tell a hole from a lost page.
+    _file: File,
     blocks: u64,
 }
 
@@ -111,9 +116,15 @@ impl MmapStore {
     }
 
     /// Maps an image already opened (and locked) by `open_locked`; the lock
-    /// lives as long as the store.
+    /// lives as long as the store. A writable regular file is made whole
+    /// first (store/holes.rs): a sparse image on a full host is refused with
+    /// an `ErrorKind::StorageFull` error naming the shortfall.
     pub fn from_file(mut file: File, read_only: bool) -> std::io::Result<MmapStore> {
         let size = backing_size(&mut file)?;
+        let meta = file.metadata()?;
+        if !read_only && meta.file_type().is_file() {
+            super::holes::fill_holes(&file, size, meta.blocks().saturating_mul(512))?;
+        }
         let blocks = size / BLOCK_SIZE as u64;
         if blocks < 2 {
             return Err(std::io::Error::from_raw_os_error(libc::EINVAL));
@@ -124,18 +135,25 @@ impl MmapStore {
         opts.len(len);
         let map = if read_only {
             // SAFETY: the mapping is only read through `&[u8]`. ulfs assumes
-            // (and documents) that the process owns its image: no other
-            // process truncates it while mounted. Truncation by a third party
-            // would raise SIGBUS, as for any mmap-based store.
+            // (and documents) that the process owns its image. If a third
+            // party truncates it anyway, or the device fails, the access
+            // raises SIGBUS, which store/fault.rs turns into a zero page and
+            // an EIO from this store rather than a crash.
             Mapping::ReadOnly(unsafe { opts.map(&file)? })
         } else {
             // SAFETY: as above; the file was opened read-write and the
             // mapping is MAP_SHARED so stores reach the image.
             Mapping::ReadWrite(unsafe { opts.map_mut(&file)? })
         };
+        let start = match &map {
+            Mapping::ReadOnly(m) => m.as_ptr(),
+            Mapping::ReadWrite(m) => m.as_ptr(),
+        };
+        let fault = Registration::new(start, len, file.as_raw_fd(), !read_only);
         Ok(MmapStore {
-            _file: file,
+            fault,
             map,
+            _file: file,
             blocks,
         })
     }
@@ -184,12 +202,22 @@ impl BlockStore for MmapStore {
 
     /// msync(MS_SYNC) of the whole mapping: the kernel writes the dirty
     /// pages (it tracks them; the cost follows what was written, not the
-    /// image size) and waits.
+    /// image size) and waits. EIO once a fault lost bytes of the mapping:
+    /// what was written there never reached the image.
     fn flush(&mut self) -> Result<()> {
-        match &self.map {
+        let flushed = match &self.map {
             Mapping::ReadOnly(_) => Ok(()),
             Mapping::ReadWrite(m) => m.flush().map_err(|_| Errno::EIO),
+        };
+        if self.fault.faulted() {
+            return Err(Errno::EIO);
         }
+        flushed
+    }
+
+    #[inline]
+    fn faulted(&self) -> bool {
+        self.fault.faulted()
     }
 }
 

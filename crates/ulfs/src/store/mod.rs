@@ -1,11 +1,15 @@
 //! Where blocks live. `BlockStore` is what every layer above needs of the
 //! medium: bounds-checked block access and a durability barrier.
 //!
-//! `MmapStore` is the real one (the image mapped MAP_SHARED). `SimDisk` is
+//! `MmapStore` is the real one (the image mapped MAP_SHARED; `fault` turns
+//! a SIGBUS on that mapping into an error, `holes` makes a sparse image
+//! whole before it is written). `SimDisk` is
 //! a simulated disk for crash testing: it remembers what is durable and
 //! what was written since the last flush, so tests can produce every state
 //! a power cut could leave.
 
+pub(crate) mod fault;
+mod holes;
 mod mmap;
 pub mod sim;
 
@@ -30,6 +34,13 @@ pub trait BlockStore: Send {
     fn block_mut(&mut self, bid: Bid) -> Result<&mut Block>;
     /// Makes every write so far durable and waits; EIO if it could not.
     fn flush(&mut self) -> Result<()>;
+    /// An access to the medium failed since the store was opened (a host
+    /// file truncated under it, an I/O error): the bytes read there were
+    /// zeros instead, and what was written there is lost. Sticky; cheap
+    /// (one atomic load).
+    fn faulted(&self) -> bool {
+        false
+    }
     /// The simulated disk behind this store, for crash tests.
     fn as_sim(&self) -> Option<&SimDisk> {
         None

@@ -1,0 +1,21 @@
+//! Test support shared by ulfs's test suites and its fuzz targets, so that
+//! each helper exists once:
+//!
+//! - [`sample`]: small images holding every kind of structure (directories
+//!   with one leaf and with inner nodes, files from empty to indirect,
+//!   inline and long symlinks, hard links), made in memory;
+//! - [`snapshot`]: what a tree shows to a reader (kinds, contents, link
+//!   targets), walked with budgets so a damaged image cannot make it hang;
+//! - [`damage`]: patches decoded from arbitrary bytes and applied to an
+//!   image, with or without resealing the block's checksum;
+//! - [`harness`]: the three fuzz harnesses (mount a damaged image and use
+//!   it; repair a damaged image and check that nothing readable was lost;
+//!   run a call sequence against ulfs and the host's file system). The
+//!   cargo-fuzz targets in `fuzz/` call them, and `tests/replay.rs` replays
+//!   every kept input through them in the test suite.
+
+pub mod damage;
+pub mod harness;
+mod host_model;
+pub mod sample;
+pub mod snapshot;
