@@ -546,7 +546,7 @@ impl Runner {
                 off,
                 len,
             } => fs.fallocate(fd_of(&self.slots, *slot), *mode, *off, *len)?,
-            Op::Utimens { path, times } => fs.utimensat(path, Some(*times), 0)?,
+            Op::Utimens { path, times } => fs.utimensat(libc::AT_FDCWD, path, Some(*times), 0)?,
             Op::Futimens { slot, times } => fs.futimens(fd_of(&self.slots, *slot), Some(*times))?,
             Op::Chown { path, uid, gid } => fs.chown(path, *uid, *gid)?,
             Op::Fchown { slot, uid, gid } => fs.fchown(fd_of(&self.slots, *slot), *uid, *gid)?,

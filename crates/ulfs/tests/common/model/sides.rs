@@ -269,9 +269,12 @@ impl Side for UlfsSide {
     }
     fn set_times(&mut self, p: &[u8], a: (i64, i64), m: (i64, i64)) -> Result<(), i32> {
         let ts = |(sec, nsec)| ulfs::Timespec { sec, nsec };
-        ue(self
-            .fs
-            .utimensat(p, Some([ts(a), ts(m)]), libc::AT_SYMLINK_NOFOLLOW))
+        ue(self.fs.utimensat(
+            libc::AT_FDCWD,
+            p,
+            Some([ts(a), ts(m)]),
+            libc::AT_SYMLINK_NOFOLLOW,
+        ))
     }
     fn map(&self, p: &[u8]) -> Vec<u8> {
         map_path(&self.prefix, p)
