@@ -44,9 +44,15 @@ pub fn header_encode(b: &mut Block, next_seq: u64) {
 
 /// The sequence number replay starts from, or `None` if the header is not
 /// valid.
+/// Sequence numbers at or past this are damage, never real: at a million
+/// commits a second, counting from 1 would take 146,000 years to reach
+/// it. Refusing them keeps `seq + 1` from ever overflowing.
+pub const SEQ_LIMIT: u64 = 1 << 62;
+
 pub fn header_decode(b: &Block) -> Option<u64> {
     (magic(b) == MAGIC_JOURNAL_HEADER && get_u32(b, HDR_CRC) == sector_crc(b))
         .then(|| get_u64(b, HDR_NEXT_SEQ))
+        .filter(|&seq| seq < SEQ_LIMIT)
 }
 
 pub fn descriptor_encode(b: &mut Block, seq: u64, bids: &[Bid]) {
@@ -91,7 +97,9 @@ pub fn commit_decode(b: &Block, seq: u64) -> Option<(u32, u32)> {
 
 /// Whether `b` is an intact descriptor or commit block (any sequence).
 pub fn is_record(b: &Block) -> bool {
-    matches!(magic(b), MAGIC_DESCRIPTOR | MAGIC_COMMIT) && block_crc_ok(b)
+    matches!(magic(b), MAGIC_DESCRIPTOR | MAGIC_COMMIT)
+        && block_crc_ok(b)
+        && record_seq(b) < SEQ_LIMIT
 }
 
 /// The sequence number of a descriptor or commit block.
@@ -102,6 +110,21 @@ pub fn record_seq(b: &Block) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Found by hostile images with valid checksums: a record or header
+    /// whose sequence number is near u64::MAX overflowed `seq + 1`.
+    #[test]
+    fn impossible_sequence_numbers_are_damage() {
+        let mut b = [0u8; BLOCK_SIZE];
+        header_encode(&mut b, SEQ_LIMIT);
+        assert_eq!(header_decode(&b), None);
+        header_encode(&mut b, SEQ_LIMIT - 1);
+        assert_eq!(header_decode(&b), Some(SEQ_LIMIT - 1));
+        commit_encode(&mut b, u64::MAX, 1, 0);
+        assert!(!is_record(&b));
+        commit_encode(&mut b, 7, 1, 0);
+        assert!(is_record(&b));
+    }
 
     #[test]
     fn records_round_trip_and_reject_strangers() {
