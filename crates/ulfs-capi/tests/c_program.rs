@@ -16,6 +16,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
+use ulfs_testkit::skip::skip;
 
 /// The workspace root (this crate is `<root>/crates/ulfs-capi`).
 fn workspace_root() -> PathBuf {
@@ -269,17 +270,6 @@ fn header_compiles_as_cxx_and_c99() {
             }
             Err(e) => panic!("run {compiler:?}: {e}"),
         }
-    }
-}
-
-/// A check that cannot run here says so (`SKIPPED:` on stderr, counted by
-/// scripts/test.sh) and fails when `ULFS_REQUIRE_ALL_TESTS=1` demands every
-/// test (the same rule as crates/ulfs/tests/common/skip.rs, which another
-/// crate's tests cannot include).
-fn skip(test: &str, reason: &str) {
-    eprintln!("SKIPPED: {test}: {reason}");
-    if std::env::var("ULFS_REQUIRE_ALL_TESTS").is_ok_and(|v| v == "1") {
-        panic!("{test} could not run ({reason}) and ULFS_REQUIRE_ALL_TESTS=1 forbids skipping");
     }
 }
 

@@ -7,9 +7,10 @@
 #[path = "../../ulfs/tests/common/host.rs"]
 mod host;
 
-use host::{Tmpfs, make_sparse, skip};
+use host::{Tmpfs, make_sparse};
 use std::os::unix::process::ExitStatusExt;
 use std::process::{Command, Output};
+use ulfs_testkit::skip::skip;
 
 const ULFS: &str = env!("CARGO_BIN_EXE_ulfs");
 

@@ -8,6 +8,8 @@
 //!   targets), walked with budgets so a damaged image cannot make it hang;
 //! - [`damage`]: patches decoded from arbitrary bytes and applied to an
 //!   image, with or without resealing the block's checksum;
+//! - [`skip`]: a test that cannot run here says so (and fails where every
+//!   test is required);
 //! - [`harness`]: the three fuzz harnesses (mount a damaged image and use
 //!   it; repair a damaged image and check that nothing readable was lost;
 //!   run a call sequence against ulfs and the host's file system). The
@@ -18,4 +20,5 @@ pub mod damage;
 pub mod harness;
 mod host_model;
 pub mod sample;
+pub mod skip;
 pub mod snapshot;

@@ -4,9 +4,8 @@
 
 use std::process::Command;
 
-#[path = "common/skip.rs"]
-mod skip;
 use ulfs::{Fs, FsckOptions, MkfsOptions, MountOptions, fsck, mkfs};
+use ulfs_testkit::skip;
 
 struct Loop(String);
 

@@ -12,10 +12,11 @@
 #[path = "common/host.rs"]
 mod host;
 
-use host::{Tmpfs, allocated, make_sparse, skip};
+use host::{Tmpfs, allocated, make_sparse};
 use std::os::fd::AsRawFd;
 use std::path::Path;
 use ulfs::{Errno, Fs, FsckOptions, MkfsOptions, Mode, MountOptions, fsck, mkfs};
+use ulfs_testkit::skip::skip;
 
 const MIB: u64 = 1 << 20;
 

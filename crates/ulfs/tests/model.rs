@@ -75,8 +75,7 @@
 #[path = "common/model/mod.rs"]
 mod model_kit;
 use model_kit::*;
-#[path = "common/skip.rs"]
-mod skip;
+use ulfs_testkit::skip;
 
 use proptest::collection::vec;
 use proptest::prelude::*;

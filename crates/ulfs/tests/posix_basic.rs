@@ -6,8 +6,7 @@ use ulfs::{Errno, Fs, MkfsOptions, MountOptions, RENAME_EXCHANGE, RENAME_NOREPLA
 const CREAT: i32 = libc::O_CREAT | libc::O_RDWR;
 
 mod common;
-#[path = "common/skip.rs"]
-mod skip;
+use ulfs_testkit::skip;
 
 fn fresh(size: u64) -> (tempfile::TempDir, std::path::PathBuf, Fs) {
     let (dir, img) = common::image_in(size, ulfs::Mode::Journal);

@@ -1,7 +1,6 @@
 //! Host-side misfortune for the host-fault tests (of the ulfs crate and of
 //! the CLI, which includes this file by path): a small tmpfs to fill, a
-//! sparse copy made the way `fallocate -d` makes it, and a loud skip line
-//! for machines where a tmpfs cannot be mounted.
+//! sparse copy made the way `fallocate -d` makes it.
 
 #![allow(dead_code)]
 
@@ -11,12 +10,6 @@ use std::io::{Read, Write};
 use std::os::fd::AsRawFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
-
-/// Prints a skip line that the test runner shows (written to stderr
-/// directly, so the harness's output capture does not swallow it).
-pub fn skip(test: &str, reason: &str) {
-    let _ = writeln!(std::io::stderr(), "SKIPPED {test}: {reason}");
-}
 
 /// A tmpfs of a given size mounted on a temporary directory; unmounted on
 /// drop.
