@@ -5,19 +5,24 @@
 //!
 //! [`Volume::repair`] runs, in this order:
 //!
-//! 1. **Inode blocks.** The list of all inode blocks is walked; it is cut
-//!    at the first link that does not lead to an unused inode block (a
-//!    loop, a pointer outside the data area, a wrong magic). Used slots
-//!    that do not hold a valid inode are freed. The free-slot list and the
-//!    inode counters are rebuilt from the slot bitmaps.
+//! 1. **Inode blocks.** The list of all inode blocks is followed while it
+//!    is sound. Where it breaks, the inode blocks after the break are found
+//!    again by scanning the data area (by header and checksum, leaving out
+//!    blocks that a live inode references as data), a block the list
+//!    trusted that lost its header gets a new one, and the list is
+//!    relinked. Used slots that fail `Inode::validate` are quarantined:
+//!    cleared (their entries go in step 5), never resealed as they are.
+//!    The free-slot list and the inode counters are rebuilt from the slot
+//!    bitmaps.
 //! 2. **Ownership.** Every block is given to at most one owner, in a fixed
 //!    order: superblocks and journal region, map blocks, inode blocks,
-//!    directory indexes (directories in inode order), then the block maps
-//!    of files and long symlinks (in inode order). A block referenced
-//!    again later, or a pointer outside the data area, or an indirect
-//!    block with the wrong magic, is cut from the later owner: the pointer
-//!    becomes a hole (reads as zeros). The first owner keeps the bytes; we
-//!    do not copy them, since nothing tells whose bytes they are.
+//!    then the inodes whose inode block carries a valid checksum before the
+//!    others (so a damaged inode cannot take a block from one that reads
+//!    fine), each group directory indexes first, then block maps of files
+//!    and long symlinks, in inode order. A block referenced again later,
+//!    or a pointer outside the data area, or an indirect block with the
+//!    wrong magic, is cut from the later owner: the pointer becomes a hole
+//!    (reads as zeros). The first owner keeps the bytes.
 //! 3. **Directory indexes.** An index that breaks any rule (node kind,
 //!    owner, level, key order and ranges, hash placement, leaf chain,
 //!    entry and block counts, a node also used elsewhere) is rebuilt: the
@@ -26,14 +31,21 @@
 //!    fresh, empty index, and the records are inserted again, dropping
 //!    invalid names, dead inodes and duplicate names.
 //! 4. **Bitmaps.** Every group's map block is rewritten from the set of
-//!    owned blocks (leaks freed, used blocks marked, free counts exact),
-//!    and the superblock's free count with them. A checkpoint follows, so
-//!    blocks freed here are reused only after it.
+//!    owned blocks (used blocks marked, free counts exact), and the
+//!    superblock's free count with them. Blocks marked used that nothing
+//!    owns are freed as leaks only when nothing was lost on the way; when
+//!    something that may have owned blocks was lost (a quarantined inode, a
+//!    broken inode-block list, a cut pointer, a damaged block that had to
+//!    be trusted), they are kept, and step 5 gives them to files in
+//!    `/lost+found`. A checkpoint follows, so blocks freed here are reused
+//!    only after it.
 //! 5. **Namespace.** A walk from the root drops entries naming dead
 //!    inodes, second links to a directory, and fixes `d_type`, parent
 //!    pointers and name keys. Live inodes it does not reach are attached
 //!    under `/lost+found` (made with mode 0700 when missing) as `#<ino>`,
-//!    topmost directory of an unreachable subtree first.
+//!    topmost directory of an unreachable subtree first. Blocks kept in
+//!    step 4 become `/lost+found/#blocks-<first block>`, regular files of
+//!    up to 1032 blocks each, in block order.
 //! 6. **Link counts**: the number of entries naming an inode; 2 plus its
 //!    subdirectories for a directory.
 //! 7. **Checksums**: every reachable metadata block whose CRC does not
@@ -48,7 +60,7 @@ use crate::errno::{Errno, Result};
 use crate::format::dirnode::*;
 use crate::format::inode::{FLAG_INLINE, Inode};
 use crate::format::*;
-use crate::types::{DT_DIR, DT_UNKNOWN, Ino};
+use crate::types::{DT_DIR, Ino};
 use std::collections::{HashMap, HashSet};
 
 /// Deepest directory index (as `dir.rs` builds and accepts).
@@ -148,6 +160,17 @@ struct Repair {
     /// Directories whose index is rebuilt: (directory, why, salvaged
     /// records).
     rebuild: Vec<(Ino, String, Vec<Salvaged>)>,
+    /// Live inodes whose inode block carried a valid checksum: they claim
+    /// their blocks before the others, so a damaged inode cannot take a
+    /// block from one that reads fine.
+    sealed: HashSet<Ino>,
+    /// Something that may have referenced blocks was lost (a quarantined
+    /// inode, a broken inode-block list, a cut pointer, a damaged block
+    /// that had to be trusted): blocks marked used that nothing claims are
+    /// then kept, in /lost+found, instead of being freed as leaks.
+    lossy: bool,
+    /// Blocks kept that way.
+    kept: Vec<Bid>,
 }
 
 /// A record read from a damaged index: (name, inode).
@@ -184,15 +207,24 @@ impl Volume {
     /// what is fixed and in which order. `progress` gets (done, total).
     /// Returns what was done, and `Err` if the repair had to stop (what it
     /// fixed until then is in the log and on the image).
-    pub(crate) fn repair(&mut self, progress: &mut dyn FnMut(u64, u64)) -> (RepairLog, Result<()>) {
+    /// `sealed` says the image's checksums were all to be valid (it was
+    /// unmounted cleanly, or it has a journal): a block that fails its own
+    /// is then damage, not a crash's stale seal.
+    pub(crate) fn repair(
+        &mut self,
+        sealed: bool,
+        progress: &mut dyn FnMut(u64, u64),
+    ) -> (RepairLog, Result<()>) {
         let mut log = RepairLog::default();
-        let res = self.repair_all(&mut log, progress);
+        let sealed = sealed || self.j.is_journaled();
+        let res = self.repair_all(sealed, &mut log, progress);
         log.finish();
         (log, res)
     }
 
     fn repair_all(
         &mut self,
+        sealed: bool,
         log: &mut RepairLog,
         progress: &mut dyn FnMut(u64, u64),
     ) -> Result<()> {
@@ -202,6 +234,9 @@ impl Volume {
             facts: HashMap::new(),
             live: Vec::new(),
             rebuild: Vec::new(),
+            sealed: HashSet::new(),
+            lossy: false,
+            kept: Vec::new(),
         };
         for bid in 0..self.sb.first_group {
             r.claims.take(bid);
@@ -213,27 +248,34 @@ impl Volume {
         self.repair_inode_lists(log)?;
         self.commit()?;
 
-        // Ownership: directory indexes first, then file block maps.
+        // Ownership: inodes in sound blocks first, then the others; within
+        // each, directory indexes first, then file block maps.
         let total = r.live.len() as u64 * 2;
         let mut done = 0u64;
-        for ino in r.live.clone() {
-            if r.facts[&ino].dtype == DT_DIR {
-                self.repair_claim_dir(&mut r, ino, log)?;
-            }
-            done += 1;
-            if done.is_multiple_of(4096) {
-                progress(done, total);
+        for sound in [true, false] {
+            for dirs in [true, false] {
+                for ino in r.live.clone() {
+                    if r.sealed.contains(&ino) != sound || (r.facts[&ino].dtype == DT_DIR) != dirs {
+                        continue;
+                    }
+                    if dirs {
+                        self.repair_claim_dir(&mut r, ino, log)?;
+                    } else {
+                        self.repair_claim_file(&mut r, ino, log)?;
+                        self.commit()?;
+                    }
+                    done += 1;
+                    if done.is_multiple_of(4096) {
+                        progress(done, total);
+                    }
+                }
             }
         }
-        for ino in r.live.clone() {
-            if r.facts[&ino].dtype != DT_DIR {
-                self.repair_claim_file(&mut r, ino, log)?;
-                self.commit()?;
-            }
-            done += 1;
-            if done.is_multiple_of(4096) {
-                progress(done, total);
-            }
+        if sealed && log.resealed > 0 {
+            r.lossy = true;
+        }
+        if r.lossy {
+            self.keep_unclaimed(&mut r)?;
         }
         self.repair_bitmaps(&r.claims, log)?;
         // Blocks freed above may be handed out by what follows: make the
@@ -250,6 +292,12 @@ impl Volume {
             log.cannot(format!(
                 "root inode {root} is not a live directory: the namespace cannot be rebuilt"
             ));
+            if !r.kept.is_empty() {
+                log.cannot(format!(
+                    "{} blocks in use that nothing reaches were kept marked in use",
+                    r.kept.len()
+                ));
+            }
         } else {
             if let Some(f) = r.facts.get_mut(&root) {
                 f.refs = 1;
@@ -257,6 +305,7 @@ impl Volume {
             self.repair_walk(&mut r, root, log)?;
             self.repair_lost_found(&mut r, log)?;
             self.repair_links(&r, log)?;
+            self.repair_kept_blocks(&mut r, log)?;
         }
         self.repair_inode_lists(log)?;
         self.commit()?;
@@ -274,64 +323,248 @@ impl Volume {
     }
 
     /// Step 1: the list of all inode blocks and their slots.
+    ///
+    /// The list is followed as far as it is sound. Where it breaks (a
+    /// pointer outside the data area, a loop, a block that is not an inode
+    /// block), the blocks after the break are not given up: every block of
+    /// the data area that is an inode block by its header (and its
+    /// checksum, or slots that all hold valid inodes) is taken back, unless
+    /// a live inode's block map or index references it (then it is file
+    /// data that happens to look like one). A block the list points at from
+    /// a trusted place (the superblock, or a block whose checksum holds)
+    /// but that lost its header was an inode block: it gets a new header
+    /// keeping the slots that still hold valid inodes. The list is relinked
+    /// from what was found. Used slots that fail `Inode::validate` are
+    /// quarantined: cleared, their entries dropped later, and the blocks
+    /// they may have owned kept (step 4) rather than freed.
     fn repair_inode_blocks(&mut self, r: &mut Repair, log: &mut RepairLog) -> Result<()> {
-        let mut prev: Bid = 0;
-        let mut bid = self.sb.inode_all_head;
-        while bid != 0 {
-            let usable = self.check_bid(bid).is_ok()
-                && magic(self.meta(bid)?) == MAGIC_INODES
-                && r.claims.take(bid);
-            if !usable {
-                if prev == 0 {
-                    self.sb.inode_all_head = 0;
-                    self.sb_dirty = true;
-                } else {
-                    put_u32(self.meta_mut(prev)?, IBLK_NEXT_ALL, 0);
-                }
+        let (list, headless, broken) = self.walk_inode_list(r)?;
+        let mut extra = headless;
+        if broken {
+            r.lossy = true;
+            let known: HashSet<Bid> = list.iter().copied().collect();
+            extra.extend(self.scan_inode_blocks(r, &known)?);
+            self.drop_referenced(&list, &mut extra);
+        }
+        let mut all = list.clone();
+        for &bid in &extra {
+            if magic(self.meta(bid)?) != MAGIC_INODES {
+                self.reheader_inode_block(bid)?;
                 log.fix(format!(
-                    "inode block list: cut before block {bid}, which is not a usable inode block"
+                    "inode block {bid} lost its header: rebuilt, keeping the slots that hold valid inodes"
                 ));
-                break;
             }
-            self.reseal_if_stale(bid, log)?;
+            all.push(bid);
+        }
+        if broken {
+            log.fix(format!(
+                "inode block list was broken: relinked with {} blocks, {} of them found by scanning",
+                all.len(),
+                all.len() - list.len()
+            ));
+        }
+        self.relink_inode_list(&all)?;
+        for &bid in &all {
+            r.claims.take(bid);
+            self.repair_inode_slots(r, bid, log)?;
+        }
+        Ok(())
+    }
+
+    /// Follows the list of all inode blocks while it is sound. Returns the
+    /// blocks on it, the block it points at from a trusted place that lost
+    /// its header (if any), and whether it broke before its end.
+    fn walk_inode_list(&self, r: &Repair) -> Result<(Vec<Bid>, Vec<Bid>, bool)> {
+        let mut list = Vec::new();
+        let mut seen = HashSet::new();
+        let mut bid = self.sb.inode_all_head;
+        // The superblock's checksum was verified at mount.
+        let mut trusted = true;
+        while bid != 0 {
+            if self.check_bid(bid).is_err() || r.claims.has(bid) || !seen.insert(bid) {
+                return Ok((list, Vec::new(), true));
+            }
             let b = self.meta(bid)?;
-            let was = get_u16(b, IBLK_USED);
-            let next = get_u32(b, IBLK_NEXT_ALL);
-            let mut used = was | 1;
-            for slot in 1..INODES_PER_BLOCK {
-                if used & (1 << slot) == 0 {
-                    continue;
+            if magic(b) != MAGIC_INODES {
+                let headless = if trusted { vec![bid] } else { Vec::new() };
+                return Ok((list, headless, true));
+            }
+            trusted = block_crc_ok(b);
+            list.push(bid);
+            bid = get_u32(b, IBLK_NEXT_ALL);
+        }
+        Ok((list, Vec::new(), false))
+    }
+
+    /// Every block of the data area that is an inode block by its own
+    /// content: magic, header bit 0, and a valid checksum or used slots
+    /// that all validate. Map blocks and `known` blocks are skipped.
+    fn scan_inode_blocks(&self, r: &Repair, known: &HashSet<Bid>) -> Result<Vec<Bid>> {
+        let mut out = Vec::new();
+        for bid in self.sb.first_group as u64..self.sb.total_blocks {
+            let bid = bid as Bid;
+            if r.claims.has(bid) || known.contains(&bid) {
+                continue;
+            }
+            let Ok(b) = self.meta(bid) else { continue };
+            if magic(b) != MAGIC_INODES || get_u16(b, IBLK_USED) & 1 == 0 {
+                continue;
+            }
+            let used = get_u16(b, IBLK_USED);
+            let slots_ok = (1..INODES_PER_BLOCK as usize)
+                .filter(|s| used & (1 << s) != 0)
+                .all(|s| Inode::decode_valid(&b[s * INODE_SIZE..(s + 1) * INODE_SIZE]).is_ok());
+            if block_crc_ok(b) || slots_ok {
+                out.push(bid);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Drops from `extra` the blocks that a live inode (of `list` or of
+    /// `extra` itself) references as data, an indirect block or an index
+    /// node: such a block is file content that looks like an inode block.
+    fn drop_referenced(&self, list: &[Bid], extra: &mut Vec<Bid>) {
+        loop {
+            let mut refs = HashSet::new();
+            for &bid in list.iter().chain(extra.iter()) {
+                let Ok(b) = self.meta(bid) else { continue };
+                let used = if magic(b) == MAGIC_INODES {
+                    get_u16(b, IBLK_USED)
+                } else {
+                    0xFFFE
+                };
+                for s in 1..INODES_PER_BLOCK as usize {
+                    if used & (1 << s) == 0 {
+                        continue;
+                    }
+                    if let Ok(i) = Inode::decode_valid(&b[s * INODE_SIZE..(s + 1) * INODE_SIZE]) {
+                        self.loose_refs(&i, &mut refs);
+                    }
                 }
-                let ino = ino_of(bid, slot);
-                let off = slot as usize * INODE_SIZE;
-                let inode = Inode::decode(&self.meta(bid)?[off..off + INODE_SIZE]);
-                let dtype = dtype_of(inode.mode);
-                if dtype == DT_UNKNOWN {
+            }
+            let n = extra.len();
+            extra.retain(|b| !refs.contains(b));
+            if extra.len() == n {
+                return;
+            }
+        }
+    }
+
+    /// The blocks an inode's map or index points at, following only
+    /// blocks of the right kind, bounded; damage is skipped, not reported.
+    fn loose_refs(&self, i: &Inode, out: &mut HashSet<Bid>) {
+        if i.is_symlink() && i.flags & FLAG_INLINE != 0 {
+            return;
+        }
+        let mut stack: Vec<(Bid, u32)> = Vec::new();
+        if i.is_dir() {
+            stack.push((i.map[0], MAX_INDEX_DEPTH));
+        } else {
+            for (n, &p) in i.map.iter().enumerate() {
+                stack.push((p, n.saturating_sub(N_DIRECT - 1) as u32));
+            }
+        }
+        while let Some((bid, depth)) = stack.pop() {
+            if bid == 0 || self.check_bid(bid).is_err() || !out.insert(bid) {
+                continue;
+            }
+            let Ok(b) = self.meta(bid) else { continue };
+            let children = match magic(b) {
+                MAGIC_INDIRECT if !i.is_dir() && depth > 0 => P,
+                MAGIC_DIR_INNER if i.is_dir() && depth > 0 => node_count(b).min(INNER_CAP),
+                _ => 0,
+            };
+            for k in 0..children {
+                let c = if i.is_dir() {
+                    inner_entry(b, k).1
+                } else {
+                    get_u32(b, IND_PTRS + 4 * k)
+                };
+                stack.push((c, depth - 1));
+            }
+        }
+    }
+
+    /// Gives a block that the list trusted to be an inode block a fresh
+    /// header; slots that do not hold a valid inode are cleared.
+    fn reheader_inode_block(&mut self, bid: Bid) -> Result<()> {
+        let b = self.meta_mut(bid)?;
+        let mut used = 1u16;
+        for s in 1..INODES_PER_BLOCK as usize {
+            let slot = &mut b[s * INODE_SIZE..(s + 1) * INODE_SIZE];
+            if Inode::decode_valid(slot).is_ok() {
+                used |= 1 << s;
+            } else {
+                slot.fill(0);
+            }
+        }
+        b[..INODE_SIZE].fill(0);
+        put_u32(b, 0, MAGIC_INODES);
+        put_u16(b, IBLK_USED, used);
+        Ok(())
+    }
+
+    /// Makes the list of all inode blocks exactly `all`, in that order.
+    fn relink_inode_list(&mut self, all: &[Bid]) -> Result<()> {
+        let head = all.first().copied().unwrap_or(0);
+        if self.sb.inode_all_head != head {
+            self.sb.inode_all_head = head;
+            self.sb_dirty = true;
+        }
+        for (i, &bid) in all.iter().enumerate() {
+            let next = all.get(i + 1).copied().unwrap_or(0);
+            if get_u32(self.meta(bid)?, IBLK_NEXT_ALL) != next {
+                put_u32(self.meta_mut(bid)?, IBLK_NEXT_ALL, next);
+            }
+        }
+        Ok(())
+    }
+
+    /// The slots of one inode block: valid inodes become live, used slots
+    /// that fail validation are quarantined (cleared), never resealed.
+    fn repair_inode_slots(&mut self, r: &mut Repair, bid: Bid, log: &mut RepairLog) -> Result<()> {
+        let b = self.meta(bid)?;
+        let sealed = block_crc_ok(b);
+        let was = get_u16(b, IBLK_USED);
+        let mut used = was | 1;
+        for slot in 1..INODES_PER_BLOCK {
+            if used & (1 << slot) == 0 {
+                continue;
+            }
+            let ino = ino_of(bid, slot);
+            let off = slot as usize * INODE_SIZE;
+            let inode = match Inode::decode_valid(&self.meta(bid)?[off..off + INODE_SIZE]) {
+                Ok(i) => i,
+                Err(why) => {
                     used &= !(1 << slot);
                     self.meta_mut(bid)?[off..off + INODE_SIZE].fill(0);
+                    r.lossy = true;
                     log.fix(format!(
-                        "inode {ino}: slot in use but not a valid inode (mode {:#o}): freed",
-                        inode.mode
+                        "inode {ino}: slot in use but not a valid inode ({why}): quarantined \
+                         (slot cleared, its blocks kept)"
                     ));
                     continue;
                 }
-                r.facts.insert(
-                    ino,
-                    Facts {
-                        dtype,
-                        refs: 0,
-                        subdirs: 0,
-                    },
-                );
-                r.live.push(ino);
+            };
+            r.facts.insert(
+                ino,
+                Facts {
+                    dtype: dtype_of(inode.mode),
+                    refs: 0,
+                    subdirs: 0,
+                },
+            );
+            r.live.push(ino);
+            if sealed {
+                r.sealed.insert(ino);
             }
-            if used != was {
-                put_u16(self.meta_mut(bid)?, IBLK_USED, used);
-            }
-            prev = bid;
-            bid = next;
         }
-        Ok(())
+        if used != was {
+            put_u16(self.meta_mut(bid)?, IBLK_USED, used);
+        }
+        // Every slot left in use is valid: the block may be sealed now.
+        self.reseal_if_stale(bid, log)
     }
 
     /// The free-slot list and the inode counters, from the slot bitmaps of
@@ -639,6 +872,7 @@ impl Volume {
             }
         }
         if cut > 0 {
+            r.lossy = true;
             log.fix(format!(
                 "inode {ino}: {cut} block pointer{} outside the image, to a wrong kind of block \
                  or to a block owned elsewhere cut (now holes)",
@@ -906,33 +1140,12 @@ impl Volume {
         if unreached.is_empty() {
             return Ok(());
         }
-        let lf = match self.lookup(root, b"lost+found") {
-            Ok(ino) if r.facts.get(&ino).is_some_and(|f| f.dtype == DT_DIR) => ino,
-            Ok(_) => {
-                log.cannot(format!(
-                    "/lost+found is not a directory: {} unreachable inodes left unattached",
-                    unreached.len()
-                ));
-                return Ok(());
-            }
-            Err(Errno::ENOENT) => {
-                let ino = self.create(root, b"lost+found", libc::S_IFDIR | 0o700, 0, 0, b"")?;
-                r.facts.insert(
-                    ino,
-                    Facts {
-                        dtype: DT_DIR,
-                        refs: 1,
-                        subdirs: 0,
-                    },
-                );
-                r.live.push(ino);
-                if let Some(f) = r.facts.get_mut(&root) {
-                    f.subdirs += 1;
-                }
-                log.fix("created /lost+found".into());
-                ino
-            }
-            Err(e) => return Err(e),
+        let Some(lf) = self.lost_found_dir(r, log)? else {
+            log.cannot(format!(
+                "/lost+found is not a directory: {} unreachable inodes left unattached",
+                unreached.len()
+            ));
+            return Ok(());
         };
         // Directories first, each at the top of its unreachable subtree, so
         // that what hangs below it keeps its place.
@@ -960,6 +1173,104 @@ impl Volume {
             if r.facts[&u].refs == 0 {
                 self.attach(r, lf, u, log)?;
             }
+        }
+        Ok(())
+    }
+
+    /// /lost+found, made (mode 0700) when missing; None when the name is
+    /// taken by something that is not a directory.
+    fn lost_found_dir(&mut self, r: &mut Repair, log: &mut RepairLog) -> Result<Option<Ino>> {
+        let root = self.sb.root_ino;
+        match self.lookup(root, b"lost+found") {
+            Ok(ino) if r.facts.get(&ino).is_some_and(|f| f.dtype == DT_DIR) => Ok(Some(ino)),
+            Ok(_) => Ok(None),
+            Err(Errno::ENOENT) => {
+                let ino = self.create(root, b"lost+found", libc::S_IFDIR | 0o700, 0, 0, b"")?;
+                r.facts.insert(
+                    ino,
+                    Facts {
+                        dtype: DT_DIR,
+                        refs: 1,
+                        subdirs: 0,
+                    },
+                );
+                r.live.push(ino);
+                if let Some(f) = r.facts.get_mut(&root) {
+                    f.subdirs += 1;
+                }
+                log.fix("created /lost+found".into());
+                Ok(Some(ino))
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Step 4, before the bitmaps when something was lost: blocks marked
+    /// in use that nothing claims may be the data of what was lost, so
+    /// they are claimed (kept) rather than freed.
+    fn keep_unclaimed(&mut self, r: &mut Repair) -> Result<()> {
+        let total = self.sb.total_blocks;
+        for g in 0..self.sb.group_count {
+            let map = self.sb.map_bid(g);
+            let b = self.meta(map)?;
+            let whole = magic(b) != MAGIC_MAP;
+            for i in 0..MAP_BITS {
+                let bid = map as u64 + 1 + i as u64;
+                if bid >= total {
+                    break;
+                }
+                let marked = whole || b[MAP_BITMAP + (i / 8) as usize] & (1 << (i % 8)) != 0;
+                if marked && r.claims.take(bid as Bid) {
+                    r.kept.push(bid as Bid);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Step 5, last: the kept blocks become the contents of regular files
+    /// `/lost+found/#blocks-<first block>`, up to 1032 blocks each (twelve
+    /// direct pointers and one indirect block), in block order, so that
+    /// nothing is lost and the image is consistent; deleting the files
+    /// frees the space.
+    fn repair_kept_blocks(&mut self, r: &mut Repair, log: &mut RepairLog) -> Result<()> {
+        if r.kept.is_empty() {
+            return Ok(());
+        }
+        let Some(lf) = self.lost_found_dir(r, log)? else {
+            log.cannot(format!(
+                "/lost+found is not a directory: {} blocks in use that nothing reaches were kept \
+                 marked in use",
+                r.kept.len()
+            ));
+            return Ok(());
+        };
+        let kept = std::mem::take(&mut r.kept);
+        for chunk in kept.chunks(N_DIRECT + P) {
+            let name = format!("#blocks-{}", chunk[0]);
+            let ino = self.create(lf, name.as_bytes(), libc::S_IFREG | 0o600, 0, 0, b"")?;
+            let mut i = self.inode(ino)?;
+            for (n, &bid) in chunk.iter().take(N_DIRECT).enumerate() {
+                i.map[n] = bid;
+            }
+            if chunk.len() > N_DIRECT {
+                let ind = self.alloc_meta(0, MAGIC_INDIRECT)?;
+                let b = self.meta_mut(ind)?;
+                put_u64(b, IND_OWNER, ino);
+                for (n, &bid) in chunk[N_DIRECT..].iter().enumerate() {
+                    put_u32(b, IND_PTRS + 4 * n, bid);
+                }
+                i.map[N_DIRECT] = ind;
+                i.blocks = 1;
+            }
+            i.blocks += chunk.len() as u64;
+            i.size = chunk.len() as u64 * BLOCK_SIZE as u64;
+            self.put_inode(ino, &i)?;
+            self.commit()?;
+            log.fix(format!(
+                "{} blocks in use that nothing reaches kept as /lost+found/{name}",
+                chunk.len()
+            ));
         }
         Ok(())
     }

@@ -163,8 +163,11 @@ pub fn fsck_repair(image: impl AsRef<Path>, opts: &mut FsckOptions) -> Result<Re
     let locked = open_locked(image, false)
         .map_err(|e| crate::fs::store_error(&image.display().to_string(), e))?;
     let mut out = RepairReport::default();
+    // Whether every checksum was to be valid (a clean unmount).
+    let mut sealed = false;
     match strict_check(&locked, image, opts) {
         Ok((before, was_clean)) => {
+            sealed = was_clean;
             if before.is_clean() && was_clean {
                 out.report = before;
                 return Ok(out);
@@ -193,7 +196,7 @@ pub fn fsck_repair(image: impl AsRef<Path>, opts: &mut FsckOptions) -> Result<Re
         )?;
         let (log, res) = {
             let mut progress = |done, total| opts.report(done, total);
-            vol.repair(&mut progress)
+            vol.repair(sealed, &mut progress)
         };
         let mut unfixed = log.unfixed;
         if let Err(e) = res {

@@ -1,0 +1,133 @@
+//! What a user can read from an image, as a map from path to what the path
+//! holds, and the comparison that the repair promise is stated in: every
+//! file and directory readable before `fsck --repair` is still readable,
+//! with the same content, afterwards (issue 6, requirement 4).
+//!
+//! The walk is best effort on purpose: an entry that cannot be read (its
+//! inode, index or data is damaged) is left out rather than failing the
+//! walk, so a snapshot of a damaged image is "what is readable now".
+
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use ulfs::{Fs, MountOptions};
+
+/// Longest file a snapshot reads; a longer one counts as unreadable (a
+/// garbage size must not make a test read without end).
+const READ_CAP: u64 = 64 << 20;
+
+/// What one readable path holds.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Node {
+    Dir,
+    File(Vec<u8>),
+    Symlink(Vec<u8>),
+}
+
+pub type Snapshot = BTreeMap<String, Node>;
+
+/// Everything readable on the image at `img`, through an ordinary
+/// read-only mount (checksums verified, as every command reads). An image
+/// that does not mount has nothing readable.
+pub fn readable(img: &Path) -> Snapshot {
+    let opts = MountOptions {
+        read_only: true,
+        ..Default::default()
+    };
+    match Fs::mount(img, opts) {
+        Ok(mut fs) => readable_in(&mut fs),
+        Err(_) => Snapshot::new(),
+    }
+}
+
+/// Everything readable through the mounted `fs`.
+pub fn readable_in(fs: &mut Fs) -> Snapshot {
+    let mut out = Snapshot::new();
+    if fs.stat("/").is_err() {
+        return out;
+    }
+    out.insert("/".into(), Node::Dir);
+    let mut stack = vec![String::new()];
+    while let Some(dir) = stack.pop() {
+        let shown = if dir.is_empty() { "/" } else { dir.as_str() };
+        let Ok(st) = fs.stat(shown) else { continue };
+        let mut names = Vec::new();
+        let listed = fs.volume().read_dir(st.ino, 0, |it| {
+            names.push(it.name.to_vec());
+            true
+        });
+        if listed.is_err() {
+            // A directory that cannot be listed is not readable.
+            out.remove(shown);
+            continue;
+        }
+        for n in names {
+            let path = format!("{dir}/{}", String::from_utf8_lossy(&n));
+            let Ok(st) = fs.lstat(&path) else { continue };
+            match st.mode & libc::S_IFMT {
+                libc::S_IFDIR => {
+                    out.insert(path.clone(), Node::Dir);
+                    stack.push(path);
+                }
+                libc::S_IFLNK => {
+                    if let Ok(t) = fs.readlink(&path) {
+                        out.insert(path, Node::Symlink(t));
+                    }
+                }
+                _ => {
+                    if let Some(data) = read_file(fs, &path, st.size) {
+                        out.insert(path, Node::File(data));
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// A file's whole content, or None when any read fails or it is too long.
+fn read_file(fs: &mut Fs, path: &str, size: u64) -> Option<Vec<u8>> {
+    if size > READ_CAP {
+        return None;
+    }
+    let fd = fs.open(path, libc::O_RDONLY, 0).ok()?;
+    let mut data = Vec::with_capacity(size as usize);
+    let mut buf = vec![0u8; 1 << 16];
+    let ok = loop {
+        match fs.read(fd, &mut buf) {
+            Ok(0) => break true,
+            Ok(k) => {
+                data.extend_from_slice(&buf[..k]);
+                if data.len() as u64 > READ_CAP {
+                    break false;
+                }
+            }
+            Err(_) => break false,
+        }
+    };
+    let _ = fs.close(fd);
+    ok.then_some(data)
+}
+
+/// The paths of `before` that `after` lost or changed, each with what
+/// happened; empty when the repair promise holds.
+pub fn lost_or_changed(before: &Snapshot, after: &Snapshot) -> Vec<String> {
+    let mut out = Vec::new();
+    for (path, node) in before {
+        match after.get(path) {
+            None => out.push(format!("{path}: no longer readable")),
+            Some(n) if n != node => out.push(format!("{path}: {} became {}", what(node), what(n))),
+            Some(_) => {}
+        }
+    }
+    out
+}
+
+fn what(n: &Node) -> String {
+    match n {
+        Node::Dir => "a directory".into(),
+        Node::File(d) => format!("a file of {} bytes", d.len()),
+        Node::Symlink(t) => format!("a symlink to {:?}", String::from_utf8_lossy(t)),
+    }
+}
