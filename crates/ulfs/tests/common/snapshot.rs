@@ -43,47 +43,83 @@ pub fn readable(img: &Path) -> Snapshot {
 
 /// Everything readable through the mounted `fs`.
 pub fn readable_in(fs: &mut Fs) -> Snapshot {
+    walk(fs).0
+}
+
+/// What a listing shows but a read then refuses, on the image at `img`:
+/// one line per path (a directory that cannot be listed, an entry whose
+/// stat, read or readlink fails). An image fsck calls clean must give none.
+pub fn unreadable(img: &Path) -> Vec<String> {
+    let opts = MountOptions {
+        read_only: true,
+        ..Default::default()
+    };
+    match Fs::mount(img, opts) {
+        Ok(mut fs) => walk(&mut fs).1,
+        Err(e) => vec![format!("the image does not mount: {e}")],
+    }
+}
+
+/// The walk behind both: (what reads, what is listed but does not read).
+fn walk(fs: &mut Fs) -> (Snapshot, Vec<String>) {
     let mut out = Snapshot::new();
-    if fs.stat("/").is_err() {
-        return out;
+    let mut bad = Vec::new();
+    if let Err(e) = fs.stat("/") {
+        bad.push(format!("/: {e}"));
+        return (out, bad);
     }
     out.insert("/".into(), Node::Dir);
     let mut stack = vec![String::new()];
     while let Some(dir) = stack.pop() {
         let shown = if dir.is_empty() { "/" } else { dir.as_str() };
-        let Ok(st) = fs.stat(shown) else { continue };
+        let ino = match fs.stat(shown) {
+            Ok(st) => st.ino,
+            Err(e) => {
+                bad.push(format!("{shown}: {e}"));
+                continue;
+            }
+        };
         let mut names = Vec::new();
-        let listed = fs.volume().read_dir(st.ino, 0, |it| {
+        let listed = fs.volume().read_dir(ino, 0, |it| {
             names.push(it.name.to_vec());
             true
         });
-        if listed.is_err() {
+        if let Err(e) = listed {
             // A directory that cannot be listed is not readable.
             out.remove(shown);
+            bad.push(format!("{shown}: cannot be listed: {e}"));
             continue;
         }
         for n in names {
             let path = format!("{dir}/{}", String::from_utf8_lossy(&n));
-            let Ok(st) = fs.lstat(&path) else { continue };
+            let st = match fs.lstat(&path) {
+                Ok(st) => st,
+                Err(e) => {
+                    bad.push(format!("{path}: {e}"));
+                    continue;
+                }
+            };
             match st.mode & libc::S_IFMT {
                 libc::S_IFDIR => {
                     out.insert(path.clone(), Node::Dir);
                     stack.push(path);
                 }
-                libc::S_IFLNK => {
-                    if let Ok(t) = fs.readlink(&path) {
+                libc::S_IFLNK => match fs.readlink(&path) {
+                    Ok(t) => {
                         out.insert(path, Node::Symlink(t));
                     }
-                }
-                _ => {
-                    if let Some(data) = read_file(fs, &path, st.size) {
+                    Err(e) => bad.push(format!("{path}: readlink: {e}")),
+                },
+                _ => match read_file(fs, &path, st.size) {
+                    Some(data) => {
                         out.insert(path, Node::File(data));
                     }
-                }
+                    None => bad.push(format!("{path}: cannot be read ({} bytes)", st.size)),
+                },
             }
         }
     }
-    out
+    (out, bad)
 }
 
 /// A file's whole content, or None when any read fails or it is too long.
