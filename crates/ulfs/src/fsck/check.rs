@@ -64,13 +64,11 @@ impl<'a> Checker<'a> {
         }
     }
 
-    /// Checksums are sealed at every checkpoint, so on a cleanly unmounted
-    /// image every metadata block must carry a valid one (see
-    /// `judge_counters` for when they are judged).
+    /// Every read verifies a metadata block's checksum and refuses the
+    /// block when it fails, so the check judges them always, whatever the
+    /// mode and state: an image that left a crash in mode `journal` is
+    /// replayed whole and sealed; one in mode `none` needs `--repair`.
     fn verify_crc(&mut self, bid: Bid, what: &str) {
-        if !self.judge_counters() {
-            return;
-        }
         match self.vol.meta(bid) {
             Ok(b) if block_crc_ok(b) => {}
             // A store that verifies checksums on read refuses the block.
@@ -89,12 +87,12 @@ impl<'a> Checker<'a> {
         }
     }
 
-    /// Whether checksums and exact counters are judged: on a cleanly
-    /// unmounted image, and in mode `none`, where a `sync` leaves them exact
-    /// and a crash at any other moment leaves an image that needs
-    /// `--repair` (so a check must say so, not call it clean). After a
-    /// crash in mode `journal` the replayed image is consistent but its
-    /// free counters are hints until the next mount recounts them.
+    /// Whether exact counters are judged: on a cleanly unmounted image, and
+    /// in mode `none`, where a `sync` leaves them exact and a crash at any
+    /// other moment leaves an image that needs `--repair` (so a check must
+    /// say so, not call it clean). After a crash in mode `journal` the
+    /// replayed image is consistent but its free counters are hints until
+    /// the next mount recounts them; no read fails because of them.
     fn judge_counters(&self) -> bool {
         self.strict || self.vol.sb.state == STATE_CLEAN || !self.vol.j.is_journaled()
     }
@@ -192,11 +190,13 @@ impl<'a> Checker<'a> {
                     free_slots += 1;
                     continue;
                 }
-                match self.vol.inode(ino) {
+                let off = slot as usize * INODE_SIZE;
+                // The same judgement as every read's (`Volume::inode`).
+                match Inode::decode_valid(&b[off..off + INODE_SIZE]) {
                     Ok(i) => live.push((ino, i)),
-                    Err(_) => {
-                        self.problem(format!("inode {ino}: slot in use but not a valid inode"))
-                    }
+                    Err(why) => self.problem(format!(
+                        "inode {ino}: slot in use but not a valid inode ({why})"
+                    )),
                 }
             }
             bid = next;
