@@ -436,7 +436,7 @@ fn directory_with_wrong_counts_and_a_broken_leaf_is_rebuilt() {
     raw.put64(e, n + 5);
     raw.seal(Raw::inode_block(docs));
     raw.write(&img);
-    assert!(any(&problems(&img), "entries, index holds"));
+    assert!(any(&problems(&img), "entries, the index holds"));
     repair_ok(&img);
     assert_eq!(snapshot(&img), want);
 
@@ -898,4 +898,36 @@ fn garbage_inode_with_a_valid_type_is_quarantined_not_resealed() {
         assert!(lost.is_empty(), "{what}: {lost:#?}");
         assert_eq!(repair(&img).exit_code(), 0, "{what}");
     }
+}
+
+/// Issue 6, finding 9 / requirement 3: fsck's directory check used to
+/// validate neither inner-node levels nor key bounds while repair's walk
+/// did, so fsck called an image clean that repair then rebuilt. Both now
+/// use one walk (`Volume::index_check`): what one flags the other does.
+#[test]
+fn fsck_and_repair_agree_on_a_directory_index() {
+    let (_d, img) = image(16 << 20);
+    populate(&img);
+    let want = snapshot(&img);
+    let docs = ino_of(&img, "/docs");
+    let mut raw = Raw::read(&img);
+    let root = raw.map_ptr(docs, 0);
+    let b = root as usize * BS;
+    assert_eq!(&raw.bytes[b..b + 4], b"UDIN");
+    assert_eq!(raw.u16(b + 18), 1, "a root right above the leaves");
+    // Level 2 over leaves: reads still work (levels only must decrease).
+    raw.put16(b + 18, 2);
+    raw.seal(root);
+    raw.write(&img);
+    let found = problems(&img);
+    assert!(
+        any(&found, &format!("directory {docs}: damaged index")),
+        "{found:#?}"
+    );
+    let r = repair_ok(&img);
+    assert!(
+        any(&r.fixed, &format!("directory {docs}: index damaged")),
+        "{r:#?}"
+    );
+    assert_eq!(snapshot(&img), want);
 }

@@ -53,18 +53,19 @@
 //!    seals it (after a crash in mode `none`, blocks changed since the last
 //!    checkpoint carry stale CRCs).
 
+mod index;
+
 use super::Volume;
-use super::dir::KEY_BASE;
 use super::dtype_of;
 use crate::errno::{Errno, Result};
 use crate::format::dirnode::*;
 use crate::format::inode::{FLAG_INLINE, Inode};
 use crate::format::*;
 use crate::types::{DT_DIR, Ino};
+pub(crate) use index::{shown, valid_name};
 use std::collections::{HashMap, HashSet};
 
-/// Deepest directory index (as `dir.rs` builds and accepts).
-const MAX_INDEX_DEPTH: u32 = 8;
+use index::MAX_INDEX_DEPTH;
 const P: usize = PTRS_PER_BLOCK as usize;
 /// Most log lines kept; further fixes are counted.
 const LOG_MAX: usize = 1000;
@@ -175,32 +176,6 @@ struct Repair {
 
 /// A record read from a damaged index: (name, inode).
 type Salvaged = (Vec<u8>, Ino);
-
-/// What the strict walk of a directory index gathers.
-#[derive(Default)]
-struct IndexWalk {
-    nodes: Vec<Bid>,
-    leaves: Vec<Bid>,
-    seen: HashSet<Bid>,
-    records: u64,
-    last_key: Option<u64>,
-    /// Names of the current collision group (same key base), to catch
-    /// duplicate names.
-    group: (u64, Vec<Vec<u8>>),
-}
-
-/// A name a directory entry may carry.
-fn valid_name(name: &[u8]) -> bool {
-    !name.is_empty()
-        && name.len() <= NAME_MAX
-        && name != b"."
-        && name != b".."
-        && !name.iter().any(|&c| c == b'/' || c == 0)
-}
-
-fn shown(name: &[u8]) -> String {
-    format!("{:?}", String::from_utf8_lossy(name))
-}
 
 impl Volume {
     /// Repairs the mounted (read-write) volume; see the module comment for
@@ -626,7 +601,7 @@ impl Volume {
     /// records of a damaged one for rebuilding.
     fn repair_claim_dir(&mut self, r: &mut Repair, dino: Ino, log: &mut RepairLog) -> Result<()> {
         let d = self.inode(dino)?;
-        match self.index_sound(dino, &d, &r.claims) {
+        match self.index_check(dino, &d, &|b| r.claims.has(b)) {
             Ok(nodes) => {
                 for n in nodes {
                     r.claims.take(n);
@@ -639,145 +614,6 @@ impl Volume {
             }
         }
         Ok(())
-    }
-
-    /// Checks a directory's index against every rule; returns its nodes
-    /// when it is sound, else why not.
-    fn index_sound(
-        &self,
-        dino: Ino,
-        d: &Inode,
-        claims: &Claims,
-    ) -> std::result::Result<Vec<Bid>, String> {
-        if d.map[1..].iter().any(|&p| p != 0) {
-            return Err("stray block pointers in the directory inode".into());
-        }
-        let mut w = IndexWalk::default();
-        if d.map[0] != 0 {
-            self.index_walk(dino, d.map[0], (0, u64::MAX), None, 0, &mut w, claims)?;
-            for (i, &leaf) in w.leaves.iter().enumerate() {
-                let want = w.leaves.get(i + 1).copied().unwrap_or(0);
-                let next = self.meta(leaf).map(leaf_next).unwrap_or(0);
-                if next != want {
-                    return Err(format!("leaf chain broken after leaf {leaf}"));
-                }
-            }
-        }
-        if w.records != d.entries {
-            return Err(format!(
-                "records {} entries, the index holds {}",
-                d.entries, w.records
-            ));
-        }
-        if w.nodes.len() as u64 != d.blocks || d.size != d.blocks * BLOCK_SIZE as u64 {
-            return Err(format!(
-                "records {} blocks and size {}, the index has {} nodes",
-                d.blocks,
-                d.size,
-                w.nodes.len()
-            ));
-        }
-        Ok(w.nodes)
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn index_walk(
-        &self,
-        dino: Ino,
-        bid: Bid,
-        (lo, hi): (u64, u64),
-        want_level: Option<u16>,
-        depth: u32,
-        w: &mut IndexWalk,
-        claims: &Claims,
-    ) -> std::result::Result<(), String> {
-        if depth >= MAX_INDEX_DEPTH {
-            return Err("index deeper than possible".into());
-        }
-        if self.check_bid(bid).is_err() {
-            return Err(format!("index pointer {bid} outside the data area"));
-        }
-        if claims.has(bid) || !w.seen.insert(bid) {
-            return Err(format!("index block {bid} is also used elsewhere"));
-        }
-        let b = self
-            .meta(bid)
-            .map_err(|e| format!("index block {bid} unreadable ({e})"))?;
-        if get_u64(b, NODE_OWNER) != dino {
-            return Err(format!(
-                "index block {bid} belongs to inode {}",
-                get_u64(b, NODE_OWNER)
-            ));
-        }
-        w.nodes.push(bid);
-        match magic(b) {
-            MAGIC_DIR_LEAF => {
-                if want_level.is_some_and(|l| l != 0) {
-                    return Err(format!("leaf {bid} at the wrong depth"));
-                }
-                leaf_check(b).map_err(|e| format!("leaf {bid}: {e}"))?;
-                for i in 0..node_count(b) {
-                    let rec = leaf_rec(b, i).map_err(|e| format!("leaf {bid}: {e}"))?;
-                    let key = rec.key;
-                    if key < lo || key >= hi {
-                        return Err(format!("leaf {bid} holds a key outside its range"));
-                    }
-                    if key >> 61 != KEY_BASE >> 61 {
-                        return Err(format!("leaf {bid} holds a malformed key"));
-                    }
-                    if !valid_name(rec.name) {
-                        return Err(format!("leaf {bid} holds an invalid name"));
-                    }
-                    if self.name_key(rec.name) != key & !0xF {
-                        return Err(format!(
-                            "entry {} is filed under the wrong hash",
-                            shown(rec.name)
-                        ));
-                    }
-                    if w.last_key.is_some_and(|last| key <= last) {
-                        return Err("keys out of order".into());
-                    }
-                    if w.group.0 != key & !0xF {
-                        w.group = (key & !0xF, Vec::new());
-                    }
-                    if w.group.1.iter().any(|n| n == rec.name) {
-                        return Err(format!("name {} appears twice", shown(rec.name)));
-                    }
-                    w.group.1.push(rec.name.to_vec());
-                    w.last_key = Some(key);
-                    w.records += 1;
-                }
-                w.leaves.push(bid);
-                Ok(())
-            }
-            MAGIC_DIR_INNER => {
-                inner_check(b).map_err(|e| format!("index node {bid}: {e}"))?;
-                let level = inner_level(b);
-                if want_level.is_some_and(|l| l != level) {
-                    return Err(format!("index node {bid} at the wrong level"));
-                }
-                let entries: Vec<(u64, Bid)> =
-                    (0..node_count(b)).map(|i| inner_entry(b, i)).collect();
-                for (i, &(k, child)) in entries.iter().enumerate() {
-                    let k = if i == 0 { lo } else { k };
-                    let next = entries.get(i + 1).map_or(hi, |e| e.0);
-                    if k > next || k < lo || next > hi {
-                        return Err(format!("index node {bid} keys out of order"));
-                    }
-                    self.index_walk(
-                        dino,
-                        child,
-                        (k, next),
-                        Some(level - 1),
-                        depth + 1,
-                        w,
-                        claims,
-                    )?;
-                }
-                Ok(())
-            }
-            _ => Err(format!("block {bid} is not an index node")),
-        }
     }
 
     /// Reads every record that can be read from a damaged index: the
