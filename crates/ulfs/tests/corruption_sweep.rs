@@ -2,8 +2,9 @@
 //! holding every kind of metadata (directories with one leaf and with an
 //! inner node, files from empty to double indirect, inline and long
 //! symlinks, hard links), and every metadata block of it in turn zeroed,
-//! filled with random bytes, and bit-flipped (in its header and in its
-//! body). On each damaged image: fsck, `fsck --repair`, fsck again, all in
+//! filled with random bytes, given one random sector, and bit-flipped (in
+//! its header, in its body, and in its body with the checksum recomputed,
+//! as a crafted image would be). On each damaged image: fsck, `fsck --repair`, fsck again, all in
 //! process through the library. Each outcome must be one of:
 //! - fsck calls the image clean, and then everything it lists reads and it
 //!   mounts read-write (fsck is honest);
@@ -93,8 +94,13 @@ fn metadata_blocks(image: &[u8]) -> Vec<(usize, String)> {
 enum Damage {
     Zero,
     Random,
+    /// One 512-byte sector of random bytes (a bad sector, a torn write).
+    Sector,
     FlipHeader,
     FlipBody,
+    /// A bit flip in the body with the checksum recomputed: a crafted
+    /// image, which only the structure checks can catch.
+    FlipSealed,
 }
 
 /// A small deterministic generator, so a failing case can be replayed.
@@ -113,7 +119,13 @@ fn damage(image: &mut [u8], bid: usize, how: Damage) {
         Damage::Random => block
             .iter_mut()
             .for_each(|b| *b = xorshift(&mut seed) as u8),
-        Damage::FlipHeader | Damage::FlipBody => {
+        Damage::Sector => {
+            let at = (xorshift(&mut seed) as usize % 8) * 512;
+            block[at..at + 512]
+                .iter_mut()
+                .for_each(|b| *b = xorshift(&mut seed) as u8);
+        }
+        Damage::FlipHeader | Damage::FlipBody | Damage::FlipSealed => {
             // The header: the fields after the magic and checksum.
             let (lo, span) = match how {
                 Damage::FlipHeader => (8, 24),
@@ -121,6 +133,10 @@ fn damage(image: &mut [u8], bid: usize, how: Damage) {
             };
             let bit = xorshift(&mut seed) as usize % (span * 8);
             block[lo + bit / 8] ^= 1 << (bit % 8);
+            if matches!(how, Damage::FlipSealed) {
+                let b: &mut ulfs::format::Block = block.try_into().unwrap();
+                ulfs::format::seal_block(b);
+            }
         }
     }
 }
@@ -214,8 +230,10 @@ fn sweep(mode: Mode) {
         for how in [
             Damage::Zero,
             Damage::Random,
+            Damage::Sector,
             Damage::FlipHeader,
             Damage::FlipBody,
+            Damage::FlipSealed,
         ] {
             let mut image = base.clone();
             damage(&mut image, *bid, how);

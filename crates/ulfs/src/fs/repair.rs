@@ -19,10 +19,12 @@
 //!    then the inodes whose inode block carries a valid checksum before the
 //!    others (so a damaged inode cannot take a block from one that reads
 //!    fine), each group directory indexes first, then block maps of files
-//!    and long symlinks, in inode order. A block referenced again later,
-//!    or a pointer outside the data area, or an indirect block with the
-//!    wrong magic, is cut from the later owner: the pointer becomes a hole
-//!    (reads as zeros). The first owner keeps the bytes.
+//!    and long symlinks, in inode order. A data block mapped again by a
+//!    later owner is copied for it after step 4 (so both read what they
+//!    read before). A pointer outside the data area, an indirect block
+//!    with the wrong magic, or an indirect block or index node used
+//!    twice, is cut from the later owner: the pointer becomes a hole
+//!    (reads as zeros).
 //! 3. **Directory indexes.** An index that breaks any rule (node kind,
 //!    owner, level, key order and ranges, hash placement, leaf chain,
 //!    entry and block counts, a node also used elsewhere) is rebuilt: the
@@ -172,6 +174,18 @@ struct Repair {
     lossy: bool,
     /// Blocks kept that way.
     kept: Vec<Bid>,
+    /// Data blocks that a later owner also maps: (owner, where its
+    /// pointer is, the block). Each later owner gets a copy once the
+    /// bitmaps are rebuilt, so both files read as they did.
+    clones: Vec<(Ino, PtrAt, Bid)>,
+}
+
+/// Where a block pointer lives: a slot of the inode's map, or an entry of
+/// an indirect block.
+#[derive(Clone, Copy)]
+enum PtrAt {
+    Inode(usize),
+    Indirect(Bid, usize),
 }
 
 /// A record read from a damaged index: (name, inode).
@@ -212,6 +226,7 @@ impl Volume {
             sealed: HashSet::new(),
             lossy: false,
             kept: Vec::new(),
+            clones: Vec::new(),
         };
         for bid in 0..self.sb.first_group {
             r.claims.take(bid);
@@ -258,6 +273,7 @@ impl Volume {
         self.commit()?;
         self.sync()?;
 
+        self.repair_clones(&mut r, log)?;
         for (dino, why, recs) in std::mem::take(&mut r.rebuild) {
             self.rebuild_dir(&r, dino, &why, recs, log)?;
         }
@@ -687,12 +703,15 @@ impl Volume {
                 if p == 0 {
                     continue;
                 }
-                if self.check_bid(p).is_ok() && r.claims.take(p) {
-                    count += 1;
-                } else {
+                if self.check_bid(p).is_err() {
                     inode.map[i] = 0;
                     cut += 1;
+                    continue;
                 }
+                if !r.claims.take(p) {
+                    r.clones.push((ino, PtrAt::Inode(i), p));
+                }
+                count += 1;
             }
             for (slot, depth) in [(N_DIRECT, 1), (N_DIRECT + 1, 2), (N_DIRECT + 2, 3)] {
                 let p = inode.map[slot];
@@ -761,7 +780,13 @@ impl Volume {
             } else {
                 self.check_bid(c).is_ok()
             };
-            if !ok || !r.claims.take(c) {
+            let taken = ok && r.claims.take(c);
+            if ok && !taken && depth == 1 {
+                r.clones.push((ino, PtrAt::Indirect(bid, i), c));
+                count += 1;
+                continue;
+            }
+            if !taken {
                 put_u32(self.meta_mut(bid)?, IND_PTRS + 4 * i, 0);
                 *cut += 1;
                 continue;
@@ -772,6 +797,54 @@ impl Volume {
             }
         }
         Ok(count)
+    }
+
+    /// Step 4, after the bitmaps: each data block that a later owner also
+    /// maps is copied for it (as e2fsck clones multiply-claimed blocks), so
+    /// both read what they read before. Without space left, the later
+    /// owner's pointer is cut instead.
+    fn repair_clones(&mut self, r: &mut Repair, log: &mut RepairLog) -> Result<()> {
+        for (ino, at, shared) in std::mem::take(&mut r.clones) {
+            let new = match self.alloc_block(shared) {
+                Ok(b) => {
+                    let bytes = *self.j.data(shared)?;
+                    self.j.data_mut(b)?.copy_from_slice(&bytes);
+                    log.fix(format!(
+                        "inode {ino}: block {shared} is also another file's: given a copy (block {b})"
+                    ));
+                    b
+                }
+                Err(Errno::ENOSPC) => {
+                    r.lossy = true;
+                    log.fix(format!(
+                        "inode {ino}: block {shared} is also another file's and no space is left \
+                         for a copy: pointer cut (now a hole)"
+                    ));
+                    0
+                }
+                Err(e) => return Err(e),
+            };
+            match at {
+                PtrAt::Inode(i) => {
+                    let mut inode = self.inode(ino)?;
+                    inode.map[i] = new;
+                    if new == 0 {
+                        inode.blocks = inode.blocks.saturating_sub(1);
+                    }
+                    self.put_inode(ino, &inode)?;
+                }
+                PtrAt::Indirect(bid, i) => {
+                    put_u32(self.meta_mut(bid)?, IND_PTRS + 4 * i, new);
+                    if new == 0 {
+                        let mut inode = self.inode(ino)?;
+                        inode.blocks = inode.blocks.saturating_sub(1);
+                        self.put_inode(ino, &inode)?;
+                    }
+                }
+            }
+            self.commit()?;
+        }
+        Ok(())
     }
 
     /// Step 4: every map block rewritten from the owned blocks.

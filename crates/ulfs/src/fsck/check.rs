@@ -276,15 +276,21 @@ impl<'a> Checker<'a> {
             let d = by_ino[&dir];
             for (name, key, ino, dtype) in self.dir_entries(dir, d) {
                 let shown = String::from_utf8_lossy(&name).into_owned();
+                let leaf = || match self.vol.leaf_holding(d, key) {
+                    Some(l) => format!(" (leaf {l})"),
+                    None => String::new(),
+                };
                 let Some(child) = by_ino.get(&ino) else {
+                    let at = leaf();
                     self.problem(format!(
-                        "directory {dir}: entry {shown:?} names a free or invalid inode {ino}"
+                        "directory {dir}: entry {shown:?}{at} names a free or invalid inode {ino}"
                     ));
                     continue;
                 };
                 if dtype != crate::fs::dtype_of(child.mode) {
+                    let at = leaf();
                     self.problem(format!(
-                        "directory {dir}: entry {shown:?} has the wrong d_type"
+                        "directory {dir}: entry {shown:?}{at} has the wrong d_type"
                     ));
                 }
                 let first = {
@@ -336,12 +342,8 @@ impl<'a> Checker<'a> {
         } else if inode.is_symlink() && inode.flags & FLAG_INLINE != 0 {
             Ok(())
         } else {
-            self.vol.bmap_visit(inode, &mut |b, indirect| {
-                blocks.push(b);
-                if indirect {
-                    meta.push(b);
-                }
-            })
+            self.file_blocks(ino, inode, &mut blocks, &mut meta);
+            Ok(())
         };
         for &b in &meta {
             self.verify_crc(b, &format!("inode {ino}"));
@@ -373,6 +375,45 @@ impl<'a> Checker<'a> {
             libc::S_IFDIR => self.report.dirs += 1,
             libc::S_IFLNK => self.report.symlinks += 1,
             _ => self.report.files += 1,
+        }
+    }
+
+    /// Gathers a file's (or long symlink's) blocks: `blocks` all of them,
+    /// `meta` its indirect blocks. A bad pointer is reported naming the
+    /// block that holds it, and not followed.
+    fn file_blocks(&mut self, ino: Ino, inode: &Inode, blocks: &mut Vec<Bid>, meta: &mut Vec<Bid>) {
+        let mut stack: Vec<(Bid, u32, String)> = Vec::new();
+        for (n, &p) in inode.map.iter().enumerate() {
+            if p != 0 {
+                let depth = n.saturating_sub(N_DIRECT - 1) as u32;
+                stack.push((p, depth, "its inode".into()));
+            }
+        }
+        while let Some((bid, depth, holder)) = stack.pop() {
+            if self.vol.check_bid(bid).is_err() {
+                self.problem(format!(
+                    "inode {ino}: {holder} points outside the data area ({bid})"
+                ));
+                continue;
+            }
+            blocks.push(bid);
+            if depth == 0 {
+                continue;
+            }
+            let Ok(b) = self.vol.meta(bid) else { continue };
+            if magic(b) != MAGIC_INDIRECT {
+                self.problem(format!(
+                    "inode {ino}: block {bid}, named by {holder}, is not an indirect block"
+                ));
+                continue;
+            }
+            meta.push(bid);
+            for i in 0..PTRS_PER_BLOCK as usize {
+                let c = get_u32(b, IND_PTRS + 4 * i);
+                if c != 0 {
+                    stack.push((c, depth - 1, format!("indirect block {bid}")));
+                }
+            }
         }
     }
 

@@ -144,18 +144,21 @@ impl Volume {
                     }
                     if self.name_key(rec.name) != key & !0xF {
                         return Err(format!(
-                            "entry {} is filed under the wrong hash",
+                            "leaf {bid}: entry {} is filed under the wrong hash",
                             shown(rec.name)
                         ));
                     }
                     if w.last_key.is_some_and(|last| key <= last) {
-                        return Err("keys out of order".into());
+                        return Err(format!("leaf {bid}: keys out of order"));
                     }
                     if w.group.0 != key & !0xF {
                         w.group = (key & !0xF, Vec::new());
                     }
                     if w.group.1.iter().any(|n| n == rec.name) {
-                        return Err(format!("name {} appears twice", shown(rec.name)));
+                        return Err(format!(
+                            "leaf {bid}: name {} appears twice",
+                            shown(rec.name)
+                        ));
                     }
                     w.group.1.push(rec.name.to_vec());
                     w.last_key = Some(key);
@@ -192,5 +195,22 @@ impl Volume {
             }
             _ => Err(format!("block {bid} is not an index node")),
         }
+    }
+
+    /// The leaf whose range holds `key` in directory `d`'s index, if the
+    /// path to it can be followed (to name the block in a report).
+    pub(crate) fn leaf_holding(&self, d: &Inode, key: u64) -> Option<Bid> {
+        let mut bid = d.map[0];
+        for _ in 0..=MAX_INDEX_DEPTH {
+            let b = self.meta(self.check_bid(bid).ok()?).ok()?;
+            match magic(b) {
+                MAGIC_DIR_LEAF => return Some(bid),
+                MAGIC_DIR_INNER if inner_check(b).is_ok() => {
+                    bid = inner_entry(b, inner_child_for(b, key)).1;
+                }
+                _ => return None,
+            }
+        }
+        None
     }
 }
