@@ -117,6 +117,23 @@ impl RepairLog {
     }
 }
 
+/// The records of a leaf that can be read, each checked on its own.
+fn leaf_records(b: &Block, out: &mut Vec<Salvaged>) {
+    let count = node_count(b).min((BLOCK_SIZE - NODE_HDR) / 2);
+    for i in 0..count {
+        let off = get_u16(b, NODE_HDR + 2 * i) as usize;
+        if off < NODE_HDR || off + REC_NAME > BLOCK_SIZE {
+            continue;
+        }
+        let len = b[off + REC_NLEN] as usize;
+        if off + REC_NAME + len > BLOCK_SIZE {
+            continue;
+        }
+        let name = &b[off + REC_NAME..off + REC_NAME + len];
+        out.push((name.to_vec(), get_u64(b, off + REC_INO)));
+    }
+}
+
 /// One bit per block of the image: which blocks have an owner.
 struct Claims {
     bits: Vec<u64>,
@@ -178,6 +195,8 @@ struct Repair {
     /// pointer is, the block). Each later owner gets a copy once the
     /// bitmaps are rebuilt, so both files read as they did.
     clones: Vec<(Ino, PtrAt, Bid)>,
+    /// The root directory was made again (`remake_root`).
+    lost_root: bool,
 }
 
 /// Where a block pointer lives: a slot of the inode's map, or an entry of
@@ -227,6 +246,7 @@ impl Volume {
             lossy: false,
             kept: Vec::new(),
             clones: Vec::new(),
+            lost_root: false,
         };
         for bid in 0..self.sb.first_group {
             r.claims.take(bid);
@@ -263,6 +283,9 @@ impl Volume {
         }
         if sealed && log.resealed > 0 {
             r.lossy = true;
+        }
+        if r.lost_root {
+            self.salvage_root(&mut r);
         }
         if r.lossy {
             self.keep_unclaimed(&mut r)?;
@@ -359,7 +382,93 @@ impl Volume {
             r.claims.take(bid);
             self.repair_inode_slots(r, bid, log)?;
         }
+        self.remake_root(r, &all, log)
+    }
+
+    /// A root inode that was lost (its slot cleared or never found) is made
+    /// again in its slot, as an empty directory, when its inode block is on
+    /// the list; what it held is found again after the claims
+    /// (`salvage_root`) or goes to /lost+found. A live root that is not a
+    /// directory is garbage (no image has one) and is quarantined first.
+    fn remake_root(&mut self, r: &mut Repair, all: &[Bid], log: &mut RepairLog) -> Result<()> {
+        let root = self.sb.root_ino;
+        let Some((bid, slot)) = ino_split(root) else {
+            return Ok(());
+        };
+        match r.facts.get(&root) {
+            Some(f) if f.dtype == DT_DIR => return Ok(()),
+            _ if !all.contains(&bid) => return Ok(()),
+            Some(_) => {
+                r.facts.remove(&root);
+                r.live.retain(|&i| i != root);
+                r.sealed.remove(&root);
+                log.fix(format!(
+                    "root inode {root} is not a directory: quarantined (slot cleared)"
+                ));
+            }
+            None => {}
+        }
+        let now = crate::types::Timespec::now();
+        self.sb.next_generation = self.sb.next_generation.wrapping_add(1);
+        let inode = Inode {
+            mode: libc::S_IFDIR | 0o755,
+            nlink: 2,
+            atime: now,
+            mtime: now,
+            ctime: now,
+            btime: now,
+            generation: self.sb.next_generation,
+            parent: root,
+            ..Default::default()
+        };
+        let b = self.meta_mut(bid)?;
+        let used = get_u16(b, IBLK_USED) | 1 << slot;
+        put_u16(b, IBLK_USED, used);
+        inode.encode(&mut b[slot * INODE_SIZE..(slot + 1) * INODE_SIZE]);
+        self.sb_dirty = true;
+        r.facts.insert(
+            root,
+            Facts {
+                dtype: DT_DIR,
+                refs: 0,
+                subdirs: 0,
+            },
+        );
+        r.live.push(root);
+        r.lossy = true;
+        r.lost_root = true;
+        log.fix(format!(
+            "root directory {root} was lost: made again, its entries found by scanning \
+             or put in /lost+found"
+        ));
         Ok(())
+    }
+
+    /// After the claims, for a root made again: the leaves of its lost
+    /// index that nothing claims (found by scanning for directory leaves
+    /// owned by the root, with a valid checksum) give their records back,
+    /// and the root's index is rebuilt from them.
+    fn salvage_root(&mut self, r: &mut Repair) {
+        let root = self.sb.root_ino;
+        let mut recs = Vec::new();
+        for bid in self.sb.first_group as u64..self.sb.total_blocks {
+            let bid = bid as Bid;
+            if r.claims.has(bid) {
+                continue;
+            }
+            let Ok(b) = self.meta(bid) else { continue };
+            if magic(b) == MAGIC_DIR_LEAF
+                && get_u64(b, NODE_OWNER) == root
+                && block_crc_ok(b)
+                && leaf_check(b).is_ok()
+            {
+                leaf_records(b, &mut recs);
+            }
+        }
+        if !recs.is_empty() {
+            r.rebuild
+                .push((root, "the root directory was lost".into(), recs));
+        }
     }
 
     /// Follows the list of all inode blocks while it is sound. Returns the
@@ -674,19 +783,7 @@ impl Volume {
         let mut out = Vec::new();
         for leaf in leaves {
             let Some(b) = is_ours(leaf) else { continue };
-            let count = node_count(b).min((BLOCK_SIZE - NODE_HDR) / 2);
-            for i in 0..count {
-                let off = get_u16(b, NODE_HDR + 2 * i) as usize;
-                if off < NODE_HDR || off + REC_NAME > BLOCK_SIZE {
-                    continue;
-                }
-                let len = b[off + REC_NLEN] as usize;
-                if off + REC_NAME + len > BLOCK_SIZE {
-                    continue;
-                }
-                let name = &b[off + REC_NAME..off + REC_NAME + len];
-                out.push((name.to_vec(), get_u64(b, off + REC_INO)));
-            }
+            leaf_records(b, &mut out);
         }
         out
     }
