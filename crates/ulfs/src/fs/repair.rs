@@ -56,6 +56,7 @@
 //!    checkpoint carry stale CRCs).
 
 mod index;
+mod inode_list;
 
 use super::Volume;
 use super::dtype_of;
@@ -352,14 +353,13 @@ impl Volume {
     /// quarantined: cleared, their entries dropped later, and the blocks
     /// they may have owned kept (step 4) rather than freed.
     fn repair_inode_blocks(&mut self, r: &mut Repair, log: &mut RepairLog) -> Result<()> {
-        let (list, headless, broken) = self.walk_inode_list(r)?;
-        let mut extra = headless;
+        let walk = self.inode_list(&|b| r.claims.has(b));
+        let extra = self.inode_blocks_off_list(&walk, &|b| r.claims.has(b));
+        let broken = walk.broken.is_some();
         if broken {
             r.lossy = true;
-            let known: HashSet<Bid> = list.iter().copied().collect();
-            extra.extend(self.scan_inode_blocks(r, &known)?);
-            self.drop_referenced(&list, &mut extra);
         }
+        let list = walk.blocks;
         let mut all = list.clone();
         for &bid in &extra {
             if magic(self.meta(bid)?) != MAGIC_INODES {
@@ -468,121 +468,6 @@ impl Volume {
         if !recs.is_empty() {
             r.rebuild
                 .push((root, "the root directory was lost".into(), recs));
-        }
-    }
-
-    /// Follows the list of all inode blocks while it is sound. Returns the
-    /// blocks on it, the block it points at from a trusted place that lost
-    /// its header (if any), and whether it broke before its end.
-    fn walk_inode_list(&self, r: &Repair) -> Result<(Vec<Bid>, Vec<Bid>, bool)> {
-        let mut list = Vec::new();
-        let mut seen = HashSet::new();
-        let mut bid = self.sb.inode_all_head;
-        // The superblock's checksum was verified at mount.
-        let mut trusted = true;
-        while bid != 0 {
-            if self.check_bid(bid).is_err() || r.claims.has(bid) || !seen.insert(bid) {
-                return Ok((list, Vec::new(), true));
-            }
-            let b = self.meta(bid)?;
-            if magic(b) != MAGIC_INODES {
-                let headless = if trusted { vec![bid] } else { Vec::new() };
-                return Ok((list, headless, true));
-            }
-            trusted = block_crc_ok(b);
-            list.push(bid);
-            bid = get_u32(b, IBLK_NEXT_ALL);
-        }
-        Ok((list, Vec::new(), false))
-    }
-
-    /// Every block of the data area that is an inode block by its own
-    /// content: magic, header bit 0, and a valid checksum or used slots
-    /// that all validate. Map blocks and `known` blocks are skipped.
-    fn scan_inode_blocks(&self, r: &Repair, known: &HashSet<Bid>) -> Result<Vec<Bid>> {
-        let mut out = Vec::new();
-        for bid in self.sb.first_group as u64..self.sb.total_blocks {
-            let bid = bid as Bid;
-            if r.claims.has(bid) || known.contains(&bid) {
-                continue;
-            }
-            let Ok(b) = self.meta(bid) else { continue };
-            if magic(b) != MAGIC_INODES || get_u16(b, IBLK_USED) & 1 == 0 {
-                continue;
-            }
-            let used = get_u16(b, IBLK_USED);
-            let slots_ok = (1..INODES_PER_BLOCK as usize)
-                .filter(|s| used & (1 << s) != 0)
-                .all(|s| Inode::decode_valid(&b[s * INODE_SIZE..(s + 1) * INODE_SIZE]).is_ok());
-            if block_crc_ok(b) || slots_ok {
-                out.push(bid);
-            }
-        }
-        Ok(out)
-    }
-
-    /// Drops from `extra` the blocks that a live inode (of `list` or of
-    /// `extra` itself) references as data, an indirect block or an index
-    /// node: such a block is file content that looks like an inode block.
-    fn drop_referenced(&self, list: &[Bid], extra: &mut Vec<Bid>) {
-        loop {
-            let mut refs = HashSet::new();
-            for &bid in list.iter().chain(extra.iter()) {
-                let Ok(b) = self.meta(bid) else { continue };
-                let used = if magic(b) == MAGIC_INODES {
-                    get_u16(b, IBLK_USED)
-                } else {
-                    0xFFFE
-                };
-                for s in 1..INODES_PER_BLOCK as usize {
-                    if used & (1 << s) == 0 {
-                        continue;
-                    }
-                    if let Ok(i) = Inode::decode_valid(&b[s * INODE_SIZE..(s + 1) * INODE_SIZE]) {
-                        self.loose_refs(&i, &mut refs);
-                    }
-                }
-            }
-            let n = extra.len();
-            extra.retain(|b| !refs.contains(b));
-            if extra.len() == n {
-                return;
-            }
-        }
-    }
-
-    /// The blocks an inode's map or index points at, following only
-    /// blocks of the right kind, bounded; damage is skipped, not reported.
-    fn loose_refs(&self, i: &Inode, out: &mut HashSet<Bid>) {
-        if i.is_symlink() && i.flags & FLAG_INLINE != 0 {
-            return;
-        }
-        let mut stack: Vec<(Bid, u32)> = Vec::new();
-        if i.is_dir() {
-            stack.push((i.map[0], MAX_INDEX_DEPTH));
-        } else {
-            for (n, &p) in i.map.iter().enumerate() {
-                stack.push((p, n.saturating_sub(N_DIRECT - 1) as u32));
-            }
-        }
-        while let Some((bid, depth)) = stack.pop() {
-            if bid == 0 || self.check_bid(bid).is_err() || !out.insert(bid) {
-                continue;
-            }
-            let Ok(b) = self.meta(bid) else { continue };
-            let children = match magic(b) {
-                MAGIC_INDIRECT if !i.is_dir() && depth > 0 => P,
-                MAGIC_DIR_INNER if i.is_dir() && depth > 0 => node_count(b).min(INNER_CAP),
-                _ => 0,
-            };
-            for k in 0..children {
-                let c = if i.is_dir() {
-                    inner_entry(b, k).1
-                } else {
-                    get_u32(b, IND_PTRS + 4 * k)
-                };
-                stack.push((c, depth - 1));
-            }
         }
     }
 

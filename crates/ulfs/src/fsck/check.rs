@@ -148,36 +148,35 @@ impl<'a> Checker<'a> {
         self.report.used_blocks = used;
     }
 
-    /// Walks the list of all inode blocks; returns every live inode.
+    /// Walks the list of all inode blocks (with the walk repair uses,
+    /// `Volume::inode_list`); returns every live inode. Where the list
+    /// breaks, the inode blocks it lost are counted as repair would find
+    /// them again.
     fn inode_blocks(&mut self) -> Vec<(Ino, Inode)> {
         let mut live = Vec::new();
-        let mut bid = self.vol.sb.inode_all_head;
         let mut free_slots = 0;
-        let mut steps = 0u64;
         // Inode blocks with a free slot: what the free-slot list must hold.
         let mut with_free = HashSet::new();
-        while bid != 0 {
-            steps += 1;
-            if steps > self.vol.sb.total_blocks {
-                self.problem("inode block list loops".into());
-                break;
-            }
-            if self.vol.check_bid(bid).is_err() {
+        let sb = self.vol.sb.clone();
+        let taken =
+            |b: Bid| b < sb.first_group || sb.group_of(b).is_some_and(|g| sb.map_bid(g) == b);
+        let list = self.vol.inode_list(&taken);
+        if let Some(why) = &list.broken {
+            self.problem(why.clone());
+            let lost = self.vol.inode_blocks_off_list(&list, &taken);
+            if let Some(first) = lost.first() {
                 self.problem(format!(
-                    "inode block list points outside the data area ({bid})"
+                    "{} inode blocks are not on the inode block list (first {first}); \
+                     --repair relinks them",
+                    lost.len()
                 ));
-                break;
             }
+        }
+        for bid in list.blocks {
             let Some(b) = self.read(bid, "inode block list") else {
                 break;
             };
-            if magic(b) != MAGIC_INODES {
-                self.problem(format!(
-                    "block {bid} on the inode list is not an inode block"
-                ));
-                break;
-            }
-            let (used, next) = (get_u16(b, IBLK_USED), get_u32(b, IBLK_NEXT_ALL));
+            let used = get_u16(b, IBLK_USED);
             if used != IBLK_FULL {
                 with_free.insert(bid);
             }
@@ -198,7 +197,6 @@ impl<'a> Checker<'a> {
                     )),
                 }
             }
-            bid = next;
         }
         let clean = self.judge_counters();
         let sb = &self.vol.sb;
