@@ -111,9 +111,10 @@ fn xorshift(seed: &mut u64) -> u64 {
     *seed
 }
 
-fn damage(image: &mut [u8], bid: usize, how: Damage) {
+fn damage(image: &mut [u8], bid: usize, how: Damage, round: u64) {
     let block = &mut image[bid * BS..(bid + 1) * BS];
-    let mut seed = 0x2545_F491_4F6C_DD1D ^ (bid as u64) << 8;
+    let mut seed =
+        0x2545_F491_4F6C_DD1D ^ (bid as u64) << 8 ^ round.wrapping_mul(0x9E37_79B9_7F4A_7C15);
     match how {
         Damage::Zero => block.fill(0),
         Damage::Random => block
@@ -212,7 +213,7 @@ fn run_case(img: &Path, bid: usize, kind: &str) -> (Vec<String>, String) {
     (bad, outcome)
 }
 
-fn sweep(mode: Mode) {
+fn sweep(mode: Mode, rounds: std::ops::Range<u64>) {
     let base = sample(mode);
     let blocks = metadata_blocks(&base);
     let kinds: std::collections::BTreeSet<&str> = blocks.iter().map(|b| b.1.as_str()).collect();
@@ -226,7 +227,7 @@ fn sweep(mode: Mode) {
     let mut failures = Vec::new();
     let mut cases = 0;
     let mut outcomes = std::collections::BTreeMap::<String, usize>::new();
-    for (bid, kind) in &blocks {
+    for (round, (bid, kind)) in rounds.flat_map(|r| blocks.iter().map(move |b| (r, b))) {
         for how in [
             Damage::Zero,
             Damage::Random,
@@ -236,7 +237,7 @@ fn sweep(mode: Mode) {
             Damage::FlipSealed,
         ] {
             let mut image = base.clone();
-            damage(&mut image, *bid, how);
+            damage(&mut image, *bid, how, round);
             let img = dir.path().join(format!("case-{bid}-{how:?}.img"));
             std::fs::write(&img, &image).unwrap();
             let (tx, rx) = mpsc::channel();
@@ -245,7 +246,7 @@ fn sweep(mode: Mode) {
             std::thread::spawn(move || {
                 let _ = tx.send(run_case(&at, b, &k));
             });
-            let what = format!("{mode:?} block {bid} ({kind}) {how:?}");
+            let what = format!("{mode:?} round {round} block {bid} ({kind}) {how:?}");
             match rx.recv_timeout(CASE_LIMIT) {
                 Ok((bad, outcome)) => {
                     *outcomes.entry(outcome).or_default() += 1;
@@ -274,10 +275,23 @@ fn sweep(mode: Mode) {
 
 #[test]
 fn sweep_journal_image() {
-    sweep(Mode::Journal);
+    sweep(Mode::Journal, 0..1);
 }
 
 #[test]
 fn sweep_mode_none_image() {
-    sweep(Mode::None);
+    sweep(Mode::None, 0..1);
+}
+
+/// More rounds, each with other random bytes and bit positions:
+/// `ULFS_SWEEP_ROUNDS=N` (default 20), both modes.
+#[test]
+#[ignore = "long run of the corruption sweep (ULFS_SWEEP_ROUNDS rounds, default 20); run with -- --ignored"]
+fn sweep_long() {
+    let n = std::env::var("ULFS_SWEEP_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(20);
+    sweep(Mode::Journal, 1..1 + n);
+    sweep(Mode::None, 1..1 + n);
 }

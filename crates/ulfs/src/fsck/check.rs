@@ -41,6 +41,10 @@ struct Checker<'a> {
     seen: HashMap<Ino, Seen>,
     /// Judge checksums and counters whatever the image's state.
     strict: bool,
+    /// Blocks referenced twice (`name_shared_blocks` names every owner).
+    dups: HashSet<Bid>,
+    /// Findings are not recorded (a second walk that only gathers).
+    quiet: bool,
 }
 
 impl<'a> Checker<'a> {
@@ -52,10 +56,15 @@ impl<'a> Checker<'a> {
             owned: vec![0; words],
             seen: HashMap::new(),
             strict,
+            dups: HashSet::new(),
+            quiet: false,
         }
     }
 
     fn problem(&mut self, msg: String) {
+        if self.quiet {
+            return;
+        }
         // A badly damaged image can produce millions of findings; the first
         // thousand say enough.
         if self.report.problems.len() < 1000 {
@@ -123,6 +132,7 @@ impl<'a> Checker<'a> {
         let (w, m) = (bid as usize / 64, 1u64 << (bid % 64));
         if self.owned[w] & m != 0 {
             self.problem(format!("{what}: block {bid} is referenced twice"));
+            self.dups.insert(bid);
         }
         self.owned[w] |= m;
     }
@@ -139,6 +149,7 @@ impl<'a> Checker<'a> {
         let live = self.inode_blocks();
         self.walk_tree(&live, opts);
         self.check_links(&live);
+        self.name_shared_blocks(&live);
         self.check_bitmaps();
         let used = self
             .owned
@@ -146,6 +157,41 @@ impl<'a> Checker<'a> {
             .map(|w| w.count_ones() as u64)
             .sum::<u64>();
         self.report.used_blocks = used;
+    }
+
+    /// For each block referenced twice, names every inode whose map or
+    /// index names it and where (the damaged one may be either). A second
+    /// walk of the block maps, made only when there are such blocks.
+    fn name_shared_blocks(&mut self, live: &[(Ino, Inode)]) {
+        if self.dups.is_empty() {
+            return;
+        }
+        let mut names: HashMap<Bid, Vec<String>> = HashMap::new();
+        self.quiet = true;
+        for (ino, inode) in live {
+            let mut blocks = Vec::new();
+            if inode.is_dir() {
+                let _ = self
+                    .vol
+                    .dir_blocks(inode, &mut |b| blocks.push((b, "its index".to_string())));
+            } else if !(inode.is_symlink() && inode.flags & FLAG_INLINE != 0) {
+                self.file_blocks(*ino, inode, &mut blocks, &mut Vec::new());
+            }
+            for (b, holder) in blocks {
+                if self.dups.contains(&b) {
+                    names
+                        .entry(b)
+                        .or_default()
+                        .push(format!("inode {ino} (named by {holder})"));
+                }
+            }
+        }
+        self.quiet = false;
+        let mut shared: Vec<_> = names.into_iter().collect();
+        shared.sort();
+        for (b, who) in shared {
+            self.problem(format!("block {b} is named by {}", who.join(" and ")));
+        }
     }
 
     /// Walks the list of all inode blocks (with the walk repair uses,
@@ -334,7 +380,7 @@ impl<'a> Checker<'a> {
         let mut meta = Vec::new();
         let res = if inode.is_dir() {
             self.vol.dir_blocks(inode, &mut |b| {
-                blocks.push(b);
+                blocks.push((b, "its index".to_string()));
                 meta.push(b);
             })
         } else if inode.is_symlink() && inode.flags & FLAG_INLINE != 0 {
@@ -366,8 +412,8 @@ impl<'a> Checker<'a> {
                 blocks.len()
             ));
         }
-        for b in blocks {
-            self.claim(b, &format!("inode {ino}"));
+        for (b, holder) in blocks {
+            self.claim(b, &format!("inode {ino} (named by {holder})"));
         }
         match inode.file_type() {
             libc::S_IFDIR => self.report.dirs += 1,
@@ -377,9 +423,15 @@ impl<'a> Checker<'a> {
     }
 
     /// Gathers a file's (or long symlink's) blocks: `blocks` all of them,
-    /// `meta` its indirect blocks. A bad pointer is reported naming the
-    /// block that holds it, and not followed.
-    fn file_blocks(&mut self, ino: Ino, inode: &Inode, blocks: &mut Vec<Bid>, meta: &mut Vec<Bid>) {
+    /// `meta` its indirect blocks, each with what names it. A bad pointer
+    /// is reported naming the block that holds it, and not followed.
+    fn file_blocks(
+        &mut self,
+        ino: Ino,
+        inode: &Inode,
+        blocks: &mut Vec<(Bid, String)>,
+        meta: &mut Vec<Bid>,
+    ) {
         let mut stack: Vec<(Bid, u32, String)> = Vec::new();
         for (n, &p) in inode.map.iter().enumerate() {
             if p != 0 {
@@ -394,7 +446,7 @@ impl<'a> Checker<'a> {
                 ));
                 continue;
             }
-            blocks.push(bid);
+            blocks.push((bid, holder.clone()));
             if depth == 0 {
                 continue;
             }
