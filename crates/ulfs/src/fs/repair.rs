@@ -355,7 +355,7 @@ impl Volume {
     fn repair_inode_blocks(&mut self, r: &mut Repair, log: &mut RepairLog) -> Result<()> {
         let walk = self.inode_list(&|b| r.claims.has(b));
         let extra = self.inode_blocks_off_list(&walk, &|b| r.claims.has(b));
-        let broken = walk.broken.is_some();
+        let broken = walk.broken.is_some() || !extra.is_empty();
         if broken {
             r.lossy = true;
         }

@@ -209,14 +209,14 @@ impl<'a> Checker<'a> {
         let list = self.vol.inode_list(&taken);
         if let Some(why) = &list.broken {
             self.problem(why.clone());
-            let lost = self.vol.inode_blocks_off_list(&list, &taken);
-            if let Some(first) = lost.first() {
-                self.problem(format!(
-                    "{} inode blocks are not on the inode block list (first {first}); \
-                     --repair relinks them",
-                    lost.len()
-                ));
-            }
+        }
+        let lost = self.vol.inode_blocks_off_list(&list, &taken);
+        if let Some(first) = lost.first() {
+            self.problem(format!(
+                "{} inode blocks are not on the inode block list (first {first}); \
+                 --repair relinks them",
+                lost.len()
+            ));
         }
         for bid in list.blocks {
             let Some(b) = self.read(bid, "inode block list") else {
@@ -563,14 +563,14 @@ impl<'a> Checker<'a> {
             }
             if !leaked.is_empty() {
                 self.problem(format!(
-                    "group {g}: {} blocks marked used but unreferenced (first {})",
+                    "group {g} (map block {map}): {} blocks marked used but unreferenced (first {})",
                     leaked.len(),
                     leaked[0]
                 ));
             }
             if !unmarked.is_empty() {
                 self.problem(format!(
-                    "group {g}: {} referenced blocks marked free (first {})",
+                    "group {g} (map block {map}): {} referenced blocks marked free (first {})",
                     unmarked.len(),
                     unmarked[0]
                 ));
@@ -582,7 +582,7 @@ impl<'a> Checker<'a> {
                 .count() as u32;
             if recorded != marked_free {
                 self.problem(format!(
-                    "group {g}: free count {recorded} but the bitmap has {marked_free} free"
+                    "group {g} (map block {map}): free count {recorded} but the bitmap has {marked_free} free"
                 ));
             }
             free_total += marked_free as u64;

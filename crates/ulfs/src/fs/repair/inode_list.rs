@@ -1,11 +1,15 @@
 //! The one walk of the list of all inode blocks, shared by fsck
 //! (`fsck/check.rs`, which reports where it breaks and which inode blocks
 //! it lost) and repair (`fs/repair.rs`, which relinks them), so the check
-//! reports what the repair rebuilds. When the list breaks, the blocks
-//! after the break are found again by scanning the data area for inode
-//! blocks (header and checksum, or slots that all validate), leaving out
-//! any block a live inode references as data: a block's kind is known from
-//! what points to it, so content alone never overrides a reference.
+//! reports what the repair rebuilds. Reads find an inode from its number,
+//! not through the list, so a list that lost blocks (broken, or cut short
+//! by a damaged link) still reads: the blocks it lost are found again from
+//! the directory entries that name their inodes and, when the list is
+//! broken or holds a block failing its checksum, by scanning the data
+//! area for inode blocks (header and checksum, or slots that all
+//! validate), leaving out any block a live inode references as data: a
+//! block's kind is known from what points to it, so content alone never
+//! overrides a reference.
 
 use super::MAX_INDEX_DEPTH;
 use crate::format::dirnode::*;
@@ -25,6 +29,9 @@ pub(crate) struct InodeList {
     pub headless: Option<Bid>,
     /// Why the list stops before its end, if it does.
     pub broken: Option<String>,
+    /// A block on it fails its checksum, so the link it holds to the next
+    /// is not to be trusted either (it may end the list early, or skip).
+    pub suspect: bool,
 }
 
 impl Volume {
@@ -66,31 +73,99 @@ impl Volume {
                 }
             };
             trusted = block_crc_ok(b);
+            out.suspect |= !trusted;
             out.blocks.push(bid);
             bid = get_u32(b, IBLK_NEXT_ALL);
         }
         out
     }
 
-    /// When the list is broken: the inode blocks it lost, which the repair
-    /// relinks. They are the block the list trusted that lost its header,
-    /// and every block of the data area that is an inode block by its own
-    /// content, less those a live inode references as data.
+    /// The inode blocks the list lost, which the repair relinks: blocks
+    /// holding inodes that directory entries name (reads find an inode
+    /// from its number, not through the list, so such an inode reads fine
+    /// while the list misses it); and, when the list is broken or a block
+    /// on it fails its checksum, the block the list trusted that lost its
+    /// header and every block of the data area that is an inode block by
+    /// its own content. Blocks a live inode references as data are left
+    /// out.
     pub(crate) fn inode_blocks_off_list(
         &self,
         list: &InodeList,
         taken: &dyn Fn(Bid) -> bool,
     ) -> Vec<Bid> {
-        if list.broken.is_none() {
-            return Vec::new();
-        }
-        let known: HashSet<Bid> = list.blocks.iter().copied().collect();
+        let mut known: HashSet<Bid> = list.blocks.iter().copied().collect();
         let mut extra: Vec<Bid> = list.headless.into_iter().collect();
-        extra.extend(self.scan_inode_blocks(taken, &known));
+        if list.broken.is_some() || list.suspect {
+            extra.extend(self.scan_inode_blocks(taken, &known));
+        }
+        known.extend(extra.iter().copied());
+        self.named_inode_blocks(&mut known, &mut extra, taken);
         extra.sort_unstable();
         extra.dedup();
         self.drop_referenced(&list.blocks, &mut extra);
         extra
+    }
+
+    /// Adds to `extra` the inode blocks (judged by content, as the scan
+    /// does) holding inodes that entries of the directories in `known`
+    /// blocks name, until no more are found.
+    fn named_inode_blocks(
+        &self,
+        known: &mut HashSet<Bid>,
+        extra: &mut Vec<Bid>,
+        taken: &dyn Fn(Bid) -> bool,
+    ) {
+        let mut todo: Vec<Bid> = known.iter().copied().collect();
+        // The root is named by the superblock.
+        let mut named = vec![self.sb.root_ino];
+        loop {
+            for ino in named.drain(..) {
+                let Some((nb, _)) = ino_split(ino) else {
+                    continue;
+                };
+                if known.contains(&nb) || taken(nb) || self.check_bid(nb).is_err() {
+                    continue;
+                }
+                if self.meta(nb).is_ok_and(|b| self.looks_like_inode_block(b)) {
+                    known.insert(nb);
+                    extra.push(nb);
+                    todo.push(nb);
+                }
+            }
+            let Some(bid) = todo.pop() else { break };
+            let Ok(b) = self.meta(bid) else { continue };
+            if magic(b) != MAGIC_INODES {
+                continue;
+            }
+            let used = get_u16(b, IBLK_USED);
+            for s in 1..INODES_PER_BLOCK as usize {
+                if used & (1 << s) == 0 {
+                    continue;
+                }
+                let Ok(d) = Inode::decode_valid(&b[s * INODE_SIZE..(s + 1) * INODE_SIZE]) else {
+                    continue;
+                };
+                if d.is_dir() {
+                    let _ = self.dir_read(&d, 0, |it| {
+                        named.push(it.ino);
+                        true
+                    });
+                }
+            }
+        }
+    }
+
+    /// An inode block by its own content: magic, header bit 0, and a valid
+    /// checksum or used slots that all validate.
+    fn looks_like_inode_block(&self, b: &Block) -> bool {
+        let used = get_u16(b, IBLK_USED);
+        if magic(b) != MAGIC_INODES || used & 1 == 0 {
+            return false;
+        }
+        let slots_ok = (1..INODES_PER_BLOCK as usize)
+            .filter(|s| used & (1 << s) != 0)
+            .all(|s| Inode::decode_valid(&b[s * INODE_SIZE..(s + 1) * INODE_SIZE]).is_ok());
+        block_crc_ok(b) || slots_ok
     }
 
     /// Every block of the data area that is an inode block by its own
@@ -103,15 +178,7 @@ impl Volume {
             if taken(bid) || known.contains(&bid) {
                 continue;
             }
-            let Ok(b) = self.meta(bid) else { continue };
-            if magic(b) != MAGIC_INODES || get_u16(b, IBLK_USED) & 1 == 0 {
-                continue;
-            }
-            let used = get_u16(b, IBLK_USED);
-            let slots_ok = (1..INODES_PER_BLOCK as usize)
-                .filter(|s| used & (1 << s) != 0)
-                .all(|s| Inode::decode_valid(&b[s * INODE_SIZE..(s + 1) * INODE_SIZE]).is_ok());
-            if block_crc_ok(b) || slots_ok {
+            if self.meta(bid).is_ok_and(|b| self.looks_like_inode_block(b)) {
                 out.push(bid);
             }
         }
