@@ -6,11 +6,11 @@
 //! [`Volume::repair`] runs, in this order:
 //!
 //! 1. **Inode blocks.** The list of all inode blocks is followed while it
-//!    is sound. Where it breaks, the inode blocks after the break are found
-//!    again by scanning the data area (by header and checksum, leaving out
-//!    blocks that a live inode references as data), a block the list
-//!    trusted that lost its header gets a new one, and the list is
-//!    relinked. Used slots that fail `Inode::validate` are quarantined:
+//!    is sound. The inode blocks it lost are found again (`inode_list.rs`:
+//!    from the entries naming their inodes, and by scanning the data area
+//!    by header and checksum where the list breaks, leaving out blocks that
+//!    a live inode references as data), a block the list trusted that lost
+//!    its header gets a new one, and the list is relinked. Used slots that fail `Inode::validate` are quarantined:
 //!    cleared (their entries go in step 5), never resealed as they are.
 //!    The free-slot list and the inode counters are rebuilt from the slot
 //!    bitmaps.
@@ -339,19 +339,17 @@ impl Volume {
 
     /// Step 1: the list of all inode blocks and their slots.
     ///
-    /// The list is followed as far as it is sound. Where it breaks (a
-    /// pointer outside the data area, a loop, a block that is not an inode
-    /// block), the blocks after the break are not given up: every block of
-    /// the data area that is an inode block by its header (and its
-    /// checksum, or slots that all hold valid inodes) is taken back, unless
-    /// a live inode's block map or index references it (then it is file
-    /// data that happens to look like one). A block the list points at from
-    /// a trusted place (the superblock, or a block whose checksum holds)
-    /// but that lost its header was an inode block: it gets a new header
-    /// keeping the slots that still hold valid inodes. The list is relinked
-    /// from what was found. Used slots that fail `Inode::validate` are
-    /// quarantined: cleared, their entries dropped later, and the blocks
-    /// they may have owned kept (step 4) rather than freed.
+    /// The list is followed as far as it is sound; the inode blocks it lost
+    /// are not given up (`Volume::inode_blocks_off_list`: found from the
+    /// entries naming their inodes and, where the list breaks, by
+    /// scanning; never a block a live inode references as data). A block
+    /// the list points at from a trusted place (the superblock, or a block
+    /// whose checksum holds) but that lost its header was an inode block:
+    /// it gets a new header keeping the slots that still hold valid
+    /// inodes. The list is relinked from what was found. Used slots that
+    /// fail `Inode::validate` are quarantined: cleared, their entries
+    /// dropped later, and the blocks they may have owned kept (step 4)
+    /// rather than freed.
     fn repair_inode_blocks(&mut self, r: &mut Repair, log: &mut RepairLog) -> Result<()> {
         let walk = self.inode_list(&|b| r.claims.has(b));
         let extra = self.inode_blocks_off_list(&walk, &|b| r.claims.has(b));
