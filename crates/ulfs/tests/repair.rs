@@ -988,3 +988,29 @@ fn inode_list_cut_short_loses_nothing() {
         assert_eq!(repair(&img).exit_code(), 0, "{mode:?}");
     }
 }
+
+/// A quarantined inode's blocks are kept when they have nowhere to go (a
+/// regular file where /lost+found must be): the repair says so and exits
+/// 4, and its second round, which no longer sees the lost inode, must not
+/// free them as leaks (it used to).
+#[test]
+fn kept_blocks_with_nowhere_to_go_are_not_freed_by_a_later_round() {
+    let (_d, img) = image(16 << 20);
+    populate(&img);
+    let mut fs = Fs::mount(&img, MountOptions::default()).unwrap();
+    write_file(&mut fs, "/lost+found", b"not a directory");
+    fs.unmount().unwrap();
+    let note = ino_of(&img, "/docs/note-123");
+    let mut raw = Raw::read(&img);
+    let data = raw.map_ptr(note, 0);
+    raw.put32(Raw::inode(note), 0);
+    raw.seal(Raw::inode_block(note));
+    raw.write(&img);
+    let r = repair(&img);
+    assert_eq!(r.exit_code(), 4, "{r:#?}");
+    assert!(any(&r.remaining, "kept marked in use"), "{r:#?}");
+    assert!(!any(&r.fixed, "leaked blocks freed"), "{r:#?}");
+    let raw = Raw::read(&img);
+    let (off, mask) = raw.bit(data);
+    assert!(raw.bytes[off] & mask != 0, "block {data} was freed");
+}

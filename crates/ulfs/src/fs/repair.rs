@@ -83,6 +83,10 @@ pub(crate) struct RepairLog {
     pub unfixed: Vec<String>,
     more: usize,
     resealed: u64,
+    /// Something that may have owned blocks was lost (`Repair::lossy`): a
+    /// later round must keep unowned blocks too, since what tells it so is
+    /// gone by then.
+    pub lossy: bool,
 }
 
 impl RepairLog {
@@ -218,13 +222,18 @@ impl Volume {
     /// fixed until then is in the log and on the image).
     /// `sealed` says the image's checksums were all to be valid (it was
     /// unmounted cleanly, or it has a journal): a block that fails its own
-    /// is then damage, not a crash's stale seal.
+    /// is then damage, not a crash's stale seal. `lossy` says an earlier
+    /// round lost something (see `RepairLog::lossy`).
     pub(crate) fn repair(
         &mut self,
         sealed: bool,
+        lossy: bool,
         progress: &mut dyn FnMut(u64, u64),
     ) -> (RepairLog, Result<()>) {
-        let mut log = RepairLog::default();
+        let mut log = RepairLog {
+            lossy,
+            ..Default::default()
+        };
         let sealed = sealed || self.j.is_journaled();
         let res = self.repair_all(sealed, &mut log, progress);
         log.finish();
@@ -244,7 +253,7 @@ impl Volume {
             live: Vec::new(),
             rebuild: Vec::new(),
             sealed: HashSet::new(),
-            lossy: false,
+            lossy: log.lossy,
             kept: Vec::new(),
             clones: Vec::new(),
             lost_root: false,
@@ -289,6 +298,7 @@ impl Volume {
             self.salvage_root(&mut r);
         }
         if r.lossy {
+            log.lossy = true;
             self.keep_unclaimed(&mut r)?;
         }
         self.repair_bitmaps(&r.claims, log)?;
@@ -546,8 +556,13 @@ impl Volume {
         if used != was {
             put_u16(self.meta_mut(bid)?, IBLK_USED, used);
         }
-        // Every slot left in use is valid: the block may be sealed now.
-        self.reseal_if_stale(bid, log)
+        // Every slot left in use is valid: the block may be sealed now
+        // (a block changed above is sealed at the checkpoint anyway).
+        if !sealed {
+            self.meta_mut(bid)?;
+            log.resealed += 1;
+        }
+        Ok(())
     }
 
     /// The free-slot list and the inode counters, from the slot bitmaps of

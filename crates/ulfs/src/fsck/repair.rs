@@ -235,6 +235,8 @@ pub fn fsck_repair(image: impl AsRef<Path>, opts: &mut FsckOptions) -> Result<Re
         }
         Err(e) => return Err(e),
     }
+    // A round that lost something makes the next keep unowned blocks too.
+    let mut lossy = false;
     for round in 0..2 {
         opts.begin("repairing");
         out.fixed.extend(prepare(&locked, image)?);
@@ -249,8 +251,9 @@ pub fn fsck_repair(image: impl AsRef<Path>, opts: &mut FsckOptions) -> Result<Re
         )?;
         let (log, res) = {
             let mut progress = |done, total| opts.report(done, total);
-            vol.repair(sealed, &mut progress)
+            vol.repair(sealed, lossy, &mut progress)
         };
+        lossy |= log.lossy;
         let mut unfixed = log.unfixed;
         if let Err(e) = res {
             unfixed.push(format!("the repair had to stop: {e}"));
