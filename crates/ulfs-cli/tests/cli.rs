@@ -804,14 +804,22 @@ fn fsck_repair_fixes_and_exits_like_fsck8() {
 fn fsck_repair_reports_what_it_cannot_fix() {
     let dir = tempfile::tempdir().unwrap();
     let img = image_with_files(dir.path());
-    let root = {
-        let b = fs::read(&img).unwrap();
-        u64::from_le_bytes(b[64..72].try_into().unwrap()) as usize
+    // A file inode's mode destroyed (with a valid CRC), and a regular file
+    // where /lost+found must be: the repair quarantines the inode but has
+    // nowhere to put the blocks it may have owned, so it keeps them in use
+    // and says so. (A destroyed root is made again, so it no longer serves.)
+    let ino = {
+        let mut fs = ulfs::Fs::mount(&img, ulfs::MountOptions::default()).unwrap();
+        let fd = fs
+            .open("/lost+found", libc::O_CREAT | libc::O_WRONLY, 0o644)
+            .unwrap();
+        fs.close(fd).unwrap();
+        let ino = fs.lstat("/d/f0").unwrap().ino as usize;
+        fs.unmount().unwrap();
+        ino
     };
-    // The root inode's mode destroyed (with a valid CRC): nothing can say
-    // where the namespace starts.
-    edit_block(&img, root / 16, true, |b| {
-        b[(root % 16) * 256..(root % 16) * 256 + 4].fill(0);
+    edit_block(&img, ino / 16, true, |b| {
+        b[(ino % 16) * 256..(ino % 16) * 256 + 4].fill(0);
     });
     let (code, out) = code_of(&["fsck", "--repair", s(&img)]);
     assert_eq!(code, 4, "{out}");

@@ -6,6 +6,7 @@ use ulfs::{Errno, Fs, FsckOptions, MountOptions, fsck};
 
 mod common;
 use common::image_in as image_with;
+use common::snapshot::unreadable;
 
 fn image(size: u64) -> (tempfile::TempDir, std::path::PathBuf) {
     image_with(size, ulfs::Mode::Journal)
@@ -268,4 +269,74 @@ fn names_with_nul_are_refused() {
     let mut fs = Fs::mount(&img, MountOptions::default()).unwrap();
     assert_eq!(fs.mkdir(b"/a\0b", 0o755).unwrap_err(), Errno::EINVAL);
     assert_eq!(fs.symlink(b"x\0y", "/s").unwrap_err(), Errno::EINVAL);
+}
+
+/// Byte offset of inode `ino`'s slot in the image.
+fn slot(ino: u64) -> usize {
+    (ino / 16) as usize * 4096 + (ino % 16) as usize * 256
+}
+
+/// Recomputes the CRC of the block holding byte `off`.
+fn reseal(bytes: &mut [u8], off: usize) {
+    let b = off / 4096 * 4096;
+    let blk: &mut ulfs::format::Block = (&mut bytes[b..b + 4096]).try_into().unwrap();
+    ulfs::format::seal_block(blk);
+}
+
+/// Issue 6, finding 4: fsck must report what a read refuses. An inode with
+/// a valid checksum and a size past the largest file, or a symlink longer
+/// than 4095 bytes, used to pass fsck while export then failed.
+#[test]
+fn fsck_reports_inodes_that_reads_refuse() {
+    for (path, field, value) in [("/d/f2", 16, u64::MAX), ("/longsym", 16, 5000)] {
+        let (_d, img) = image(8 << 20);
+        let mut fs = Fs::mount(&img, MountOptions::default()).unwrap();
+        populate(&mut fs);
+        let ino = fs.lstat(path).unwrap().ino;
+        fs.unmount().unwrap();
+        let mut bytes = std::fs::read(&img).unwrap();
+        let off = slot(ino) + field;
+        bytes[off..off + 8].copy_from_slice(&value.to_le_bytes());
+        reseal(&mut bytes, off);
+        std::fs::write(&img, &bytes).unwrap();
+        assert!(!unreadable(&img).is_empty(), "{path}: reads do refuse it");
+        let problems = check(&img);
+        assert!(
+            problems.iter().any(|p| p.contains(&format!("inode {ino}"))),
+            "{path}: {problems:#?}"
+        );
+    }
+}
+
+/// Issue 6, finding 4: on a journal-mode image left by a crash (not
+/// cleanly unmounted), fsck used to skip the checksums that every read
+/// enforces: a flipped bit in a directory node passed fsck and failed `ls`.
+#[test]
+fn fsck_judges_checksums_of_a_crashed_journal_image() {
+    let (d, img) = image(8 << 20);
+    let mut fs = Fs::mount(&img, MountOptions::default()).unwrap();
+    populate(&mut fs);
+    let ino = fs.stat("/d").unwrap().ino;
+    fs.unmount().unwrap();
+    // A copy taken while a change elsewhere is committed, before unmount:
+    // an image left by a crash (not cleanly unmounted).
+    let mut fs = Fs::mount(&img, MountOptions::default()).unwrap();
+    fs.mkdir("/x", 0o755).unwrap();
+    fs.sync().unwrap();
+    let crashed = d.path().join("crashed.img");
+    std::fs::copy(&img, &crashed).unwrap();
+    drop(fs);
+    let mut bytes = std::fs::read(&crashed).unwrap();
+    let root = u32::from_le_bytes(bytes[slot(ino) + 128..][..4].try_into().unwrap()) as usize;
+    // A reserved header byte of /d's index root: only the checksum notices.
+    bytes[root * 4096 + 26] ^= 0x04;
+    std::fs::write(&crashed, &bytes).unwrap();
+    assert!(!unreadable(&crashed).is_empty(), "ls does refuse it");
+    let problems = check(&crashed);
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.contains(&format!("block {root} fails its checksum"))),
+        "{problems:#?}"
+    );
 }

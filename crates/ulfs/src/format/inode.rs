@@ -33,6 +33,14 @@ pub const INLINE_MAX: usize = 120;
 /// `flags`: the symlink target is stored inline at offset 128.
 pub const FLAG_INLINE: u32 = 1;
 
+/// Longest symlink target: a target must be shorter than `PATH_MAX`.
+pub const SYMLINK_MAX: u64 = PATH_MAX as u64 - 1;
+/// Largest file size the block map can address.
+pub const MAX_SIZE: u64 = MAX_FILE_BLOCKS * BLOCK_SIZE as u64;
+/// Most blocks an inode can own: a block id is a `u32`.
+const MAX_BLOCKS: u64 = 1 << 32;
+const NSEC_MAX: i64 = 999_999_999;
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Inode {
     /// File type and permission bits, as `st_mode`. 0 marks a free slot.
@@ -107,7 +115,7 @@ impl Inode {
         self.file_type() == libc::S_IFLNK
     }
 
-    /// Decodes slot bytes. The caller validates meaning (type, pointers).
+    /// Decodes slot bytes as they are; `decode_valid` also validates them.
     pub fn decode(b: &[u8]) -> Inode {
         let ts = |s, ns| Timespec {
             sec: get_i64(b, s),
@@ -173,6 +181,56 @@ impl Inode {
                 put_u32(b, MAP + 4 * i, *m);
             }
         }
+    }
+
+    /// The one judgement of whether a used slot holds an inode that can be
+    /// served: reads (`Volume::inode`) refuse what this refuses, and fsck
+    /// reports it, so a check never passes what a read would then reject.
+    /// It judges each field on its own (FORMAT.md section 7), and only what
+    /// no repair could make sense of: a count or pointer that disagrees
+    /// with the rest of the image is the walk's business (repair fixes
+    /// it), while a slot failing here is garbage. `Err` says what is wrong.
+    pub fn validate(&self) -> Result<(), &'static str> {
+        let ty = self.file_type();
+        if !matches!(ty, libc::S_IFREG | libc::S_IFDIR | libc::S_IFLNK) {
+            return Err("not a file, directory or symlink");
+        }
+        if self.size > MAX_SIZE {
+            return Err("size beyond the largest file");
+        }
+        if self.blocks > MAX_BLOCKS {
+            return Err("block count beyond the image");
+        }
+        let times = [self.atime, self.mtime, self.ctime, self.btime];
+        if times.iter().any(|t| !(0..=NSEC_MAX).contains(&t.nsec)) {
+            return Err("a timestamp's nanoseconds out of range");
+        }
+        if self.flags & !FLAG_INLINE != 0 {
+            return Err("unknown flags");
+        }
+        let inline = self.flags & FLAG_INLINE != 0;
+        match ty {
+            libc::S_IFLNK if inline => {
+                if self.size > INLINE_MAX as u64 {
+                    return Err("inline symlink longer than its room");
+                }
+                if self.blocks != 0 {
+                    return Err("inline symlink owns blocks");
+                }
+            }
+            libc::S_IFLNK if self.size > SYMLINK_MAX => {
+                return Err("symlink longer than the longest target");
+            }
+            _ if inline => return Err("inline flag on a file or directory"),
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// Decodes slot bytes and validates them (see `validate`).
+    pub fn decode_valid(b: &[u8]) -> Result<Inode, &'static str> {
+        let i = Inode::decode(b);
+        i.validate().map(|()| i)
     }
 
     /// Reads just the fields the data path needs, without a full decode.

@@ -310,42 +310,6 @@ impl Volume {
     }
 }
 
-impl Volume {
-    /// Visits every block a file's map references: `f(block, is_indirect)`.
-    /// Used by fsck; stops at the first damaged pointer.
-    pub(crate) fn bmap_visit(&self, inode: &Inode, f: &mut dyn FnMut(Bid, bool)) -> Result<()> {
-        for &bid in &inode.map[..N_DIRECT] {
-            if bid != 0 {
-                f(self.check_bid(bid)?, false);
-            }
-        }
-        for (slot, depth, _) in TREES {
-            if inode.map[slot] != 0 {
-                self.visit_tree(inode.map[slot], depth, f)?;
-            }
-        }
-        Ok(())
-    }
-
-    fn visit_tree(&self, bid: Bid, depth: u32, f: &mut dyn FnMut(Bid, bool)) -> Result<()> {
-        let b = self.indirect(bid)?;
-        f(bid, true);
-        for i in 0..P as usize {
-            let child = ptr(b, i);
-            if child == 0 {
-                continue;
-            }
-            self.check_bid(child)?;
-            if depth > 1 {
-                self.visit_tree(child, depth - 1, f)?;
-            } else {
-                f(child, false);
-            }
-        }
-        Ok(())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -27,14 +27,10 @@ impl Volume {
     }
 
     /// Reads inode `ino`, validated: it must be a live slot of an inode block
-    /// with a known file type.
+    /// and pass `Inode::validate`, the one check fsck applies too.
     pub(crate) fn inode(&self, ino: Ino) -> Result<Inode> {
         let (bid, off) = self.inode_slot(ino)?;
-        let inode = Inode::decode(&self.meta(bid)?[off..off + INODE_SIZE]);
-        match inode.file_type() {
-            libc::S_IFREG | libc::S_IFDIR | libc::S_IFLNK => Ok(inode),
-            _ => Err(Errno::EUCLEAN),
-        }
+        Inode::decode_valid(&self.meta(bid)?[off..off + INODE_SIZE]).map_err(|_| Errno::EUCLEAN)
     }
 
     /// Writes inode `ino` back.

@@ -5,19 +5,26 @@
 //!
 //! [`Volume::repair`] runs, in this order:
 //!
-//! 1. **Inode blocks.** The list of all inode blocks is walked; it is cut
-//!    at the first link that does not lead to an unused inode block (a
-//!    loop, a pointer outside the data area, a wrong magic). Used slots
-//!    that do not hold a valid inode are freed. The free-slot list and the
-//!    inode counters are rebuilt from the slot bitmaps.
+//! 1. **Inode blocks.** The list of all inode blocks is followed while it
+//!    is sound. The inode blocks it lost are found again (`inode_list.rs`:
+//!    from the entries naming their inodes, and by scanning the data area
+//!    by header and checksum where the list breaks, leaving out blocks that
+//!    a live inode references as data), a block the list trusted that lost
+//!    its header gets a new one, and the list is relinked. Used slots that fail `Inode::validate` are quarantined:
+//!    cleared (their entries go in step 5), never resealed as they are.
+//!    The free-slot list and the inode counters are rebuilt from the slot
+//!    bitmaps.
 //! 2. **Ownership.** Every block is given to at most one owner, in a fixed
 //!    order: superblocks and journal region, map blocks, inode blocks,
-//!    directory indexes (directories in inode order), then the block maps
-//!    of files and long symlinks (in inode order). A block referenced
-//!    again later, or a pointer outside the data area, or an indirect
-//!    block with the wrong magic, is cut from the later owner: the pointer
-//!    becomes a hole (reads as zeros). The first owner keeps the bytes; we
-//!    do not copy them, since nothing tells whose bytes they are.
+//!    then the inodes whose inode block carries a valid checksum before the
+//!    others (so a damaged inode cannot take a block from one that reads
+//!    fine), each group directory indexes first, then block maps of files
+//!    and long symlinks, in inode order. A data block mapped again by a
+//!    later owner is copied for it after step 4 (so both read what they
+//!    read before). A pointer outside the data area, an indirect block
+//!    with the wrong magic, or an indirect block or index node used
+//!    twice, is cut from the later owner: the pointer becomes a hole
+//!    (reads as zeros).
 //! 3. **Directory indexes.** An index that breaks any rule (node kind,
 //!    owner, level, key order and ranges, hash placement, leaf chain,
 //!    entry and block counts, a node also used elsewhere) is rebuilt: the
@@ -26,14 +33,21 @@
 //!    fresh, empty index, and the records are inserted again, dropping
 //!    invalid names, dead inodes and duplicate names.
 //! 4. **Bitmaps.** Every group's map block is rewritten from the set of
-//!    owned blocks (leaks freed, used blocks marked, free counts exact),
-//!    and the superblock's free count with them. A checkpoint follows, so
-//!    blocks freed here are reused only after it.
+//!    owned blocks (used blocks marked, free counts exact), and the
+//!    superblock's free count with them. Blocks marked used that nothing
+//!    owns are freed as leaks only when nothing was lost on the way; when
+//!    something that may have owned blocks was lost (a quarantined inode, a
+//!    broken inode-block list, a cut pointer, a damaged block that had to
+//!    be trusted), they are kept, and step 5 gives them to files in
+//!    `/lost+found`. A checkpoint follows, so blocks freed here are reused
+//!    only after it.
 //! 5. **Namespace.** A walk from the root drops entries naming dead
 //!    inodes, second links to a directory, and fixes `d_type`, parent
 //!    pointers and name keys. Live inodes it does not reach are attached
 //!    under `/lost+found` (made with mode 0700 when missing) as `#<ino>`,
-//!    topmost directory of an unreachable subtree first.
+//!    topmost directory of an unreachable subtree first. Blocks kept in
+//!    step 4 become `/lost+found/#blocks-<first block>`, regular files of
+//!    up to 1032 blocks each, in block order.
 //! 6. **Link counts**: the number of entries naming an inode; 2 plus its
 //!    subdirectories for a directory.
 //! 7. **Checksums**: every reachable metadata block whose CRC does not
@@ -41,18 +55,20 @@
 //!    seals it (after a crash in mode `none`, blocks changed since the last
 //!    checkpoint carry stale CRCs).
 
+mod index;
+mod inode_list;
+
 use super::Volume;
-use super::dir::KEY_BASE;
 use super::dtype_of;
 use crate::errno::{Errno, Result};
 use crate::format::dirnode::*;
 use crate::format::inode::{FLAG_INLINE, Inode};
 use crate::format::*;
-use crate::types::{DT_DIR, DT_UNKNOWN, Ino};
+use crate::types::{DT_DIR, Ino};
+pub(crate) use index::{shown, valid_name};
 use std::collections::{HashMap, HashSet};
 
-/// Deepest directory index (as `dir.rs` builds and accepts).
-const MAX_INDEX_DEPTH: u32 = 8;
+use index::MAX_INDEX_DEPTH;
 const P: usize = PTRS_PER_BLOCK as usize;
 /// Most log lines kept; further fixes are counted.
 const LOG_MAX: usize = 1000;
@@ -67,6 +83,10 @@ pub(crate) struct RepairLog {
     pub unfixed: Vec<String>,
     more: usize,
     resealed: u64,
+    /// Something that may have owned blocks was lost (`Repair::lossy`): a
+    /// later round must keep unowned blocks too, since what tells it so is
+    /// gone by then.
+    pub lossy: bool,
 }
 
 impl RepairLog {
@@ -99,6 +119,23 @@ impl RepairLog {
                 .push(format!("... and {} more fixes not listed", self.more));
             self.more = 0;
         }
+    }
+}
+
+/// The records of a leaf that can be read, each checked on its own.
+fn leaf_records(b: &Block, out: &mut Vec<Salvaged>) {
+    let count = node_count(b).min((BLOCK_SIZE - NODE_HDR) / 2);
+    for i in 0..count {
+        let off = get_u16(b, NODE_HDR + 2 * i) as usize;
+        if off < NODE_HDR || off + REC_NAME > BLOCK_SIZE {
+            continue;
+        }
+        let len = b[off + REC_NLEN] as usize;
+        if off + REC_NAME + len > BLOCK_SIZE {
+            continue;
+        }
+        let name = &b[off + REC_NAME..off + REC_NAME + len];
+        out.push((name.to_vec(), get_u64(b, off + REC_INO)));
     }
 }
 
@@ -148,51 +185,64 @@ struct Repair {
     /// Directories whose index is rebuilt: (directory, why, salvaged
     /// records).
     rebuild: Vec<(Ino, String, Vec<Salvaged>)>,
+    /// Live inodes whose inode block carried a valid checksum: they claim
+    /// their blocks before the others, so a damaged inode cannot take a
+    /// block from one that reads fine.
+    sealed: HashSet<Ino>,
+    /// Something that may have referenced blocks was lost (a quarantined
+    /// inode, a broken inode-block list, a cut pointer, a damaged block
+    /// that had to be trusted): blocks marked used that nothing claims are
+    /// then kept, in /lost+found, instead of being freed as leaks.
+    lossy: bool,
+    /// Blocks kept that way.
+    kept: Vec<Bid>,
+    /// Data blocks that a later owner also maps: (owner, where its
+    /// pointer is, the block). Each later owner gets a copy once the
+    /// bitmaps are rebuilt, so both files read as they did.
+    clones: Vec<(Ino, PtrAt, Bid)>,
+    /// The root directory was made again (`remake_root`).
+    lost_root: bool,
+}
+
+/// Where a block pointer lives: a slot of the inode's map, or an entry of
+/// an indirect block.
+#[derive(Clone, Copy)]
+enum PtrAt {
+    Inode(usize),
+    Indirect(Bid, usize),
 }
 
 /// A record read from a damaged index: (name, inode).
 type Salvaged = (Vec<u8>, Ino);
-
-/// What the strict walk of a directory index gathers.
-#[derive(Default)]
-struct IndexWalk {
-    nodes: Vec<Bid>,
-    leaves: Vec<Bid>,
-    seen: HashSet<Bid>,
-    records: u64,
-    last_key: Option<u64>,
-    /// Names of the current collision group (same key base), to catch
-    /// duplicate names.
-    group: (u64, Vec<Vec<u8>>),
-}
-
-/// A name a directory entry may carry.
-fn valid_name(name: &[u8]) -> bool {
-    !name.is_empty()
-        && name.len() <= NAME_MAX
-        && name != b"."
-        && name != b".."
-        && !name.iter().any(|&c| c == b'/' || c == 0)
-}
-
-fn shown(name: &[u8]) -> String {
-    format!("{:?}", String::from_utf8_lossy(name))
-}
 
 impl Volume {
     /// Repairs the mounted (read-write) volume; see the module comment for
     /// what is fixed and in which order. `progress` gets (done, total).
     /// Returns what was done, and `Err` if the repair had to stop (what it
     /// fixed until then is in the log and on the image).
-    pub(crate) fn repair(&mut self, progress: &mut dyn FnMut(u64, u64)) -> (RepairLog, Result<()>) {
-        let mut log = RepairLog::default();
-        let res = self.repair_all(&mut log, progress);
+    /// `sealed` says the image's checksums were all to be valid (it was
+    /// unmounted cleanly, or it has a journal): a block that fails its own
+    /// is then damage, not a crash's stale seal. `lossy` says an earlier
+    /// round lost something (see `RepairLog::lossy`).
+    pub(crate) fn repair(
+        &mut self,
+        sealed: bool,
+        lossy: bool,
+        progress: &mut dyn FnMut(u64, u64),
+    ) -> (RepairLog, Result<()>) {
+        let mut log = RepairLog {
+            lossy,
+            ..Default::default()
+        };
+        let sealed = sealed || self.j.is_journaled();
+        let res = self.repair_all(sealed, &mut log, progress);
         log.finish();
         (log, res)
     }
 
     fn repair_all(
         &mut self,
+        sealed: bool,
         log: &mut RepairLog,
         progress: &mut dyn FnMut(u64, u64),
     ) -> Result<()> {
@@ -202,6 +252,11 @@ impl Volume {
             facts: HashMap::new(),
             live: Vec::new(),
             rebuild: Vec::new(),
+            sealed: HashSet::new(),
+            lossy: log.lossy,
+            kept: Vec::new(),
+            clones: Vec::new(),
+            lost_root: false,
         };
         for bid in 0..self.sb.first_group {
             r.claims.take(bid);
@@ -213,27 +268,38 @@ impl Volume {
         self.repair_inode_lists(log)?;
         self.commit()?;
 
-        // Ownership: directory indexes first, then file block maps.
+        // Ownership: inodes in sound blocks first, then the others; within
+        // each, directory indexes first, then file block maps.
         let total = r.live.len() as u64 * 2;
         let mut done = 0u64;
-        for ino in r.live.clone() {
-            if r.facts[&ino].dtype == DT_DIR {
-                self.repair_claim_dir(&mut r, ino, log)?;
-            }
-            done += 1;
-            if done.is_multiple_of(4096) {
-                progress(done, total);
+        for sound in [true, false] {
+            for dirs in [true, false] {
+                for ino in r.live.clone() {
+                    if r.sealed.contains(&ino) != sound || (r.facts[&ino].dtype == DT_DIR) != dirs {
+                        continue;
+                    }
+                    if dirs {
+                        self.repair_claim_dir(&mut r, ino, log)?;
+                    } else {
+                        self.repair_claim_file(&mut r, ino, log)?;
+                        self.commit()?;
+                    }
+                    done += 1;
+                    if done.is_multiple_of(4096) {
+                        progress(done, total);
+                    }
+                }
             }
         }
-        for ino in r.live.clone() {
-            if r.facts[&ino].dtype != DT_DIR {
-                self.repair_claim_file(&mut r, ino, log)?;
-                self.commit()?;
-            }
-            done += 1;
-            if done.is_multiple_of(4096) {
-                progress(done, total);
-            }
+        if sealed && log.resealed > 0 {
+            r.lossy = true;
+        }
+        if r.lost_root {
+            self.salvage_root(&mut r);
+        }
+        if r.lossy {
+            log.lossy = true;
+            self.keep_unclaimed(&mut r)?;
         }
         self.repair_bitmaps(&r.claims, log)?;
         // Blocks freed above may be handed out by what follows: make the
@@ -241,6 +307,7 @@ impl Volume {
         self.commit()?;
         self.sync()?;
 
+        self.repair_clones(&mut r, log)?;
         for (dino, why, recs) in std::mem::take(&mut r.rebuild) {
             self.rebuild_dir(&r, dino, &why, recs, log)?;
         }
@@ -250,6 +317,12 @@ impl Volume {
             log.cannot(format!(
                 "root inode {root} is not a live directory: the namespace cannot be rebuilt"
             ));
+            if !r.kept.is_empty() {
+                log.cannot(format!(
+                    "{} blocks in use that nothing reaches were kept marked in use",
+                    r.kept.len()
+                ));
+            }
         } else {
             if let Some(f) = r.facts.get_mut(&root) {
                 f.refs = 1;
@@ -257,6 +330,7 @@ impl Volume {
             self.repair_walk(&mut r, root, log)?;
             self.repair_lost_found(&mut r, log)?;
             self.repair_links(&r, log)?;
+            self.repair_kept_blocks(&mut r, log)?;
         }
         self.repair_inode_lists(log)?;
         self.commit()?;
@@ -274,62 +348,219 @@ impl Volume {
     }
 
     /// Step 1: the list of all inode blocks and their slots.
+    ///
+    /// The list is followed as far as it is sound; the inode blocks it lost
+    /// are not given up (`Volume::inode_blocks_off_list`: found from the
+    /// entries naming their inodes and, where the list breaks, by
+    /// scanning; never a block a live inode references as data). A block
+    /// the list points at from a trusted place (the superblock, or a block
+    /// whose checksum holds) but that lost its header was an inode block:
+    /// it gets a new header keeping the slots that still hold valid
+    /// inodes. The list is relinked from what was found. Used slots that
+    /// fail `Inode::validate` are quarantined: cleared, their entries
+    /// dropped later, and the blocks they may have owned kept (step 4)
+    /// rather than freed.
     fn repair_inode_blocks(&mut self, r: &mut Repair, log: &mut RepairLog) -> Result<()> {
-        let mut prev: Bid = 0;
-        let mut bid = self.sb.inode_all_head;
-        while bid != 0 {
-            let usable = self.check_bid(bid).is_ok()
-                && magic(self.meta(bid)?) == MAGIC_INODES
-                && r.claims.take(bid);
-            if !usable {
-                if prev == 0 {
-                    self.sb.inode_all_head = 0;
-                    self.sb_dirty = true;
-                } else {
-                    put_u32(self.meta_mut(prev)?, IBLK_NEXT_ALL, 0);
-                }
+        let walk = self.inode_list(&|b| r.claims.has(b));
+        let extra = self.inode_blocks_off_list(&walk, &|b| r.claims.has(b));
+        let broken = walk.broken.is_some() || !extra.is_empty();
+        if broken {
+            r.lossy = true;
+        }
+        let list = walk.blocks;
+        let mut all = list.clone();
+        for &bid in &extra {
+            if magic(self.meta(bid)?) != MAGIC_INODES {
+                self.reheader_inode_block(bid)?;
                 log.fix(format!(
-                    "inode block list: cut before block {bid}, which is not a usable inode block"
+                    "inode block {bid} lost its header: rebuilt, keeping the slots that hold valid inodes"
                 ));
-                break;
             }
-            self.reseal_if_stale(bid, log)?;
-            let b = self.meta(bid)?;
-            let was = get_u16(b, IBLK_USED);
-            let next = get_u32(b, IBLK_NEXT_ALL);
-            let mut used = was | 1;
-            for slot in 1..INODES_PER_BLOCK {
-                if used & (1 << slot) == 0 {
-                    continue;
-                }
-                let ino = ino_of(bid, slot);
-                let off = slot as usize * INODE_SIZE;
-                let inode = Inode::decode(&self.meta(bid)?[off..off + INODE_SIZE]);
-                let dtype = dtype_of(inode.mode);
-                if dtype == DT_UNKNOWN {
+            all.push(bid);
+        }
+        if broken {
+            log.fix(format!(
+                "inode block list was broken: relinked with {} blocks, {} of them found by scanning",
+                all.len(),
+                all.len() - list.len()
+            ));
+        }
+        self.relink_inode_list(&all)?;
+        for &bid in &all {
+            r.claims.take(bid);
+            self.repair_inode_slots(r, bid, log)?;
+        }
+        self.remake_root(r, &all, log)
+    }
+
+    /// A root inode that was lost (its slot cleared or never found) is made
+    /// again in its slot, as an empty directory, when its inode block is on
+    /// the list; what it held is found again after the claims
+    /// (`salvage_root`) or goes to /lost+found. A live root that is not a
+    /// directory is garbage (no image has one) and is quarantined first.
+    fn remake_root(&mut self, r: &mut Repair, all: &[Bid], log: &mut RepairLog) -> Result<()> {
+        let root = self.sb.root_ino;
+        let Some((bid, slot)) = ino_split(root) else {
+            return Ok(());
+        };
+        match r.facts.get(&root) {
+            Some(f) if f.dtype == DT_DIR => return Ok(()),
+            _ if !all.contains(&bid) => return Ok(()),
+            Some(_) => {
+                r.facts.remove(&root);
+                r.live.retain(|&i| i != root);
+                r.sealed.remove(&root);
+                log.fix(format!(
+                    "root inode {root} is not a directory: quarantined (slot cleared)"
+                ));
+            }
+            None => {}
+        }
+        let now = crate::types::Timespec::now();
+        self.sb.next_generation = self.sb.next_generation.wrapping_add(1);
+        let inode = Inode {
+            mode: libc::S_IFDIR | 0o755,
+            nlink: 2,
+            atime: now,
+            mtime: now,
+            ctime: now,
+            btime: now,
+            generation: self.sb.next_generation,
+            parent: root,
+            ..Default::default()
+        };
+        let b = self.meta_mut(bid)?;
+        let used = get_u16(b, IBLK_USED) | 1 << slot;
+        put_u16(b, IBLK_USED, used);
+        inode.encode(&mut b[slot * INODE_SIZE..(slot + 1) * INODE_SIZE]);
+        self.sb_dirty = true;
+        r.facts.insert(
+            root,
+            Facts {
+                dtype: DT_DIR,
+                refs: 0,
+                subdirs: 0,
+            },
+        );
+        r.live.push(root);
+        r.lossy = true;
+        r.lost_root = true;
+        log.fix(format!(
+            "root directory {root} was lost: made again, its entries found by scanning \
+             or put in /lost+found"
+        ));
+        Ok(())
+    }
+
+    /// After the claims, for a root made again: the leaves of its lost
+    /// index that nothing claims (found by scanning for directory leaves
+    /// owned by the root, with a valid checksum) give their records back,
+    /// and the root's index is rebuilt from them.
+    fn salvage_root(&mut self, r: &mut Repair) {
+        let root = self.sb.root_ino;
+        let mut recs = Vec::new();
+        for bid in self.sb.first_group as u64..self.sb.total_blocks {
+            let bid = bid as Bid;
+            if r.claims.has(bid) {
+                continue;
+            }
+            let Ok(b) = self.meta(bid) else { continue };
+            if magic(b) == MAGIC_DIR_LEAF
+                && get_u64(b, NODE_OWNER) == root
+                && block_crc_ok(b)
+                && leaf_check(b).is_ok()
+            {
+                leaf_records(b, &mut recs);
+            }
+        }
+        if !recs.is_empty() {
+            r.rebuild
+                .push((root, "the root directory was lost".into(), recs));
+        }
+    }
+
+    /// Gives a block that the list trusted to be an inode block a fresh
+    /// header; slots that do not hold a valid inode are cleared.
+    fn reheader_inode_block(&mut self, bid: Bid) -> Result<()> {
+        let b = self.meta_mut(bid)?;
+        let mut used = 1u16;
+        for s in 1..INODES_PER_BLOCK as usize {
+            let slot = &mut b[s * INODE_SIZE..(s + 1) * INODE_SIZE];
+            if Inode::decode_valid(slot).is_ok() {
+                used |= 1 << s;
+            } else {
+                slot.fill(0);
+            }
+        }
+        b[..INODE_SIZE].fill(0);
+        put_u32(b, 0, MAGIC_INODES);
+        put_u16(b, IBLK_USED, used);
+        Ok(())
+    }
+
+    /// Makes the list of all inode blocks exactly `all`, in that order.
+    fn relink_inode_list(&mut self, all: &[Bid]) -> Result<()> {
+        let head = all.first().copied().unwrap_or(0);
+        if self.sb.inode_all_head != head {
+            self.sb.inode_all_head = head;
+            self.sb_dirty = true;
+        }
+        for (i, &bid) in all.iter().enumerate() {
+            let next = all.get(i + 1).copied().unwrap_or(0);
+            if get_u32(self.meta(bid)?, IBLK_NEXT_ALL) != next {
+                put_u32(self.meta_mut(bid)?, IBLK_NEXT_ALL, next);
+            }
+        }
+        Ok(())
+    }
+
+    /// The slots of one inode block: valid inodes become live, used slots
+    /// that fail validation are quarantined (cleared), never resealed.
+    fn repair_inode_slots(&mut self, r: &mut Repair, bid: Bid, log: &mut RepairLog) -> Result<()> {
+        let b = self.meta(bid)?;
+        let sealed = block_crc_ok(b);
+        let was = get_u16(b, IBLK_USED);
+        let mut used = was | 1;
+        for slot in 1..INODES_PER_BLOCK {
+            if used & (1 << slot) == 0 {
+                continue;
+            }
+            let ino = ino_of(bid, slot);
+            let off = slot as usize * INODE_SIZE;
+            let inode = match Inode::decode_valid(&self.meta(bid)?[off..off + INODE_SIZE]) {
+                Ok(i) => i,
+                Err(why) => {
                     used &= !(1 << slot);
                     self.meta_mut(bid)?[off..off + INODE_SIZE].fill(0);
+                    r.lossy = true;
                     log.fix(format!(
-                        "inode {ino}: slot in use but not a valid inode (mode {:#o}): freed",
-                        inode.mode
+                        "inode {ino}: slot in use but not a valid inode ({why}): quarantined \
+                         (slot cleared, its blocks kept)"
                     ));
                     continue;
                 }
-                r.facts.insert(
-                    ino,
-                    Facts {
-                        dtype,
-                        refs: 0,
-                        subdirs: 0,
-                    },
-                );
-                r.live.push(ino);
+            };
+            r.facts.insert(
+                ino,
+                Facts {
+                    dtype: dtype_of(inode.mode),
+                    refs: 0,
+                    subdirs: 0,
+                },
+            );
+            r.live.push(ino);
+            if sealed {
+                r.sealed.insert(ino);
             }
-            if used != was {
-                put_u16(self.meta_mut(bid)?, IBLK_USED, used);
-            }
-            prev = bid;
-            bid = next;
+        }
+        if used != was {
+            put_u16(self.meta_mut(bid)?, IBLK_USED, used);
+        }
+        // Every slot left in use is valid: the block may be sealed now
+        // (a block changed above is sealed at the checkpoint anyway).
+        if !sealed {
+            self.meta_mut(bid)?;
+            log.resealed += 1;
         }
         Ok(())
     }
@@ -393,7 +624,7 @@ impl Volume {
     /// records of a damaged one for rebuilding.
     fn repair_claim_dir(&mut self, r: &mut Repair, dino: Ino, log: &mut RepairLog) -> Result<()> {
         let d = self.inode(dino)?;
-        match self.index_sound(dino, &d, &r.claims) {
+        match self.index_check(dino, &d, &|b| r.claims.has(b)) {
             Ok(nodes) => {
                 for n in nodes {
                     r.claims.take(n);
@@ -406,145 +637,6 @@ impl Volume {
             }
         }
         Ok(())
-    }
-
-    /// Checks a directory's index against every rule; returns its nodes
-    /// when it is sound, else why not.
-    fn index_sound(
-        &self,
-        dino: Ino,
-        d: &Inode,
-        claims: &Claims,
-    ) -> std::result::Result<Vec<Bid>, String> {
-        if d.map[1..].iter().any(|&p| p != 0) {
-            return Err("stray block pointers in the directory inode".into());
-        }
-        let mut w = IndexWalk::default();
-        if d.map[0] != 0 {
-            self.index_walk(dino, d.map[0], (0, u64::MAX), None, 0, &mut w, claims)?;
-            for (i, &leaf) in w.leaves.iter().enumerate() {
-                let want = w.leaves.get(i + 1).copied().unwrap_or(0);
-                let next = self.meta(leaf).map(leaf_next).unwrap_or(0);
-                if next != want {
-                    return Err(format!("leaf chain broken after leaf {leaf}"));
-                }
-            }
-        }
-        if w.records != d.entries {
-            return Err(format!(
-                "records {} entries, the index holds {}",
-                d.entries, w.records
-            ));
-        }
-        if w.nodes.len() as u64 != d.blocks || d.size != d.blocks * BLOCK_SIZE as u64 {
-            return Err(format!(
-                "records {} blocks and size {}, the index has {} nodes",
-                d.blocks,
-                d.size,
-                w.nodes.len()
-            ));
-        }
-        Ok(w.nodes)
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn index_walk(
-        &self,
-        dino: Ino,
-        bid: Bid,
-        (lo, hi): (u64, u64),
-        want_level: Option<u16>,
-        depth: u32,
-        w: &mut IndexWalk,
-        claims: &Claims,
-    ) -> std::result::Result<(), String> {
-        if depth >= MAX_INDEX_DEPTH {
-            return Err("index deeper than possible".into());
-        }
-        if self.check_bid(bid).is_err() {
-            return Err(format!("index pointer {bid} outside the data area"));
-        }
-        if claims.has(bid) || !w.seen.insert(bid) {
-            return Err(format!("index block {bid} is also used elsewhere"));
-        }
-        let b = self
-            .meta(bid)
-            .map_err(|e| format!("index block {bid} unreadable ({e})"))?;
-        if get_u64(b, NODE_OWNER) != dino {
-            return Err(format!(
-                "index block {bid} belongs to inode {}",
-                get_u64(b, NODE_OWNER)
-            ));
-        }
-        w.nodes.push(bid);
-        match magic(b) {
-            MAGIC_DIR_LEAF => {
-                if want_level.is_some_and(|l| l != 0) {
-                    return Err(format!("leaf {bid} at the wrong depth"));
-                }
-                leaf_check(b).map_err(|e| format!("leaf {bid}: {e}"))?;
-                for i in 0..node_count(b) {
-                    let rec = leaf_rec(b, i).map_err(|e| format!("leaf {bid}: {e}"))?;
-                    let key = rec.key;
-                    if key < lo || key >= hi {
-                        return Err(format!("leaf {bid} holds a key outside its range"));
-                    }
-                    if key >> 61 != KEY_BASE >> 61 {
-                        return Err(format!("leaf {bid} holds a malformed key"));
-                    }
-                    if !valid_name(rec.name) {
-                        return Err(format!("leaf {bid} holds an invalid name"));
-                    }
-                    if self.name_key(rec.name) != key & !0xF {
-                        return Err(format!(
-                            "entry {} is filed under the wrong hash",
-                            shown(rec.name)
-                        ));
-                    }
-                    if w.last_key.is_some_and(|last| key <= last) {
-                        return Err("keys out of order".into());
-                    }
-                    if w.group.0 != key & !0xF {
-                        w.group = (key & !0xF, Vec::new());
-                    }
-                    if w.group.1.iter().any(|n| n == rec.name) {
-                        return Err(format!("name {} appears twice", shown(rec.name)));
-                    }
-                    w.group.1.push(rec.name.to_vec());
-                    w.last_key = Some(key);
-                    w.records += 1;
-                }
-                w.leaves.push(bid);
-                Ok(())
-            }
-            MAGIC_DIR_INNER => {
-                inner_check(b).map_err(|e| format!("index node {bid}: {e}"))?;
-                let level = inner_level(b);
-                if want_level.is_some_and(|l| l != level) {
-                    return Err(format!("index node {bid} at the wrong level"));
-                }
-                let entries: Vec<(u64, Bid)> =
-                    (0..node_count(b)).map(|i| inner_entry(b, i)).collect();
-                for (i, &(k, child)) in entries.iter().enumerate() {
-                    let k = if i == 0 { lo } else { k };
-                    let next = entries.get(i + 1).map_or(hi, |e| e.0);
-                    if k > next || k < lo || next > hi {
-                        return Err(format!("index node {bid} keys out of order"));
-                    }
-                    self.index_walk(
-                        dino,
-                        child,
-                        (k, next),
-                        Some(level - 1),
-                        depth + 1,
-                        w,
-                        claims,
-                    )?;
-                }
-                Ok(())
-            }
-            _ => Err(format!("block {bid} is not an index node")),
-        }
     }
 
     /// Reads every record that can be read from a damaged index: the
@@ -589,19 +681,7 @@ impl Volume {
         let mut out = Vec::new();
         for leaf in leaves {
             let Some(b) = is_ours(leaf) else { continue };
-            let count = node_count(b).min((BLOCK_SIZE - NODE_HDR) / 2);
-            for i in 0..count {
-                let off = get_u16(b, NODE_HDR + 2 * i) as usize;
-                if off < NODE_HDR || off + REC_NAME > BLOCK_SIZE {
-                    continue;
-                }
-                let len = b[off + REC_NLEN] as usize;
-                if off + REC_NAME + len > BLOCK_SIZE {
-                    continue;
-                }
-                let name = &b[off + REC_NAME..off + REC_NAME + len];
-                out.push((name.to_vec(), get_u64(b, off + REC_INO)));
-            }
+            leaf_records(b, &mut out);
         }
         out
     }
@@ -618,12 +698,15 @@ impl Volume {
                 if p == 0 {
                     continue;
                 }
-                if self.check_bid(p).is_ok() && r.claims.take(p) {
-                    count += 1;
-                } else {
+                if self.check_bid(p).is_err() {
                     inode.map[i] = 0;
                     cut += 1;
+                    continue;
                 }
+                if !r.claims.take(p) {
+                    r.clones.push((ino, PtrAt::Inode(i), p));
+                }
+                count += 1;
             }
             for (slot, depth) in [(N_DIRECT, 1), (N_DIRECT + 1, 2), (N_DIRECT + 2, 3)] {
                 let p = inode.map[slot];
@@ -639,6 +722,7 @@ impl Volume {
             }
         }
         if cut > 0 {
+            r.lossy = true;
             log.fix(format!(
                 "inode {ino}: {cut} block pointer{} outside the image, to a wrong kind of block \
                  or to a block owned elsewhere cut (now holes)",
@@ -691,7 +775,13 @@ impl Volume {
             } else {
                 self.check_bid(c).is_ok()
             };
-            if !ok || !r.claims.take(c) {
+            let taken = ok && r.claims.take(c);
+            if ok && !taken && depth == 1 {
+                r.clones.push((ino, PtrAt::Indirect(bid, i), c));
+                count += 1;
+                continue;
+            }
+            if !taken {
                 put_u32(self.meta_mut(bid)?, IND_PTRS + 4 * i, 0);
                 *cut += 1;
                 continue;
@@ -702,6 +792,54 @@ impl Volume {
             }
         }
         Ok(count)
+    }
+
+    /// Step 4, after the bitmaps: each data block that a later owner also
+    /// maps is copied for it (as e2fsck clones multiply-claimed blocks), so
+    /// both read what they read before. Without space left, the later
+    /// owner's pointer is cut instead.
+    fn repair_clones(&mut self, r: &mut Repair, log: &mut RepairLog) -> Result<()> {
+        for (ino, at, shared) in std::mem::take(&mut r.clones) {
+            let new = match self.alloc_block(shared) {
+                Ok(b) => {
+                    let bytes = *self.j.data(shared)?;
+                    self.j.data_mut(b)?.copy_from_slice(&bytes);
+                    log.fix(format!(
+                        "inode {ino}: block {shared} is also another file's: given a copy (block {b})"
+                    ));
+                    b
+                }
+                Err(Errno::ENOSPC) => {
+                    r.lossy = true;
+                    log.fix(format!(
+                        "inode {ino}: block {shared} is also another file's and no space is left \
+                         for a copy: pointer cut (now a hole)"
+                    ));
+                    0
+                }
+                Err(e) => return Err(e),
+            };
+            match at {
+                PtrAt::Inode(i) => {
+                    let mut inode = self.inode(ino)?;
+                    inode.map[i] = new;
+                    if new == 0 {
+                        inode.blocks = inode.blocks.saturating_sub(1);
+                    }
+                    self.put_inode(ino, &inode)?;
+                }
+                PtrAt::Indirect(bid, i) => {
+                    put_u32(self.meta_mut(bid)?, IND_PTRS + 4 * i, new);
+                    if new == 0 {
+                        let mut inode = self.inode(ino)?;
+                        inode.blocks = inode.blocks.saturating_sub(1);
+                        self.put_inode(ino, &inode)?;
+                    }
+                }
+            }
+            self.commit()?;
+        }
+        Ok(())
     }
 
     /// Step 4: every map block rewritten from the owned blocks.
@@ -906,33 +1044,12 @@ impl Volume {
         if unreached.is_empty() {
             return Ok(());
         }
-        let lf = match self.lookup(root, b"lost+found") {
-            Ok(ino) if r.facts.get(&ino).is_some_and(|f| f.dtype == DT_DIR) => ino,
-            Ok(_) => {
-                log.cannot(format!(
-                    "/lost+found is not a directory: {} unreachable inodes left unattached",
-                    unreached.len()
-                ));
-                return Ok(());
-            }
-            Err(Errno::ENOENT) => {
-                let ino = self.create(root, b"lost+found", libc::S_IFDIR | 0o700, 0, 0, b"")?;
-                r.facts.insert(
-                    ino,
-                    Facts {
-                        dtype: DT_DIR,
-                        refs: 1,
-                        subdirs: 0,
-                    },
-                );
-                r.live.push(ino);
-                if let Some(f) = r.facts.get_mut(&root) {
-                    f.subdirs += 1;
-                }
-                log.fix("created /lost+found".into());
-                ino
-            }
-            Err(e) => return Err(e),
+        let Some(lf) = self.lost_found_dir(r, log)? else {
+            log.cannot(format!(
+                "/lost+found is not a directory: {} unreachable inodes left unattached",
+                unreached.len()
+            ));
+            return Ok(());
         };
         // Directories first, each at the top of its unreachable subtree, so
         // that what hangs below it keeps its place.
@@ -960,6 +1077,104 @@ impl Volume {
             if r.facts[&u].refs == 0 {
                 self.attach(r, lf, u, log)?;
             }
+        }
+        Ok(())
+    }
+
+    /// /lost+found, made (mode 0700) when missing; None when the name is
+    /// taken by something that is not a directory.
+    fn lost_found_dir(&mut self, r: &mut Repair, log: &mut RepairLog) -> Result<Option<Ino>> {
+        let root = self.sb.root_ino;
+        match self.lookup(root, b"lost+found") {
+            Ok(ino) if r.facts.get(&ino).is_some_and(|f| f.dtype == DT_DIR) => Ok(Some(ino)),
+            Ok(_) => Ok(None),
+            Err(Errno::ENOENT) => {
+                let ino = self.create(root, b"lost+found", libc::S_IFDIR | 0o700, 0, 0, b"")?;
+                r.facts.insert(
+                    ino,
+                    Facts {
+                        dtype: DT_DIR,
+                        refs: 1,
+                        subdirs: 0,
+                    },
+                );
+                r.live.push(ino);
+                if let Some(f) = r.facts.get_mut(&root) {
+                    f.subdirs += 1;
+                }
+                log.fix("created /lost+found".into());
+                Ok(Some(ino))
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Step 4, before the bitmaps when something was lost: blocks marked
+    /// in use that nothing claims may be the data of what was lost, so
+    /// they are claimed (kept) rather than freed.
+    fn keep_unclaimed(&mut self, r: &mut Repair) -> Result<()> {
+        let total = self.sb.total_blocks;
+        for g in 0..self.sb.group_count {
+            let map = self.sb.map_bid(g);
+            let b = self.meta(map)?;
+            let whole = magic(b) != MAGIC_MAP;
+            for i in 0..MAP_BITS {
+                let bid = map as u64 + 1 + i as u64;
+                if bid >= total {
+                    break;
+                }
+                let marked = whole || b[MAP_BITMAP + (i / 8) as usize] & (1 << (i % 8)) != 0;
+                if marked && r.claims.take(bid as Bid) {
+                    r.kept.push(bid as Bid);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Step 5, last: the kept blocks become the contents of regular files
+    /// `/lost+found/#blocks-<first block>`, up to 1032 blocks each (twelve
+    /// direct pointers and one indirect block), in block order, so that
+    /// nothing is lost and the image is consistent; deleting the files
+    /// frees the space.
+    fn repair_kept_blocks(&mut self, r: &mut Repair, log: &mut RepairLog) -> Result<()> {
+        if r.kept.is_empty() {
+            return Ok(());
+        }
+        let Some(lf) = self.lost_found_dir(r, log)? else {
+            log.cannot(format!(
+                "/lost+found is not a directory: {} blocks in use that nothing reaches were kept \
+                 marked in use",
+                r.kept.len()
+            ));
+            return Ok(());
+        };
+        let kept = std::mem::take(&mut r.kept);
+        for chunk in kept.chunks(N_DIRECT + P) {
+            let name = format!("#blocks-{}", chunk[0]);
+            let ino = self.create(lf, name.as_bytes(), libc::S_IFREG | 0o600, 0, 0, b"")?;
+            let mut i = self.inode(ino)?;
+            for (n, &bid) in chunk.iter().take(N_DIRECT).enumerate() {
+                i.map[n] = bid;
+            }
+            if chunk.len() > N_DIRECT {
+                let ind = self.alloc_meta(0, MAGIC_INDIRECT)?;
+                let b = self.meta_mut(ind)?;
+                put_u64(b, IND_OWNER, ino);
+                for (n, &bid) in chunk[N_DIRECT..].iter().enumerate() {
+                    put_u32(b, IND_PTRS + 4 * n, bid);
+                }
+                i.map[N_DIRECT] = ind;
+                i.blocks = 1;
+            }
+            i.blocks += chunk.len() as u64;
+            i.size = chunk.len() as u64 * BLOCK_SIZE as u64;
+            self.put_inode(ino, &i)?;
+            self.commit()?;
+            log.fix(format!(
+                "{} blocks in use that nothing reaches kept as /lost+found/{name}",
+                chunk.len()
+            ));
         }
         Ok(())
     }

@@ -10,7 +10,6 @@
 //! release. Cost is O(image metadata); it is a tool, not the mount path.
 
 use super::{FsckOptions, FsckReport};
-use crate::format::dirnode::*;
 use crate::format::inode::{FLAG_INLINE, Inode};
 use crate::format::superblock::{SB_PRIMARY, SB_SECONDARY, STATE_CLEAN, Superblock};
 use crate::format::*;
@@ -42,6 +41,10 @@ struct Checker<'a> {
     seen: HashMap<Ino, Seen>,
     /// Judge checksums and counters whatever the image's state.
     strict: bool,
+    /// Blocks referenced twice (`name_shared_blocks` names every owner).
+    dups: HashSet<Bid>,
+    /// Findings are not recorded (a second walk that only gathers).
+    quiet: bool,
 }
 
 impl<'a> Checker<'a> {
@@ -53,10 +56,15 @@ impl<'a> Checker<'a> {
             owned: vec![0; words],
             seen: HashMap::new(),
             strict,
+            dups: HashSet::new(),
+            quiet: false,
         }
     }
 
     fn problem(&mut self, msg: String) {
+        if self.quiet {
+            return;
+        }
         // A badly damaged image can produce millions of findings; the first
         // thousand say enough.
         if self.report.problems.len() < 1000 {
@@ -64,13 +72,11 @@ impl<'a> Checker<'a> {
         }
     }
 
-    /// Checksums are sealed at every checkpoint, so on a cleanly unmounted
-    /// image every metadata block must carry a valid one (see
-    /// `judge_counters` for when they are judged).
+    /// Every read verifies a metadata block's checksum and refuses the
+    /// block when it fails, so the check judges them always, whatever the
+    /// mode and state: an image that left a crash in mode `journal` is
+    /// replayed whole and sealed; one in mode `none` needs `--repair`.
     fn verify_crc(&mut self, bid: Bid, what: &str) {
-        if !self.judge_counters() {
-            return;
-        }
         match self.vol.meta(bid) {
             Ok(b) if block_crc_ok(b) => {}
             // A store that verifies checksums on read refuses the block.
@@ -89,12 +95,12 @@ impl<'a> Checker<'a> {
         }
     }
 
-    /// Whether checksums and exact counters are judged: on a cleanly
-    /// unmounted image, and in mode `none`, where a `sync` leaves them exact
-    /// and a crash at any other moment leaves an image that needs
-    /// `--repair` (so a check must say so, not call it clean). After a
-    /// crash in mode `journal` the replayed image is consistent but its
-    /// free counters are hints until the next mount recounts them.
+    /// Whether exact counters are judged: on a cleanly unmounted image, and
+    /// in mode `none`, where a `sync` leaves them exact and a crash at any
+    /// other moment leaves an image that needs `--repair` (so a check must
+    /// say so, not call it clean). After a crash in mode `journal` the
+    /// replayed image is consistent but its free counters are hints until
+    /// the next mount recounts them; no read fails because of them.
     fn judge_counters(&self) -> bool {
         self.strict || self.vol.sb.state == STATE_CLEAN || !self.vol.j.is_journaled()
     }
@@ -126,6 +132,7 @@ impl<'a> Checker<'a> {
         let (w, m) = (bid as usize / 64, 1u64 << (bid % 64));
         if self.owned[w] & m != 0 {
             self.problem(format!("{what}: block {bid} is referenced twice"));
+            self.dups.insert(bid);
         }
         self.owned[w] |= m;
     }
@@ -142,6 +149,7 @@ impl<'a> Checker<'a> {
         let live = self.inode_blocks();
         self.walk_tree(&live, opts);
         self.check_links(&live);
+        self.name_shared_blocks(&live);
         self.check_bitmaps();
         let used = self
             .owned
@@ -151,36 +159,70 @@ impl<'a> Checker<'a> {
         self.report.used_blocks = used;
     }
 
-    /// Walks the list of all inode blocks; returns every live inode.
+    /// For each block referenced twice, names every inode whose map or
+    /// index names it and where (the damaged one may be either). A second
+    /// walk of the block maps, made only when there are such blocks.
+    fn name_shared_blocks(&mut self, live: &[(Ino, Inode)]) {
+        if self.dups.is_empty() {
+            return;
+        }
+        let mut names: HashMap<Bid, Vec<String>> = HashMap::new();
+        self.quiet = true;
+        for (ino, inode) in live {
+            let mut blocks = Vec::new();
+            if inode.is_dir() {
+                let _ = self
+                    .vol
+                    .dir_blocks(inode, &mut |b| blocks.push((b, "its index".to_string())));
+            } else if !(inode.is_symlink() && inode.flags & FLAG_INLINE != 0) {
+                self.file_blocks(*ino, inode, &mut blocks, &mut Vec::new());
+            }
+            for (b, holder) in blocks {
+                if self.dups.contains(&b) {
+                    names
+                        .entry(b)
+                        .or_default()
+                        .push(format!("inode {ino} (named by {holder})"));
+                }
+            }
+        }
+        self.quiet = false;
+        let mut shared: Vec<_> = names.into_iter().collect();
+        shared.sort();
+        for (b, who) in shared {
+            self.problem(format!("block {b} is named by {}", who.join(" and ")));
+        }
+    }
+
+    /// Walks the list of all inode blocks (with the walk repair uses,
+    /// `Volume::inode_list`); returns every live inode. Where the list
+    /// breaks, the inode blocks it lost are counted as repair would find
+    /// them again.
     fn inode_blocks(&mut self) -> Vec<(Ino, Inode)> {
         let mut live = Vec::new();
-        let mut bid = self.vol.sb.inode_all_head;
         let mut free_slots = 0;
-        let mut steps = 0u64;
         // Inode blocks with a free slot: what the free-slot list must hold.
         let mut with_free = HashSet::new();
-        while bid != 0 {
-            steps += 1;
-            if steps > self.vol.sb.total_blocks {
-                self.problem("inode block list loops".into());
-                break;
-            }
-            if self.vol.check_bid(bid).is_err() {
-                self.problem(format!(
-                    "inode block list points outside the data area ({bid})"
-                ));
-                break;
-            }
+        let sb = self.vol.sb.clone();
+        let taken =
+            |b: Bid| b < sb.first_group || sb.group_of(b).is_some_and(|g| sb.map_bid(g) == b);
+        let list = self.vol.inode_list(&taken);
+        if let Some(why) = &list.broken {
+            self.problem(why.clone());
+        }
+        let lost = self.vol.inode_blocks_off_list(&list, &taken);
+        if let Some(first) = lost.first() {
+            self.problem(format!(
+                "{} inode blocks are not on the inode block list (first {first}); \
+                 --repair relinks them",
+                lost.len()
+            ));
+        }
+        for bid in list.blocks {
             let Some(b) = self.read(bid, "inode block list") else {
                 break;
             };
-            if magic(b) != MAGIC_INODES {
-                self.problem(format!(
-                    "block {bid} on the inode list is not an inode block"
-                ));
-                break;
-            }
-            let (used, next) = (get_u16(b, IBLK_USED), get_u32(b, IBLK_NEXT_ALL));
+            let used = get_u16(b, IBLK_USED);
             if used != IBLK_FULL {
                 with_free.insert(bid);
             }
@@ -192,14 +234,15 @@ impl<'a> Checker<'a> {
                     free_slots += 1;
                     continue;
                 }
-                match self.vol.inode(ino) {
+                let off = slot as usize * INODE_SIZE;
+                // The same judgement as every read's (`Volume::inode`).
+                match Inode::decode_valid(&b[off..off + INODE_SIZE]) {
                     Ok(i) => live.push((ino, i)),
-                    Err(_) => {
-                        self.problem(format!("inode {ino}: slot in use but not a valid inode"))
-                    }
+                    Err(why) => self.problem(format!(
+                        "inode {ino}: slot in use but not a valid inode ({why})"
+                    )),
                 }
             }
-            bid = next;
         }
         let clean = self.judge_counters();
         let sb = &self.vol.sb;
@@ -277,15 +320,21 @@ impl<'a> Checker<'a> {
             let d = by_ino[&dir];
             for (name, key, ino, dtype) in self.dir_entries(dir, d) {
                 let shown = String::from_utf8_lossy(&name).into_owned();
+                let leaf = || match self.vol.leaf_holding(d, key) {
+                    Some(l) => format!(" (leaf {l})"),
+                    None => String::new(),
+                };
                 let Some(child) = by_ino.get(&ino) else {
+                    let at = leaf();
                     self.problem(format!(
-                        "directory {dir}: entry {shown:?} names a free or invalid inode {ino}"
+                        "directory {dir}: entry {shown:?}{at} names a free or invalid inode {ino}"
                     ));
                     continue;
                 };
                 if dtype != crate::fs::dtype_of(child.mode) {
+                    let at = leaf();
                     self.problem(format!(
-                        "directory {dir}: entry {shown:?} has the wrong d_type"
+                        "directory {dir}: entry {shown:?}{at} has the wrong d_type"
                     ));
                 }
                 let first = {
@@ -330,25 +379,15 @@ impl<'a> Checker<'a> {
         // Blocks holding metadata (index nodes, indirect blocks): checksummed.
         let mut meta = Vec::new();
         let res = if inode.is_dir() {
-            if inode.size != inode.blocks.saturating_mul(BLOCK_SIZE as u64) {
-                self.problem(format!(
-                    "directory {ino}: size {} is not its block count times {BLOCK_SIZE}",
-                    inode.size
-                ));
-            }
             self.vol.dir_blocks(inode, &mut |b| {
-                blocks.push(b);
+                blocks.push((b, "its index".to_string()));
                 meta.push(b);
             })
         } else if inode.is_symlink() && inode.flags & FLAG_INLINE != 0 {
             Ok(())
         } else {
-            self.vol.bmap_visit(inode, &mut |b, indirect| {
-                blocks.push(b);
-                if indirect {
-                    meta.push(b);
-                }
-            })
+            self.file_blocks(ino, inode, &mut blocks, &mut meta);
+            Ok(())
         };
         for &b in &meta {
             self.verify_crc(b, &format!("inode {ino}"));
@@ -373,8 +412,8 @@ impl<'a> Checker<'a> {
                 blocks.len()
             ));
         }
-        for b in blocks {
-            self.claim(b, &format!("inode {ino}"));
+        for (b, holder) in blocks {
+            self.claim(b, &format!("inode {ino} (named by {holder})"));
         }
         match inode.file_type() {
             libc::S_IFDIR => self.report.dirs += 1,
@@ -383,115 +422,67 @@ impl<'a> Checker<'a> {
         }
     }
 
-    /// Reads a directory's entries, checking the index invariants.
-    fn dir_entries(&mut self, dino: Ino, d: &Inode) -> Vec<(Vec<u8>, u64, Ino, u8)> {
-        let mut out = Vec::new();
-        let mut problems = Vec::new();
-        let res = self.vol.read_dir(dino, 0, |item| {
-            if self.vol.name_key(item.name) != item.key & !0xF {
-                problems.push(format!(
-                    "directory {dino}: entry {:?} is filed under the wrong hash",
-                    String::from_utf8_lossy(item.name)
-                ));
+    /// Gathers a file's (or long symlink's) blocks: `blocks` all of them,
+    /// `meta` its indirect blocks, each with what names it. A bad pointer
+    /// is reported naming the block that holds it, and not followed.
+    fn file_blocks(
+        &mut self,
+        ino: Ino,
+        inode: &Inode,
+        blocks: &mut Vec<(Bid, String)>,
+        meta: &mut Vec<Bid>,
+    ) {
+        let mut stack: Vec<(Bid, u32, String)> = Vec::new();
+        for (n, &p) in inode.map.iter().enumerate() {
+            if p != 0 {
+                let depth = n.saturating_sub(N_DIRECT - 1) as u32;
+                stack.push((p, depth, "its inode".into()));
             }
+        }
+        while let Some((bid, depth, holder)) = stack.pop() {
+            if self.vol.check_bid(bid).is_err() {
+                self.problem(format!(
+                    "inode {ino}: {holder} points outside the data area ({bid})"
+                ));
+                continue;
+            }
+            blocks.push((bid, holder.clone()));
+            if depth == 0 {
+                continue;
+            }
+            let Ok(b) = self.vol.meta(bid) else { continue };
+            if magic(b) != MAGIC_INDIRECT {
+                self.problem(format!(
+                    "inode {ino}: block {bid}, named by {holder}, is not an indirect block"
+                ));
+                continue;
+            }
+            meta.push(bid);
+            for i in 0..PTRS_PER_BLOCK as usize {
+                let c = get_u32(b, IND_PTRS + 4 * i);
+                if c != 0 {
+                    stack.push((c, depth - 1, format!("indirect block {bid}")));
+                }
+            }
+        }
+    }
+
+    /// Reads a directory's entries, after judging its index with the walk
+    /// repair uses too (`Volume::index_check`), so the two agree on what
+    /// is damaged. Double references are found by `claim`, not here.
+    fn dir_entries(&mut self, dino: Ino, d: &Inode) -> Vec<(Vec<u8>, u64, Ino, u8)> {
+        if let Err(why) = self.vol.index_check(dino, d, &|_| false) {
+            self.problem(format!("directory {dino}: damaged index: {why}"));
+        }
+        let mut out = Vec::new();
+        let res = self.vol.read_dir(dino, 0, |item| {
             out.push((item.name.to_vec(), item.key, item.ino, item.dtype));
             true
         });
         if let Err(e) = res {
-            problems.push(format!("directory {dino}: index unreadable ({e:?})"));
-        }
-        let strictly_sorted = out.windows(2).all(|w| w[0].1 < w[1].1);
-        if !strictly_sorted {
-            problems.push(format!("directory {dino}: keys out of order"));
-        }
-        if out.len() as u64 != d.entries {
-            problems.push(format!(
-                "directory {dino}: records {} entries, index holds {}",
-                d.entries,
-                out.len()
-            ));
-        }
-        if d.map[0] != 0 {
-            self.check_nodes(dino, d.map[0], 0, u64::MAX, 8, &mut problems);
-        }
-        for p in problems {
-            self.problem(p);
+            self.problem(format!("directory {dino}: index unreadable ({e:?})"));
         }
         out
-    }
-
-    /// Checks that every key under `bid` lies in `[lo, hi)` and that nodes
-    /// belong to this directory.
-    fn check_nodes(
-        &self,
-        dino: Ino,
-        bid: Bid,
-        lo: u64,
-        hi: u64,
-        budget: u32,
-        problems: &mut Vec<String>,
-    ) {
-        // A damaged (cyclic) index must not recurse forever.
-        if budget == 0 || self.vol.check_bid(bid).is_err() {
-            problems.push(format!(
-                "directory {dino}: index deeper than possible or pointing outside the image"
-            ));
-            return;
-        }
-        let b = match self.vol.meta(bid) {
-            Ok(b) => b,
-            Err(e) => {
-                problems.push(format!(
-                    "directory {dino}: index block {bid} unreadable ({e})"
-                ));
-                return;
-            }
-        };
-        if get_u64(b, NODE_OWNER) != dino {
-            problems.push(format!(
-                "directory {dino}: index block {bid} belongs to inode {}",
-                get_u64(b, NODE_OWNER)
-            ));
-        }
-        match magic(b) {
-            MAGIC_DIR_LEAF => {
-                if let Err(e) = leaf_check(b) {
-                    problems.push(format!("directory {dino}: leaf {bid}: {e}"));
-                    return;
-                }
-                for i in 0..node_count(b) {
-                    match leaf_rec(b, i) {
-                        Ok(r) if r.key < lo || r.key >= hi => problems.push(format!(
-                            "directory {dino}: leaf {bid} holds a key outside its range"
-                        )),
-                        Ok(_) => {}
-                        Err(e) => problems.push(format!("directory {dino}: leaf {bid}: {e}")),
-                    }
-                }
-            }
-            MAGIC_DIR_INNER if inner_check(b).is_ok() => {
-                let n = node_count(b);
-                for i in 0..n {
-                    let (k, child) = inner_entry(b, i);
-                    let k = if i == 0 { lo } else { k };
-                    let next = if i + 1 < n {
-                        inner_entry(b, i + 1).0
-                    } else {
-                        hi
-                    };
-                    if k > next {
-                        problems.push(format!(
-                            "directory {dino}: index node {bid} keys out of order"
-                        ));
-                        return;
-                    }
-                    self.check_nodes(dino, child, k, next, budget - 1, problems);
-                }
-            }
-            _ => problems.push(format!(
-                "directory {dino}: block {bid} is not an index node"
-            )),
-        }
     }
 
     /// Link counts, and live inodes nothing reaches.
@@ -572,14 +563,14 @@ impl<'a> Checker<'a> {
             }
             if !leaked.is_empty() {
                 self.problem(format!(
-                    "group {g}: {} blocks marked used but unreferenced (first {})",
+                    "group {g} (map block {map}): {} blocks marked used but unreferenced (first {})",
                     leaked.len(),
                     leaked[0]
                 ));
             }
             if !unmarked.is_empty() {
                 self.problem(format!(
-                    "group {g}: {} referenced blocks marked free (first {})",
+                    "group {g} (map block {map}): {} referenced blocks marked free (first {})",
                     unmarked.len(),
                     unmarked[0]
                 ));
@@ -591,7 +582,7 @@ impl<'a> Checker<'a> {
                 .count() as u32;
             if recorded != marked_free {
                 self.problem(format!(
-                    "group {g}: free count {recorded} but the bitmap has {marked_free} free"
+                    "group {g} (map block {map}): free count {recorded} but the bitmap has {marked_free} free"
                 ));
             }
             free_total += marked_free as u64;

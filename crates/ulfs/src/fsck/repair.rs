@@ -23,9 +23,12 @@
 use super::{FsckOptions, FsckReport, check};
 use crate::errno::Errno;
 use crate::error::Error;
-use crate::format::superblock::{SB_PRIMARY, SB_SECONDARY, STATE_CLEAN, STATE_DIRTY, Superblock};
+use crate::format::superblock::{
+    MODE_JOURNAL, SB_PRIMARY, SB_SECONDARY, STATE_CLEAN, STATE_DIRTY, Superblock,
+};
 use crate::format::{
-    BLOCK_SIZE, MAGIC_MAP, MAP_BITMAP, MAP_FREE, MAP_GROUP, init_block, magic, put_u32, seal_block,
+    BLOCK_SIZE, MAGIC_MAP, MAP_BITMAP, MAP_FREE, MAP_GROUP, block_crc_ok, get_u64, init_block,
+    journal, magic, put_u32, seal_block,
 };
 use crate::fs::{MountOptions, Volume};
 use crate::store::open_locked;
@@ -106,6 +109,8 @@ fn prepare(locked: &File, image: &Path) -> Result<Vec<String>, Error> {
     let mut b = [0u8; BLOCK_SIZE];
     let mut newest: Option<Superblock> = None;
     let mut damaged = Vec::new();
+    // Whether the newest copy says the image was unmounted cleanly.
+    let mut was_clean = false;
     for (bid, name) in [(SB_PRIMARY, "primary"), (SB_SECONDARY, "secondary")] {
         let off = bid as u64 * BLOCK_SIZE as u64;
         f.read_exact_at(&mut b, off).map_err(io)?;
@@ -113,6 +118,9 @@ fn prepare(locked: &File, image: &Path) -> Result<Vec<String>, Error> {
             damaged.push((bid, name));
             continue;
         };
+        if newest.as_ref().is_none_or(|n| sb.seq > n.seq) {
+            was_clean = sb.state == STATE_CLEAN;
+        }
         if sb.state != STATE_DIRTY {
             sb.state = STATE_DIRTY;
             sb.encode(&mut b);
@@ -132,6 +140,11 @@ fn prepare(locked: &File, image: &Path) -> Result<Vec<String>, Error> {
                 "the {name} superblock copy was damaged: rewritten from the other"
             ));
         }
+    }
+    if let Some(sb) = &newest
+        && was_clean
+    {
+        fixed.extend(reset_journal_header(&f, sb, &shown)?);
     }
     if let Some(sb) = newest {
         for g in 0..sb.group_count {
@@ -156,6 +169,46 @@ fn prepare(locked: &File, image: &Path) -> Result<Vec<String>, Error> {
     Ok(fixed)
 }
 
+/// A journal header that fails its checksum refuses every mount. On an
+/// image unmounted cleanly the log holds nothing to replay (unmount
+/// checkpoints it), so the header can be rewritten: replay is made to
+/// start past every record left in the log, so none of them is replayed.
+fn reset_journal_header(
+    f: &File,
+    sb: &Superblock,
+    shown: &impl std::fmt::Display,
+) -> Result<Vec<String>, Error> {
+    if sb.mode != MODE_JOURNAL || sb.journal_blocks == 0 {
+        return Ok(Vec::new());
+    }
+    let io = |e| Error::io(shown, e);
+    let mut b = [0u8; BLOCK_SIZE];
+    let start = sb.journal_start;
+    f.read_exact_at(&mut b, start as u64 * BLOCK_SIZE as u64)
+        .map_err(io)?;
+    if journal::header_decode(&b).is_some() {
+        return Ok(Vec::new());
+    }
+    let mut last = 0u64;
+    let mut rec = [0u8; BLOCK_SIZE];
+    for bid in start as u64 + 1..start as u64 + sb.journal_blocks as u64 {
+        f.read_exact_at(&mut rec, bid * BLOCK_SIZE as u64)
+            .map_err(io)?;
+        let kind = magic(&rec);
+        let framing = kind == journal::MAGIC_DESCRIPTOR || kind == journal::MAGIC_COMMIT;
+        if framing && block_crc_ok(&rec) {
+            last = last.max(get_u64(&rec, 8));
+        }
+    }
+    journal::header_encode(&mut b, last + 1);
+    f.write_all_at(&b, start as u64 * BLOCK_SIZE as u64)
+        .map_err(io)?;
+    Ok(vec![format!(
+        "the journal header (block {start}) was damaged: rewritten (the image had been \
+         unmounted cleanly, so its log held nothing to replay)"
+    )])
+}
+
 /// Repairs the image at `image` in place; see the module comment.
 pub fn fsck_repair(image: impl AsRef<Path>, opts: &mut FsckOptions) -> Result<RepairReport, Error> {
     let image = image.as_ref();
@@ -163,8 +216,11 @@ pub fn fsck_repair(image: impl AsRef<Path>, opts: &mut FsckOptions) -> Result<Re
     let locked = open_locked(image, false)
         .map_err(|e| crate::fs::store_error(&image.display().to_string(), e))?;
     let mut out = RepairReport::default();
+    // Whether every checksum was to be valid (a clean unmount).
+    let mut sealed = false;
     match strict_check(&locked, image, opts) {
         Ok((before, was_clean)) => {
+            sealed = was_clean;
             if before.is_clean() && was_clean {
                 out.report = before;
                 return Ok(out);
@@ -179,6 +235,8 @@ pub fn fsck_repair(image: impl AsRef<Path>, opts: &mut FsckOptions) -> Result<Re
         }
         Err(e) => return Err(e),
     }
+    // A round that lost something makes the next keep unowned blocks too.
+    let mut lossy = false;
     for round in 0..2 {
         opts.begin("repairing");
         out.fixed.extend(prepare(&locked, image)?);
@@ -193,8 +251,9 @@ pub fn fsck_repair(image: impl AsRef<Path>, opts: &mut FsckOptions) -> Result<Re
         )?;
         let (log, res) = {
             let mut progress = |done, total| opts.report(done, total);
-            vol.repair(&mut progress)
+            vol.repair(sealed, lossy, &mut progress)
         };
+        lossy |= log.lossy;
         let mut unfixed = log.unfixed;
         if let Err(e) = res {
             unfixed.push(format!("the repair had to stop: {e}"));

@@ -19,3 +19,4 @@ pub fn image_in(size: u64, mode: Mode) -> (tempfile::TempDir, PathBuf) {
     .unwrap();
     (dir, img)
 }
+pub mod snapshot;
