@@ -164,7 +164,7 @@ pub fn repair_never_worse(data: &[u8]) {
     }
 }
 
-fn describe(lost: &[(&[u8], &Shown, Option<&Shown>)]) -> String {
+fn describe(lost: &[crate::snapshot::Loss]) -> String {
     lost.iter()
         .take(5)
         .map(|(p, was, now)| {

@@ -4,7 +4,8 @@
 //! that claims huge sizes or endless directories cannot make a test hang.
 
 use std::collections::BTreeMap;
-use ulfs::{Errno, Fs};
+use std::path::Path;
+use ulfs::{Errno, Fs, MountOptions};
 
 /// What one path shows.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -23,6 +24,15 @@ pub enum Shown {
 impl Shown {
     pub fn is_readable(&self) -> bool {
         !matches!(self, Shown::Unreadable(_))
+    }
+
+    fn kind(&self) -> &'static str {
+        match self {
+            Shown::Dir => "a directory",
+            Shown::File { .. } => "a file",
+            Shown::Link(_) => "a symlink",
+            Shown::Unreadable(_) => "unreadable",
+        }
     }
 }
 
@@ -120,33 +130,98 @@ fn list(fs: &mut Fs, dir: &[u8], max: usize) -> Result<Vec<Vec<u8>>, Errno> {
     result.map(|()| names)
 }
 
+/// A file's bytes: all of them, or for a file longer than `max` its first
+/// and last `max / 2` (a garbage size must not make a walk read without
+/// end, and a damaged middle still shows at one edge or the other).
 fn read(fs: &mut Fs, path: &[u8], size: u64, max: usize) -> Result<Shown, Errno> {
     let fd = fs.open(path, libc::O_RDONLY, 0)?;
-    let want = size.min(max as u64) as usize;
-    let mut bytes = vec![0u8; want];
-    let mut done = 0;
-    let result = loop {
-        if done == want {
-            break Ok(());
-        }
-        match fs.pread(fd, &mut bytes[done..], done as u64) {
-            Ok(0) => break Ok(()),
-            Ok(n) => done += n,
-            Err(e) => break Err(e),
-        }
+    let bytes = if size <= max as u64 {
+        read_range(fs, fd, 0, max)
+    } else {
+        let edge = max / 2;
+        read_range(fs, fd, 0, edge).and_then(|mut head| {
+            head.extend(read_range(fs, fd, size - edge as u64, edge)?);
+            Ok(head)
+        })
     };
     let _ = fs.close(fd);
-    result?;
-    bytes.truncate(done);
-    Ok(Shown::File { size, bytes })
+    Ok(Shown::File {
+        size,
+        bytes: bytes?,
+    })
 }
 
-/// What `before` could read that `after` no longer shows the same:
-/// (path, before, after) for each loss.
-pub fn losses<'a>(
-    before: &'a Snapshot,
-    after: &'a Snapshot,
-) -> Vec<(&'a [u8], &'a Shown, Option<&'a Shown>)> {
+/// Up to `len` bytes from `off` (fewer at the end of the file).
+fn read_range(fs: &mut Fs, fd: ulfs::Fd, off: u64, len: usize) -> Result<Vec<u8>, Errno> {
+    let mut data = vec![0u8; len];
+    let mut done = 0;
+    while done < len {
+        match fs.pread(fd, &mut data[done..], off + done as u64)? {
+            0 => break,
+            n => done += n,
+        }
+    }
+    data.truncate(done);
+    Ok(data)
+}
+
+/// What a read-only mount of the image at `img` shows (checksums verified,
+/// as every command reads), or why it does not mount.
+pub fn snapshot_image(img: &Path, budget: Budget) -> Result<Snapshot, ulfs::Error> {
+    let opts = MountOptions {
+        read_only: true,
+        ..Default::default()
+    };
+    Fs::mount(img, opts).map(|mut fs| snapshot(&mut fs, budget))
+}
+
+/// Only what reads, on the image at `img` (nothing if it does not mount):
+/// the state the repair promise is stated in.
+pub fn readable(img: &Path) -> Snapshot {
+    let mut seen = snapshot_image(img, Budget::default()).unwrap_or_default();
+    seen.retain(|_, shown| shown.is_readable());
+    seen
+}
+
+/// What a listing shows but a read refuses, on the image at `img`: one
+/// line per path. An image that fsck calls clean must give none.
+pub fn unreadable(img: &Path) -> Vec<String> {
+    match snapshot_image(img, Budget::default()) {
+        Ok(seen) => seen
+            .iter()
+            .filter_map(|(path, shown)| match shown {
+                Shown::Unreadable(e) => Some(format!("{}: {e}", String::from_utf8_lossy(path))),
+                _ => None,
+            })
+            .collect(),
+        Err(e) => vec![format!("the image does not mount: {e}")],
+    }
+}
+
+/// The readable paths of `before` that `after` lost or changed, one line
+/// each; empty when the repair promise holds.
+pub fn lost_or_changed(before: &Snapshot, after: &Snapshot) -> Vec<String> {
+    losses(before, after)
+        .into_iter()
+        .map(|(path, was, now)| {
+            let path = String::from_utf8_lossy(path);
+            match now {
+                None => format!("{path}: lost (was {})", was.kind()),
+                Some(Shown::Unreadable(e)) => format!("{path}: no longer reads ({e})"),
+                Some(now) if now.kind() != was.kind() => {
+                    format!("{path}: was {}, now {}", was.kind(), now.kind())
+                }
+                Some(_) => format!("{path}: content changed"),
+            }
+        })
+        .collect()
+}
+
+/// One loss: a path, what it showed before, and what it shows now.
+pub type Loss<'a> = (&'a [u8], &'a Shown, Option<&'a Shown>);
+
+/// What `before` could read that `after` no longer shows the same.
+pub fn losses<'a>(before: &'a Snapshot, after: &'a Snapshot) -> Vec<Loss<'a>> {
     before
         .iter()
         .filter(|(_, shown)| shown.is_readable())

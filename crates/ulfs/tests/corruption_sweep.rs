@@ -20,12 +20,12 @@
 mod common;
 
 use common::image_in;
-use common::snapshot::{lost_or_changed, readable, unreadable};
 use std::path::Path;
 use std::sync::mpsc;
 use std::time::Duration;
 use ulfs::format::BLOCK_SIZE;
 use ulfs::{Fs, FsckOptions, Mode, MountOptions, fsck, fsck_repair};
+use ulfs_testkit::snapshot::{lost_or_changed, readable, unreadable};
 
 const BS: usize = BLOCK_SIZE;
 /// One case (fsck, repair, checks) gets this long before it counts as hung.

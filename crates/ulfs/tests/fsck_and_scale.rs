@@ -6,7 +6,7 @@ use ulfs::{Errno, Fs, FsckOptions, MountOptions, fsck};
 
 mod common;
 use common::image_in as image_with;
-use common::snapshot::unreadable;
+use ulfs_testkit::snapshot::unreadable;
 
 fn image(size: u64) -> (tempfile::TempDir, std::path::PathBuf) {
     image_with(size, ulfs::Mode::Journal)

@@ -16,7 +16,7 @@ fn image(size: u64) -> (tempfile::TempDir, PathBuf) {
 
 mod common;
 use common::image_in;
-use common::snapshot::{lost_or_changed, readable, unreadable};
+use ulfs_testkit::snapshot::{lost_or_changed, readable, unreadable};
 
 fn problems(img: &Path) -> Vec<String> {
     fsck(img, &mut FsckOptions::default()).unwrap().problems

@@ -19,4 +19,3 @@ pub fn image_in(size: u64, mode: Mode) -> (tempfile::TempDir, PathBuf) {
     .unwrap();
     (dir, img)
 }
-pub mod snapshot;
