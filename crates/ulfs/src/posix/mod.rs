@@ -161,6 +161,28 @@ impl Fs {
 
     /// Resolves `path` from `dirfd` to an existing inode; an empty path
     /// names `dirfd` itself when `empty_ok` (AT_EMPTY_PATH).
+    /// The inode an *at call names, by Linux's flags: AT_SYMLINK_NOFOLLOW,
+    /// AT_EMPTY_PATH, and the call's `also_allowed` ones (EINVAL for any
+    /// other).
+    fn resolve_at_flags(
+        &self,
+        dirfd: Fd,
+        path: &[u8],
+        flags: i32,
+        also_allowed: i32,
+    ) -> Result<Ino> {
+        check_flags(
+            flags,
+            libc::AT_SYMLINK_NOFOLLOW | libc::AT_EMPTY_PATH | also_allowed,
+        )?;
+        self.resolve_at(
+            dirfd,
+            path,
+            flags & libc::AT_SYMLINK_NOFOLLOW == 0,
+            flags & libc::AT_EMPTY_PATH != 0,
+        )
+    }
+
     fn resolve_at(&self, dirfd: Fd, path: &[u8], follow: bool, empty_ok: bool) -> Result<Ino> {
         if path.is_empty() && empty_ok {
             return self.empty_target(dirfd);
@@ -531,16 +553,7 @@ impl Fs {
     /// empty path stats `dirfd` itself) and AT_NO_AUTOMOUNT (ignored: ulfs
     /// has no automounts).
     pub fn fstatat(&mut self, dirfd: Fd, path: impl AsRef<[u8]>, flags: i32) -> Result<Stat> {
-        check_flags(
-            flags,
-            libc::AT_SYMLINK_NOFOLLOW | libc::AT_NO_AUTOMOUNT | libc::AT_EMPTY_PATH,
-        )?;
-        let ino = self.resolve_at(
-            dirfd,
-            p(&path),
-            flags & libc::AT_SYMLINK_NOFOLLOW == 0,
-            flags & libc::AT_EMPTY_PATH != 0,
-        )?;
+        let ino = self.resolve_at_flags(dirfd, p(&path), flags, libc::AT_NO_AUTOMOUNT)?;
         self.vol.stat_ino(ino)
     }
 
@@ -790,13 +803,7 @@ impl Fs {
         if times.is_some_and(|[a, m]| a.nsec == UTIME_OMIT && m.nsec == UTIME_OMIT) {
             return Ok(());
         }
-        check_flags(flags, libc::AT_SYMLINK_NOFOLLOW | libc::AT_EMPTY_PATH)?;
-        let ino = self.resolve_at(
-            dirfd,
-            p(&path),
-            flags & libc::AT_SYMLINK_NOFOLLOW == 0,
-            flags & libc::AT_EMPTY_PATH != 0,
-        )?;
+        let ino = self.resolve_at_flags(dirfd, p(&path), flags, 0)?;
         self.set_times(ino, times)
     }
 
@@ -847,13 +854,7 @@ impl Fs {
         mode: u32,
         flags: i32,
     ) -> Result<()> {
-        check_flags(flags, libc::AT_SYMLINK_NOFOLLOW | libc::AT_EMPTY_PATH)?;
-        let ino = self.resolve_at(
-            dirfd,
-            p(&path),
-            flags & libc::AT_SYMLINK_NOFOLLOW == 0,
-            flags & libc::AT_EMPTY_PATH != 0,
-        )?;
+        let ino = self.resolve_at_flags(dirfd, p(&path), flags, 0)?;
         if self.vol.stat_ino(ino)?.is_symlink() {
             return Err(Errno::EOPNOTSUPP);
         }
@@ -909,13 +910,7 @@ impl Fs {
         gid: u32,
         flags: i32,
     ) -> Result<()> {
-        check_flags(flags, libc::AT_SYMLINK_NOFOLLOW | libc::AT_EMPTY_PATH)?;
-        let ino = self.resolve_at(
-            dirfd,
-            p(&path),
-            flags & libc::AT_SYMLINK_NOFOLLOW == 0,
-            flags & libc::AT_EMPTY_PATH != 0,
-        )?;
+        let ino = self.resolve_at_flags(dirfd, p(&path), flags, 0)?;
         self.set_owner(ino, uid, gid)
     }
 
