@@ -37,14 +37,28 @@ impl Volume {
         if crate::store::fault::fault_count() != 0 && self.j.store().faulted() {
             return Err(Errno::EIO);
         }
-        let (mut inode, n) = read?;
-        // A volume that went read-only after a failure still reads.
-        if n > 0 && needs_atime_update(&inode) && self.writable().is_ok() {
+        let (inode, n) = read?;
+        // Even a read of nothing (at the end, or of length 0) is an access
+        // on Linux (tmpfs's shmem_file_read_iter).
+        self.accessed(ino, inode)?;
+        Ok(n)
+    }
+
+    /// Records an access to `ino` (a read, a directory listed, a symlink
+    /// read) in its atime under Linux's `relatime` rule. A volume that went
+    /// read-only after a failure still reads, without the update.
+    pub fn touch_atime(&mut self, ino: Ino) -> Result<()> {
+        let inode = self.inode(ino)?;
+        self.accessed(ino, inode)
+    }
+
+    fn accessed(&mut self, ino: Ino, mut inode: Inode) -> Result<()> {
+        if needs_atime_update(&inode) && self.writable().is_ok() {
             inode.atime = Timespec::now();
             self.put_inode(ino, &inode)?;
             self.commit()?;
         }
-        Ok(n)
+        Ok(())
     }
 
     /// Copies file bytes out without touching the inode.

@@ -292,7 +292,8 @@ impl Fs {
         if wants_write || flags & libc::O_TRUNC != 0 {
             self.vol.writable()?;
         }
-        if st.is_file() && flags & libc::O_TRUNC != 0 && st.size > 0 {
+        // Even an empty file: Linux's handle_truncate sets mtime and ctime.
+        if st.is_file() && flags & libc::O_TRUNC != 0 {
             self.vol.truncate_ino(ino, 0)?;
         }
         Ok(ino)
@@ -500,6 +501,9 @@ impl Fs {
             // list, not even `.` and `..`, and says so.
             return Err(Errno::ENOENT);
         }
+        // Linux's iterate_dir: every listing of a live directory is an
+        // access, even one whose buffer is too small for a record.
+        self.vol.touch_atime(ino)?;
         let mut at = 0;
         let mut full = false;
         if cookie == 0 {
@@ -781,7 +785,10 @@ impl Fs {
         if path.is_empty() && !self.vol.stat_ino(ino)?.is_symlink() {
             return Err(Errno::ENOENT);
         }
-        self.vol.readlink_ino(ino)
+        let target = self.vol.readlink_ino(ino)?;
+        // Linux's vfs_readlink touches the link's atime.
+        self.vol.touch_atime(ino)?;
+        Ok(target)
     }
 
     pub fn truncate(&mut self, path: impl AsRef<[u8]>, len: u64) -> Result<()> {

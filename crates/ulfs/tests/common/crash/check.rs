@@ -274,7 +274,7 @@ pub fn remount_same(img: &Arc<Vec<u8>>, found: &Found) -> Result<(), String> {
     let mut fs = Fs::mount_store(Box::new(SharedImage(img.clone())), opts)
         .map_err(|e| format!("second mount after recovery failed: {e}"))?;
     let again = read_tree(&mut fs).map_err(|e| format!("second read-back: {e}"))?;
-    let (a, f) = (again.without_file_atimes(), found.without_file_atimes());
+    let (a, f) = (again.without_read_atimes(), found.without_read_atimes());
     if a != f {
         let diff: Vec<String> = f
             .keys()

@@ -38,13 +38,16 @@ pub struct Found {
 }
 
 impl Found {
-    /// The nodes without file atimes, which reading the tree back moves
-    /// (relatime): what a second read-back must show unchanged.
-    pub fn without_file_atimes(&self) -> BTreeMap<Path, FNode> {
+    /// The nodes without atimes, which reading the tree back moves (a
+    /// read of a file, a listing of a directory; relatime): what a second
+    /// read-back must show unchanged.
+    pub fn without_read_atimes(&self) -> BTreeMap<Path, FNode> {
         let mut n = self.nodes.clone();
         for v in n.values_mut() {
-            if let FNode::File(f) = v {
-                f.atime = Timespec::default();
+            match v {
+                FNode::File(f) => f.atime = Timespec::default(),
+                FNode::Dir { atime, .. } => *atime = Timespec::default(),
+                FNode::Symlink(_) => {}
             }
         }
         n
