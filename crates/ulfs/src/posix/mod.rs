@@ -154,18 +154,34 @@ impl Fs {
 
     /// Walks `path` from `dirfd`. The path's own errors (empty, too long)
     /// come before the descriptor's, as Linux reads the name first.
-    fn walk_at(&self, dirfd: Fd, path: &[u8], last: Last) -> Result<Walk> {
+    fn walk_at(&mut self, dirfd: Fd, path: &[u8], last: Last) -> Result<Walk> {
         namei::check_path(path)?;
-        walk(&self.vol, self.start(dirfd, path)?, path, last)
+        let start = self.start(dirfd, path)?;
+        self.walk_from(start, path, last)
     }
 
-    /// Resolves `path` from `dirfd` to an existing inode; an empty path
-    /// names `dirfd` itself when `empty_ok` (AT_EMPTY_PATH).
+    /// `namei::walk`, then the atime of every symlink it followed, as
+    /// Linux's pick_link touches it.
+    fn walk_from(&mut self, start: Ino, path: &[u8], last: Last) -> Result<Walk> {
+        let mut followed = Vec::new();
+        let w = walk(&self.vol, start, path, last, &mut followed);
+        self.links_followed(followed);
+        w
+    }
+
+    fn links_followed(&mut self, links: Vec<Ino>) {
+        for ino in links {
+            // An access time that cannot be written does not fail the
+            // lookup (a read-only volume, as Linux's touch_atime).
+            let _ = self.vol.touch_atime(ino);
+        }
+    }
+
     /// The inode an *at call names, by Linux's flags: AT_SYMLINK_NOFOLLOW,
     /// AT_EMPTY_PATH, and the call's `also_allowed` ones (EINVAL for any
     /// other).
     fn resolve_at_flags(
-        &self,
+        &mut self,
         dirfd: Fd,
         path: &[u8],
         flags: i32,
@@ -183,12 +199,18 @@ impl Fs {
         )
     }
 
-    fn resolve_at(&self, dirfd: Fd, path: &[u8], follow: bool, empty_ok: bool) -> Result<Ino> {
+    /// Resolves `path` from `dirfd` to an existing inode; an empty path
+    /// names `dirfd` itself when `empty_ok` (AT_EMPTY_PATH).
+    fn resolve_at(&mut self, dirfd: Fd, path: &[u8], follow: bool, empty_ok: bool) -> Result<Ino> {
         if path.is_empty() && empty_ok {
             return self.empty_target(dirfd);
         }
         namei::check_path(path)?;
-        resolve(&self.vol, self.start(dirfd, path)?, path, follow)
+        let start = self.start(dirfd, path)?;
+        let mut followed = Vec::new();
+        let ino = resolve(&self.vol, start, path, follow, &mut followed);
+        self.links_followed(followed);
+        ino
     }
 
     // ---------------------------------------------------------------- open
@@ -232,7 +254,7 @@ impl Fs {
         let follow = !excl && flags & libc::O_NOFOLLOW == 0;
         let (mut start, mut path) = (start, path.to_vec());
         for _ in 0..=namei::MAX_SYMLINKS {
-            let w = walk(&self.vol, start, &path, Last::Entry)?;
+            let w = self.walk_from(start, &path, Last::Entry)?;
             // `.`, `..` and "/" always exist and are directories.
             if w.is_dot() {
                 return Err(if excl { Errno::EEXIST } else { Errno::EISDIR });
@@ -257,6 +279,7 @@ impl Fs {
                 // the link's directory as the starting point (by inode, so
                 // no path of the directory is ever built).
                 path = self.vol.readlink_ino(ino)?;
+                let _ = self.vol.touch_atime(ino);
                 start = w.parent;
                 continue;
             }
@@ -271,7 +294,7 @@ impl Fs {
         } else {
             Last::Follow
         };
-        let w = walk(&self.vol, start, path, last)?;
+        let w = self.walk_from(start, path, last)?;
         let ino = w.ino.ok_or(Errno::ENOENT)?;
         self.open_checks(ino, flags, w.trailing_slash)
     }

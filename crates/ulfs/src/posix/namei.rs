@@ -73,8 +73,16 @@ pub fn check_path(path: &[u8]) -> Result<()> {
 }
 
 /// Walks `path` from directory `cwd` (the working directory or a
-/// `dirfd`) to its last component, treated as `last` says.
-pub fn walk(vol: &Volume, cwd: Ino, path: &[u8], last_rule: Last) -> Result<Walk> {
+/// `dirfd`) to its last component, treated as `last` says. Each symlink
+/// followed is added to `followed`, whatever the outcome (Linux touches a
+/// link's atime when it follows it; the caller, who may write, does that).
+pub fn walk(
+    vol: &Volume,
+    cwd: Ino,
+    path: &[u8],
+    last_rule: Last,
+    followed: &mut Vec<Ino>,
+) -> Result<Walk> {
     check_path(path)?;
     let mut buf: Vec<u8> = path.to_vec();
     let mut pos = 0;
@@ -159,6 +167,7 @@ pub fn walk(vol: &Volume, cwd: Ino, path: &[u8], last_rule: Last) -> Result<Walk
                 return Err(Errno::ELOOP);
             }
             let target = vol.readlink_ino(ino)?;
+            followed.push(ino);
             if target.is_empty() {
                 return Err(Errno::ENOENT);
             }
@@ -205,13 +214,15 @@ fn parent_of(vol: &Volume, dir: Ino) -> Result<Ino> {
 }
 
 /// Resolves `path` to an existing inode, enforcing the trailing-slash rule.
-pub fn resolve(vol: &Volume, cwd: Ino, path: &[u8], follow: bool) -> Result<Ino> {
-    let w = walk(
-        vol,
-        cwd,
-        path,
-        if follow { Last::Follow } else { Last::NoFollow },
-    )?;
+pub fn resolve(
+    vol: &Volume,
+    cwd: Ino,
+    path: &[u8],
+    follow: bool,
+    followed: &mut Vec<Ino>,
+) -> Result<Ino> {
+    let last = if follow { Last::Follow } else { Last::NoFollow };
+    let w = walk(vol, cwd, path, last, followed)?;
     let ino = w.ino.ok_or(Errno::ENOENT)?;
     if w.trailing_slash && !vol.stat_ino(ino)?.is_dir() {
         return Err(Errno::ENOTDIR);

@@ -30,15 +30,7 @@ pub struct CaseStats {
     pub skipped: Vec<&'static str>,
     /// Nodes whose atime/mtime change was compared, summed over steps.
     pub times_checked: u64,
-    /// Known divergences tolerated (see `check_times`), by description.
-    pub known_gaps: Vec<&'static str>,
 }
-
-/// Linux updates this atime and ulfs does not (yet): reported by this
-/// test, tolerated until fixed, and counted in the summary. Only "host
-/// changed, ulfs did not" is tolerated. (A path walk holds the volume
-/// read-only, so following a link cannot update it; readlink does.)
-const GAP_SYMLINK_ATIME: &str = "following a symlink in a path walk updates its atime (relatime)";
 
 /// Skip reasons that come from running without privileges (root, or
 /// CAP_SYS_CHROOT): in CI, which runs as root, there must be none.
@@ -594,15 +586,8 @@ impl Harness {
             }
             let changed = |t: &Times| (t[0] != *a, t[1] != *m);
             let word = |c: bool| if c { "changed" } else { "unchanged" };
-            let (hc, mut uc) = (changed(&h), changed(&u));
+            let (hc, uc) = (changed(&h), changed(&u));
             let real = uc;
-            if hc.0 && !uc.0 {
-                let kind = host::lstat(&self.host.map(p)).map_or(0, |st| st.st_mode & libc::S_IFMT);
-                if kind == libc::S_IFLNK {
-                    self.stats.known_gaps.push(GAP_SYMLINK_ATIME);
-                    uc.0 = true;
-                }
-            }
             if hc != uc {
                 return Err(format!(
                     "after this step, times of {} differ (Linux's rules, relatime): host atime {}, mtime {}; \
