@@ -79,6 +79,12 @@ pub fn snapshot(fs: &mut Fs, budget: Budget) -> Snapshot {
                 path.push(b'/');
             }
             path.extend_from_slice(&name);
+            // A damaged entry can list a name no path can reach (empty, or
+            // with a slash or NUL in it): listed, but not readable.
+            if name.is_empty() || name.contains(&b'/') || name.contains(&0) {
+                out.insert(path, Shown::Unreadable(Errno::EUCLEAN));
+                continue;
+            }
             match fs.lstat(&path) {
                 Ok(st) if st.is_dir() => {
                     if depth < budget.depth {
