@@ -645,9 +645,15 @@ impl Volume {
     fn salvage_dir(&self, dino: Ino, d: &Inode) -> Vec<Salvaged> {
         let mut seen = HashSet::new();
         let mut leaves = Vec::new();
+        // A node reached from this directory's index is its own unless its
+        // owner field names another live directory (which may own it): a
+        // damaged owner field alone must not cost the entries, which reads
+        // still find (reads do not look at the owner).
         let is_ours = |bid: Bid| -> Option<&Block> {
             let b = self.meta(self.check_bid(bid).ok()?).ok()?;
-            (get_u64(b, NODE_OWNER) == dino).then_some(b)
+            let owner = get_u64(b, NODE_OWNER);
+            let other_dir = owner != dino && self.inode(owner).is_ok_and(|i| i.is_dir());
+            (!other_dir).then_some(b)
         };
         let mut stack = vec![(d.map[0], 0u32)];
         while let Some((bid, depth)) = stack.pop() {
