@@ -48,13 +48,13 @@
 
 use crate::errno::{Errno, Result};
 use crate::format::journal::*;
-use crate::format::{BLOCK_SIZE, Bid, Block, INODE_SIZE, block_crc_ok, seal_block};
+use crate::format::{BLOCK_SIZE, Bid, Block, block_crc_ok, seal_block};
 use crate::store::BlockStore;
 use std::cell::Cell;
 use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::time::Instant;
-use undo::{Before, CallUndo};
+use undo::{Before, CallUndo, PART};
 
 mod undo;
 
@@ -137,10 +137,10 @@ fn is_metadata_magic(m: u32) -> bool {
     .contains(&m)
 }
 
-/// Puts back inode slot `slot` of a block.
-fn put_slot(b: &mut Block, slot: u8, bytes: &[u8; INODE_SIZE]) {
-    let at = slot as usize * INODE_SIZE;
-    b[at..at + INODE_SIZE].copy_from_slice(bytes);
+/// Puts back 256-byte part `part` of a block.
+fn put_part(b: &mut Block, part: u8, bytes: &[u8; PART]) {
+    let at = part as usize * PART;
+    b[at..at + PART].copy_from_slice(bytes);
 }
 
 /// The journal region and the running transaction (mode `journal`).
@@ -533,37 +533,44 @@ impl Journal {
         Ok(())
     }
 
-    /// Writes inode slot `slot` (1..16) of metadata block `bid` within the
-    /// running transaction. The same as `meta_mut`, but a call's undo
-    /// record keeps only the slot: an inode update, on every write, costs
-    /// a 256-byte copy instead of a whole block.
+    /// Writes metadata block `bid` within the running transaction, like
+    /// `meta_mut`, for a caller that changes only the 256-byte parts
+    /// `parts` of it (an inode slot; a bitmap word and the map header's
+    /// free count; one block pointer): a call's undo record keeps only
+    /// those parts, so a small change on the data path costs a 256-byte
+    /// copy instead of a whole block. The caller must change nothing else.
     #[inline]
-    pub fn meta_mut_slot(&mut self, bid: Bid, slot: usize) -> Result<&mut [u8]> {
-        if self.call.open && !self.failed {
-            let shadowed = self.log.as_ref().map(|l| l.shadows.get(&bid));
-            match shadowed {
-                // Journal, no shadow yet: undo drops the shadow.
-                Some(None) if self.call.needs_whole(bid) => {
-                    self.call.before.push((bid, Before::Home));
-                }
-                Some(None) => {}
-                _ if self.call.needs_slot(bid, slot) => {
-                    let block = match shadowed {
-                        Some(Some(s)) => &s[..],
-                        _ => &self.store.block(bid)?[..],
-                    };
-                    let mut bytes = [0; INODE_SIZE];
-                    bytes.copy_from_slice(&block[slot * INODE_SIZE..(slot + 1) * INODE_SIZE]);
-                    let slot = slot as u8;
-                    self.call.before.push((bid, Before::Slot { slot, bytes }));
-                }
-                _ => {}
-            }
-        }
+    pub fn meta_mut_parts(&mut self, bid: Bid, parts: &[usize]) -> Result<&mut Block> {
         if self.failed {
             return Err(Errno::EROFS);
         }
-        Ok(&mut self.write_block(bid)?[slot * INODE_SIZE..(slot + 1) * INODE_SIZE])
+        if self.call.open {
+            let shadowed = self.log.as_ref().map(|l| l.shadows.get(&bid));
+            match shadowed {
+                // Journal, no shadow yet: undo drops the shadow.
+                Some(None) => {
+                    if self.call.needs_whole(bid) {
+                        self.call.before.push((bid, Before::Home));
+                    }
+                }
+                _ => {
+                    for &part in parts {
+                        if !self.call.needs_part(bid, part) {
+                            continue;
+                        }
+                        let block = match shadowed {
+                            Some(Some(s)) => &s[..],
+                            _ => &self.store.block(bid)?[..],
+                        };
+                        let mut bytes = [0; PART];
+                        bytes.copy_from_slice(&block[part * PART..(part + 1) * PART]);
+                        let part = part as u8;
+                        self.call.before.push((bid, Before::Part { part, bytes }));
+                    }
+                }
+            }
+        }
+        self.write_block(bid)
     }
 
     /// Undoes everything the call in progress changed since it began (or
@@ -590,8 +597,8 @@ impl Journal {
                             self.call.recycle(s);
                         }
                     }
-                    Before::Slot { slot, bytes } => match log.shadows.get_mut(&bid) {
-                        Some(s) => put_slot(s, slot, &bytes),
+                    Before::Part { part, bytes } => match log.shadows.get_mut(&bid) {
+                        Some(s) => put_part(s, part, &bytes),
                         None => ok = false,
                     },
                 },
@@ -602,7 +609,7 @@ impl Journal {
                                 home.copy_from_slice(&copy[..]);
                                 self.call.recycle(copy);
                             }
-                            Before::Slot { slot, bytes } => put_slot(home, slot, &bytes),
+                            Before::Part { part, bytes } => put_part(home, part, &bytes),
                             Before::Home => {}
                         },
                         Err(_) => ok = false,

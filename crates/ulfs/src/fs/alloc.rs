@@ -113,7 +113,8 @@ impl Volume {
         if get_u64(b, off) & mask != 0 {
             return Ok(false);
         }
-        let b = self.meta_mut(map)?;
+        // The header (free count) and the bitmap word change.
+        let b = self.meta_mut_parts(map, &[0, off / 256])?;
         let v = get_u64(b, off) | mask;
         put_u64(b, off, v);
         let free = get_u32(b, MAP_FREE);
@@ -130,7 +131,7 @@ impl Volume {
             return Err(Errno::EUCLEAN);
         }
         let (map, off, mask) = self.bit_of(g, bid);
-        let b = self.meta_mut(map)?;
+        let b = self.meta_mut_parts(map, &[0, off / 256])?;
         if magic(b) != MAGIC_MAP || get_u64(b, off) & mask == 0 {
             return Err(Errno::EUCLEAN);
         }

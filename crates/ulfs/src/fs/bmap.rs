@@ -109,7 +109,7 @@ impl Volume {
             } else {
                 self.new_indirect(ino, goal)?
             };
-            put_u32(self.meta_mut(parent)?, IND_PTRS + 4 * i, new);
+            self.set_ptr(parent, i, new)?;
             inode.blocks = inode.blocks.saturating_add(1);
             if last {
                 return Ok((new, true));
@@ -117,6 +117,14 @@ impl Volume {
             parent = new;
         }
         Ok((parent, false))
+    }
+
+    /// Sets pointer `i` of indirect block `bid` (only that part of the
+    /// block changes, so a call's undo record keeps only that part).
+    fn set_ptr(&mut self, bid: Bid, i: usize, to: Bid) -> Result<()> {
+        let at = IND_PTRS + 4 * i;
+        put_u32(self.meta_mut_parts(bid, &[at / 256])?, at, to);
+        Ok(())
     }
 
     fn new_indirect(&mut self, ino: Ino, goal: Bid) -> Result<Bid> {
@@ -145,7 +153,7 @@ impl Volume {
             let child = ptr(self.indirect(parent)?, i);
             if level + 1 == depth && child != 0 {
                 self.free_block(child)?;
-                put_u32(self.meta_mut(parent)?, IND_PTRS + 4 * i, 0);
+                self.set_ptr(parent, i, 0)?;
                 inode.blocks = inode.blocks.saturating_sub(1);
                 return Ok(());
             }
@@ -238,7 +246,7 @@ impl Volume {
                 false
             };
             if drop_child {
-                put_u32(self.meta_mut(bid)?, IND_PTRS + 4 * i, 0);
+                self.set_ptr(bid, i, 0)?;
             } else {
                 empty = false;
             }

@@ -216,6 +216,12 @@ mod tests {
     fn populated(dir: &tempfile::TempDir, mode: Mode) -> (Volume, Ino, Ino) {
         let mut v = volume(dir, mode);
         let root = v.root();
+        // Fill half the image first, so that later allocations come from
+        // a later part of the group's bitmap than its header.
+        let filler = v
+            .create(root, b"filler", libc::S_IFREG | 0o644, 0, 0, b"")
+            .unwrap();
+        v.write_at(filler, &vec![1u8; 8 << 20], 0).unwrap();
         let d = v
             .create(root, b"d", libc::S_IFDIR | 0o755, 0, 0, b"")
             .unwrap();

@@ -36,7 +36,8 @@ impl Volume {
     /// Writes inode `ino` back.
     pub(crate) fn put_inode(&mut self, ino: Ino, inode: &Inode) -> Result<()> {
         let (bid, off) = self.inode_slot(ino)?;
-        inode.encode(self.j.meta_mut_slot(bid, off / INODE_SIZE)?);
+        let b = self.j.meta_mut_parts(bid, &[off / INODE_SIZE])?;
+        inode.encode(&mut b[off..off + INODE_SIZE]);
         Ok(())
     }
 

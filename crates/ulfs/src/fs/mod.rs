@@ -91,6 +91,13 @@ impl Volume {
         self.j.meta_mut(bid)
     }
 
+    /// A metadata block for a write that changes only the given 256-byte
+    /// parts of it (`Journal::meta_mut_parts`).
+    #[inline]
+    pub(crate) fn meta_mut_parts(&mut self, bid: Bid, parts: &[usize]) -> Result<&mut Block> {
+        self.j.meta_mut_parts(bid, parts)
+    }
+
     /// Checks that `bid` may be a pointer into the data area.
     #[inline]
     pub(crate) fn check_bid(&self, bid: Bid) -> Result<Bid> {

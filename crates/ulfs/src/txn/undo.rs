@@ -5,33 +5,40 @@
 //! when a call fails (txn.rs, "Every call is atomic").
 //!
 //! It lives apart from the journal because its cost is on the data path:
-//! every write updates an inode, so recording must be cheap. An inode write
-//! records only its 256-byte slot, not the whole block, and the set of
-//! blocks already recorded is a short list (a call touches a handful of
-//! blocks) that becomes a hash map only for calls that touch many.
+//! every write updates an inode, and most allocate, so recording must be
+//! cheap. A small change (an inode, a bitmap word and count, one block
+//! pointer) records only the 256-byte parts of the block it changes, not
+//! the whole block, and the set of blocks already recorded is a short list
+//! (a call touches a handful of blocks) that becomes a hash map only for
+//! calls that touch many.
 
 use super::{BidMap, BidSet};
-use crate::format::{BLOCK_SIZE, Bid, Block, INODE_SIZE};
+use crate::format::{BLOCK_SIZE, Bid, Block};
 use std::time::Instant;
 
+/// Bytes in one part of a block (an inode slot is one part).
+pub(super) const PART: usize = 256;
+const PARTS: usize = BLOCK_SIZE / PART;
+
 /// What a block held before the call changed it.
-// The slot is kept inline, so recording an inode write allocates nothing.
+// The part is kept inline, so recording a small change allocates nothing.
 #[allow(clippy::large_enum_variant)]
 pub(super) enum Before {
     /// Journal mode, no shadow yet: the home is still what it held.
     Home,
     /// The whole block (a shadow, or the home in place).
     Whole(Box<Block>),
-    /// One inode slot of it.
-    Slot { slot: u8, bytes: [u8; INODE_SIZE] },
+    /// One 256-byte part of it.
+    Part { part: u8, bytes: [u8; PART] },
 }
 
-/// Bit of a block's "recorded" mask meaning the whole block.
-const WHOLE: u32 = 1 << 16;
+/// Bit of a block's "recorded" mask meaning the whole block (bits below it
+/// are its parts).
+const WHOLE: u32 = 1 << PARTS;
 /// Blocks tracked in the short list before moving to the map.
 const SHORT: usize = 16;
 
-/// Which blocks (or inode slots of them) the record already holds.
+/// Which blocks (or parts of them) the record already holds.
 #[derive(Default)]
 struct Recorded {
     short: Vec<(Bid, u32)>,
@@ -106,14 +113,14 @@ impl CallUndo {
         self.recorded.mark(bid, WHOLE) & WHOLE == 0
     }
 
-    /// Whether inode slot `slot` of `bid` must be recorded now.
+    /// Whether part `part` of `bid` must be recorded now.
     #[inline]
-    pub fn needs_slot(&mut self, bid: Bid, slot: usize) -> bool {
+    pub fn needs_part(&mut self, bid: Bid, part: usize) -> bool {
         if self.last_whole == Some(bid) {
             return false;
         }
-        let had = self.recorded.mark(bid, 1 << slot);
-        had & (WHOLE | 1 << slot) == 0
+        let had = self.recorded.mark(bid, 1 << part);
+        had & (WHOLE | 1 << part) == 0
     }
 
     /// A copy of `b` in a reused buffer.
