@@ -1014,3 +1014,127 @@ fn kept_blocks_with_nowhere_to_go_are_not_freed_by_a_later_round() {
     let (off, mask) = raw.bit(data);
     assert!(raw.bytes[off] & mask != 0, "block {data} was freed");
 }
+
+/// Issue 6, requirement 3: fsck and repair walk a file's block map with one
+/// walk (`Volume::bmap_walk`), so each bad pointer fsck reports (naming the
+/// block that holds it) is one repair fixes, and nothing else. Here /big's
+/// indirect block gets a pointer into the superblock region and one to
+/// another file's data block, and its empty double-indirect slot a pointer
+/// to a third file's data block, all with valid checksums. fsck used to
+/// claim and count that last block as /big's (reporting a double reference
+/// repair never copies, and a block count repair does not set).
+#[test]
+fn fsck_and_repair_agree_on_a_damaged_block_map() {
+    let (_d, img) = image(16 << 20);
+    populate(&img);
+    let file = ino_of(&img, "/big");
+    let note = ino_of(&img, "/docs/note-300");
+    let other = ino_of(&img, "/docs/note-301");
+    let mut raw = Raw::read(&img);
+    let ind = raw.map_ptr(file, 12);
+    assert_eq!(&raw.bytes[ind as usize * BS..][..4], b"UIND");
+    let shared = raw.map_ptr(note, 0);
+    let ptr = |i: usize| ind as usize * BS + 16 + 4 * i;
+    // Block 1 (the secondary superblock) is inside the image but outside
+    // the data area.
+    raw.put32(ptr(5), 1);
+    raw.put32(ptr(10), shared);
+    raw.seal(ind);
+    let not_ind = raw.map_ptr(other, 0);
+    raw.put32(Raw::inode(file) + 128 + 4 * 13, not_ind);
+    raw.seal(Raw::inode_block(file));
+    raw.write(&img);
+    let before = readable(&img);
+    assert!(before.contains_key(b"/docs/note-300".as_slice()));
+
+    let found = problems(&img);
+    assert!(
+        any(
+            &found,
+            &format!("inode {file}: indirect block {ind} points outside the data area (1)")
+        ),
+        "{found:#?}"
+    );
+    assert!(
+        any(
+            &found,
+            &format!(
+                "block {shared} is named by inode {file} (named by indirect block {ind}) and \
+                 inode {note} (named by its inode)"
+            )
+        ) || any(
+            &found,
+            &format!(
+                "block {shared} is named by inode {note} (named by its inode) and \
+                 inode {file} (named by indirect block {ind})"
+            )
+        ),
+        "{found:#?}"
+    );
+    // The owner fsck finds naming the block second is the one repair gives
+    // a copy.
+    let second = |list: &[String], tail: &str| -> Option<u64> {
+        list.iter().find_map(|p| {
+            let rest = p.strip_prefix("inode ")?;
+            let (n, rest) = rest.split_once([' ', ':'])?;
+            rest.contains(&format!("block {shared}{tail}"))
+                .then(|| n.parse().ok())
+                .flatten()
+        })
+    };
+    assert!(
+        any(
+            &found,
+            &format!("inode {file}: block {not_ind}, named by its inode, is not an indirect block")
+        ),
+        "{found:#?}"
+    );
+    assert!(
+        !any(&found, &format!("block {not_ind} is referenced twice")),
+        "{found:#?}"
+    );
+    let later = second(&found, " is referenced twice").expect("a double reference");
+    assert!(later == file || later == note, "{found:#?}");
+    assert!(
+        any(
+            &found,
+            &format!("inode {file}: records 76 blocks but owns 75")
+        ),
+        "{found:#?}"
+    );
+
+    let r = repair_ok(&img);
+    assert!(
+        any(&r.fixed, &format!("inode {file}: 2 block pointers ")),
+        "{r:#?}"
+    );
+    assert!(
+        any(&r.fixed, &format!("inode {file}: block count 76 set to 75")),
+        "{r:#?}"
+    );
+    assert_eq!(
+        second(&r.fixed, " is also another file's: given a copy"),
+        Some(later),
+        "{r:#?}"
+    );
+    // Only the two files' maps were touched (and what the cut pointer used
+    // to name is kept, since a cut may lose data).
+    for line in &r.fixed {
+        assert!(
+            line.starts_with(&format!("inode {file}:"))
+                || line.starts_with(&format!("inode {note}:"))
+                || line.contains("/lost+found"),
+            "unexpected fix {line:?}\n{r:#?}"
+        );
+    }
+    let after = readable(&img);
+    let lost = lost_or_changed(&before, &after);
+    assert!(lost.is_empty(), "{lost:#?}\nrepair: {r:#?}");
+    let got = snapshot(&img);
+    let mut big_want = big();
+    big_want[(12 + 5) * BS..(12 + 6) * BS].fill(0);
+    big_want[(12 + 10) * BS..(12 + 11) * BS]
+        .copy_from_slice(&raw.bytes[shared as usize * BS..][..BS]);
+    assert_eq!(got["/big"], big_want);
+    assert_eq!(repair(&img).exit_code(), 0);
+}

@@ -19,7 +19,8 @@
 //!    then the inodes whose inode block carries a valid checksum before the
 //!    others (so a damaged inode cannot take a block from one that reads
 //!    fine), each group directory indexes first, then block maps of files
-//!    and long symlinks, in inode order. A data block mapped again by a
+//!    and long symlinks, in inode order (block maps with the walk fsck
+//!    uses too, `bmap_walk.rs`). A data block mapped again by a
 //!    later owner is copied for it after step 4 (so both read what they
 //!    read before). A pointer outside the data area, an indirect block
 //!    with the wrong magic, or an indirect block or index node used
@@ -55,6 +56,7 @@
 //!    seals it (after a crash in mode `none`, blocks changed since the last
 //!    checkpoint carry stale CRCs).
 
+mod bmap_walk;
 mod index;
 mod inode_list;
 
@@ -62,12 +64,13 @@ use super::Volume;
 use super::dtype_of;
 use crate::errno::{Errno, Result};
 use crate::format::dirnode::*;
-use crate::format::inode::{FLAG_INLINE, Inode};
+use crate::format::inode::Inode;
 use crate::format::*;
 use crate::types::{DT_DIR, Ino};
 pub(crate) use index::{shown, valid_name};
 use std::collections::{HashMap, HashSet};
 
+use bmap_walk::PtrAt;
 use index::MAX_INDEX_DEPTH;
 const P: usize = PTRS_PER_BLOCK as usize;
 /// Most log lines kept; further fixes are counted.
@@ -202,14 +205,6 @@ struct Repair {
     clones: Vec<(Ino, PtrAt, Bid)>,
     /// The root directory was made again (`remake_root`).
     lost_root: bool,
-}
-
-/// Where a block pointer lives: a slot of the inode's map, or an entry of
-/// an indirect block.
-#[derive(Clone, Copy)]
-enum PtrAt {
-    Inode(usize),
-    Indirect(Bid, usize),
 }
 
 /// A record read from a damaged index: (name, inode).
@@ -686,41 +681,35 @@ impl Volume {
         out
     }
 
-    /// Step 2 for a file or long symlink: claims its block map, cutting
-    /// pointers that cannot stand, and fixes its block count.
+    /// Step 2 for a file or long symlink: claims its block map with the
+    /// walk fsck uses too (`bmap_walk.rs`), cuts the pointers that cannot
+    /// stand, queues a copy for each data block owned elsewhere, fixes the
+    /// owner field of its indirect blocks, and sets its block count.
     fn repair_claim_file(&mut self, r: &mut Repair, ino: Ino, log: &mut RepairLog) -> Result<()> {
         let mut inode = self.inode(ino)?;
-        let mut count = 0u64;
-        let mut cut = 0u64;
-        if !(inode.is_symlink() && inode.flags & FLAG_INLINE != 0) {
-            for i in 0..N_DIRECT {
-                let p = inode.map[i];
-                if p == 0 {
-                    continue;
-                }
-                if self.check_bid(p).is_err() {
-                    inode.map[i] = 0;
-                    cut += 1;
-                    continue;
-                }
-                if !r.claims.take(p) {
-                    r.clones.push((ino, PtrAt::Inode(i), p));
-                }
-                count += 1;
+        let w = self.bmap_walk(ino, &inode, &mut |b| r.claims.take(b));
+        // Owners first, then stale checksums, block by block in walk order,
+        // and only then the cuts: a block changed before its checksum is
+        // judged would count as resealed.
+        let owners: HashSet<Bid> = w.wrong_owner.iter().map(|x| x.0).collect();
+        for &bid in &w.indirect {
+            if owners.contains(&bid) {
+                put_u64(self.meta_mut(bid)?, IND_OWNER, ino);
+                log.fix(format!("inode {ino}: owner of indirect block {bid} set"));
             }
-            for (slot, depth) in [(N_DIRECT, 1), (N_DIRECT + 1, 2), (N_DIRECT + 2, 3)] {
-                let p = inode.map[slot];
-                if p == 0 {
-                    continue;
-                }
-                if self.indirect_ok(p) && r.claims.take(p) {
-                    count += 1 + self.repair_indirect(r, ino, p, depth, &mut cut, log)?;
-                } else {
-                    inode.map[slot] = 0;
-                    cut += 1;
-                }
+            self.reseal_if_stale(bid, log)?;
+        }
+        for &(at, shared) in &w.shared {
+            r.clones.push((ino, at, shared));
+        }
+        for bad in &w.bad {
+            match bad.at {
+                PtrAt::Inode(i) => inode.map[i] = 0,
+                PtrAt::Indirect(bid, i) => put_u32(self.meta_mut(bid)?, IND_PTRS + 4 * i, 0),
             }
         }
+        let cut = w.bad.len() as u64;
+        let count = w.count();
         if cut > 0 {
             r.lossy = true;
             log.fix(format!(
@@ -742,56 +731,6 @@ impl Volume {
             self.put_inode(ino, &inode)?;
         }
         Ok(())
-    }
-
-    fn indirect_ok(&self, bid: Bid) -> bool {
-        self.check_bid(bid).is_ok() && self.meta(bid).is_ok_and(|b| magic(b) == MAGIC_INDIRECT)
-    }
-
-    /// Claims the subtree under indirect block `bid` (already claimed);
-    /// returns the blocks it holds below itself.
-    fn repair_indirect(
-        &mut self,
-        r: &mut Repair,
-        ino: Ino,
-        bid: Bid,
-        depth: u32,
-        cut: &mut u64,
-        log: &mut RepairLog,
-    ) -> Result<u64> {
-        if get_u64(self.meta(bid)?, IND_OWNER) != ino {
-            put_u64(self.meta_mut(bid)?, IND_OWNER, ino);
-            log.fix(format!("inode {ino}: owner of indirect block {bid} set"));
-        }
-        self.reseal_if_stale(bid, log)?;
-        let mut count = 0;
-        for i in 0..P {
-            let c = get_u32(self.meta(bid)?, IND_PTRS + 4 * i);
-            if c == 0 {
-                continue;
-            }
-            let ok = if depth > 1 {
-                self.indirect_ok(c)
-            } else {
-                self.check_bid(c).is_ok()
-            };
-            let taken = ok && r.claims.take(c);
-            if ok && !taken && depth == 1 {
-                r.clones.push((ino, PtrAt::Indirect(bid, i), c));
-                count += 1;
-                continue;
-            }
-            if !taken {
-                put_u32(self.meta_mut(bid)?, IND_PTRS + 4 * i, 0);
-                *cut += 1;
-                continue;
-            }
-            count += 1;
-            if depth > 1 {
-                count += self.repair_indirect(r, ino, c, depth - 1, cut, log)?;
-            }
-        }
-        Ok(count)
     }
 
     /// Step 4, after the bitmaps: each data block that a later owner also

@@ -10,7 +10,7 @@
 //! release. Cost is O(image metadata); it is a tool, not the mount path.
 
 use super::{FsckOptions, FsckReport};
-use crate::format::inode::{FLAG_INLINE, Inode};
+use crate::format::inode::Inode;
 use crate::format::superblock::{SB_PRIMARY, SB_SECONDARY, STATE_CLEAN, Superblock};
 use crate::format::*;
 use crate::fs::Volume;
@@ -174,8 +174,9 @@ impl<'a> Checker<'a> {
                 let _ = self
                     .vol
                     .dir_blocks(inode, &mut |b| blocks.push((b, "its index".to_string())));
-            } else if !(inode.is_symlink() && inode.flags & FLAG_INLINE != 0) {
-                self.file_blocks(*ino, inode, &mut blocks, &mut Vec::new());
+            } else {
+                let w = self.vol.bmap_walk(*ino, inode, &mut |_| true);
+                blocks.extend(w.blocks.into_iter().map(|(b, at)| (b, at.holder())));
             }
             for (b, holder) in blocks {
                 if self.dups.contains(&b) {
@@ -375,21 +376,23 @@ impl<'a> Checker<'a> {
 
     /// Claims an inode's blocks and checks its block count.
     fn claim_inode(&mut self, ino: Ino, inode: &Inode) {
-        let mut blocks = Vec::new();
-        // Blocks holding metadata (index nodes, indirect blocks): checksummed.
-        let mut meta = Vec::new();
-        let res = if inode.is_dir() {
-            self.vol.dir_blocks(inode, &mut |b| {
-                blocks.push((b, "its index".to_string()));
-                meta.push(b);
-            })
-        } else if inode.is_symlink() && inode.flags & FLAG_INLINE != 0 {
-            Ok(())
+        if inode.is_dir() {
+            self.claim_dir(ino, inode);
         } else {
-            self.file_blocks(ino, inode, &mut blocks, &mut meta);
-            Ok(())
-        };
-        for &b in &meta {
+            self.claim_file(ino, inode);
+        }
+        match inode.file_type() {
+            libc::S_IFDIR => self.report.dirs += 1,
+            libc::S_IFLNK => self.report.symlinks += 1,
+            _ => self.report.files += 1,
+        }
+    }
+
+    /// Claims a directory's index nodes.
+    fn claim_dir(&mut self, ino: Ino, inode: &Inode) {
+        let mut blocks = Vec::new();
+        let res = self.vol.dir_blocks(inode, &mut |b| blocks.push(b));
+        for &b in &blocks {
             self.verify_crc(b, &format!("inode {ino}"));
             let owner = self
                 .vol
@@ -405,65 +408,59 @@ impl<'a> Checker<'a> {
         if let Err(e) = res {
             self.problem(format!("inode {ino}: damaged block map or index ({e:?})"));
         }
-        if blocks.len() as u64 != inode.blocks {
-            self.problem(format!(
-                "inode {ino}: records {} blocks but owns {}",
-                inode.blocks,
-                blocks.len()
-            ));
-        }
-        for (b, holder) in blocks {
-            self.claim(b, &format!("inode {ino} (named by {holder})"));
-        }
-        match inode.file_type() {
-            libc::S_IFDIR => self.report.dirs += 1,
-            libc::S_IFLNK => self.report.symlinks += 1,
-            _ => self.report.files += 1,
+        self.check_count(ino, inode, blocks.len() as u64);
+        for b in blocks {
+            self.claim(b, &format!("inode {ino} (named by its index)"));
         }
     }
 
-    /// Gathers a file's (or long symlink's) blocks: `blocks` all of them,
-    /// `meta` its indirect blocks, each with what names it. A bad pointer
-    /// is reported naming the block that holds it, and not followed.
-    fn file_blocks(
-        &mut self,
-        ino: Ino,
-        inode: &Inode,
-        blocks: &mut Vec<(Bid, String)>,
-        meta: &mut Vec<Bid>,
-    ) {
-        let mut stack: Vec<(Bid, u32, String)> = Vec::new();
-        for (n, &p) in inode.map.iter().enumerate() {
-            if p != 0 {
-                let depth = n.saturating_sub(N_DIRECT - 1) as u32;
-                stack.push((p, depth, "its inode".into()));
+    /// Claims the blocks of a file's (or long symlink's) block map with the
+    /// walk repair uses too (`Volume::bmap_walk`), and reports each of its
+    /// findings naming the block that holds the pointer: what it reports is
+    /// what repair cuts, copies or fixes.
+    fn claim_file(&mut self, ino: Ino, inode: &Inode) {
+        let vol = self.vol;
+        let total = vol.sb.total_blocks;
+        let owned = &mut self.owned;
+        let w = vol.bmap_walk(ino, inode, &mut |b| {
+            let (i, m) = (b as usize / 64, 1u64 << (b % 64));
+            if b as u64 >= total || owned[i] & m != 0 {
+                return false;
             }
+            owned[i] |= m;
+            true
+        });
+        for bad in &w.bad {
+            if bad.is_shared() {
+                self.dups.insert(bad.bid);
+            }
+            self.problem(bad.problem(ino));
         }
-        while let Some((bid, depth, holder)) = stack.pop() {
-            if self.vol.check_bid(bid).is_err() {
-                self.problem(format!(
-                    "inode {ino}: {holder} points outside the data area ({bid})"
-                ));
-                continue;
-            }
-            blocks.push((bid, holder.clone()));
-            if depth == 0 {
-                continue;
-            }
-            let Ok(b) = self.vol.meta(bid) else { continue };
-            if magic(b) != MAGIC_INDIRECT {
-                self.problem(format!(
-                    "inode {ino}: block {bid}, named by {holder}, is not an indirect block"
-                ));
-                continue;
-            }
-            meta.push(bid);
-            for i in 0..PTRS_PER_BLOCK as usize {
-                let c = get_u32(b, IND_PTRS + 4 * i);
-                if c != 0 {
-                    stack.push((c, depth - 1, format!("indirect block {bid}")));
-                }
-            }
+        for &(at, bid) in &w.shared {
+            self.dups.insert(bid);
+            let holder = at.holder();
+            self.problem(format!(
+                "inode {ino} (named by {holder}): block {bid} is referenced twice"
+            ));
+        }
+        for &(bid, owner) in &w.wrong_owner {
+            self.problem(format!(
+                "inode {ino}: block {bid} is marked as belonging to inode {owner}"
+            ));
+        }
+        for &bid in &w.stale {
+            self.problem(format!("inode {ino}: block {bid} fails its checksum"));
+        }
+        self.check_count(ino, inode, w.count());
+    }
+
+    /// An inode's `blocks` field against what it owns.
+    fn check_count(&mut self, ino: Ino, inode: &Inode, owns: u64) {
+        if owns != inode.blocks {
+            self.problem(format!(
+                "inode {ino}: records {} blocks but owns {owns}",
+                inode.blocks
+            ));
         }
     }
 
