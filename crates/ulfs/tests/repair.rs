@@ -1138,3 +1138,70 @@ fn fsck_and_repair_agree_on_a_damaged_block_map() {
     assert_eq!(got["/big"], big_want);
     assert_eq!(repair(&img).exit_code(), 0);
 }
+
+/// Issue 6, requirement 3: fsck and repair judge the namespace by one set
+/// of rules (`Volume::ns_judge`). An entry that makes a second link to a
+/// directory is removed by repair and was never counted by it; fsck used
+/// to count it in its parent's subdirectories and so asked for a link
+/// count repair never sets. Here an entry of /docs is pointed at
+/// /sub/inner (valid checksums): both now name the same entry, and
+/// neither touches a link count.
+#[test]
+fn fsck_and_repair_agree_on_a_second_directory_link() {
+    let (_d, img) = image(16 << 20);
+    populate(&img);
+    let docs = ino_of(&img, "/docs");
+    let inner = ino_of(&img, "/sub/inner");
+    let mut raw = Raw::read(&img);
+    let leaf = raw.leaves(docs)[0];
+    let (slot, name) = raw.leaf_names(leaf)[0].clone();
+    let b = leaf as usize * BS;
+    let off = b + raw.u16(b + 32 + 2 * slot) as usize;
+    raw.put64(off + 8, inner);
+    raw.bytes[off + 16] = 4; // DT_DIR
+    raw.seal(leaf);
+    raw.write(&img);
+    let name = String::from_utf8(name).unwrap();
+
+    let found = problems(&img);
+    assert!(
+        any(
+            &found,
+            &format!("directory {inner} is linked from more than one place")
+        ),
+        "{found:#?}"
+    );
+    // "inode N: link count A should be B" / "... A set to B", as (N, A, B).
+    let counts = |list: &[String], verb: &str| -> Vec<String> {
+        let mut v: Vec<String> = list
+            .iter()
+            .filter(|l| l.contains(": link count "))
+            .map(|l| l.replace(verb, "->"))
+            .collect();
+        v.sort();
+        v
+    };
+    let r = repair_ok(&img);
+    let removed: Vec<&String> = r
+        .fixed
+        .iter()
+        .filter(|l| l.contains(&format!("is a second link to a directory (inode {inner})")))
+        .collect();
+    assert_eq!(removed.len(), 1, "{r:#?}");
+    assert_eq!(
+        counts(&found, " should be "),
+        counts(&r.fixed, " set to "),
+        "{found:#?}\n{r:#?}"
+    );
+    // Whichever link the walk met second went; the directory stays reachable
+    // once, and the file the damaged entry named is found in /lost+found.
+    let got = snapshot(&img);
+    let at_docs = removed[0].starts_with(&format!("directory {docs}: entry {name:?}"));
+    assert_eq!(got.contains_key("/sub/inner"), at_docs, "{r:#?}");
+    assert_eq!(
+        got.contains_key(&format!("/docs/{name}")),
+        !at_docs,
+        "{r:#?}"
+    );
+    assert!(got.keys().any(|k| k.starts_with("/lost+found/#")), "{r:#?}");
+}

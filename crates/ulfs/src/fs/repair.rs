@@ -42,7 +42,8 @@
 //!    be trusted), they are kept, and step 5 gives them to files in
 //!    `/lost+found`. A checkpoint follows, so blocks freed here are reused
 //!    only after it.
-//! 5. **Namespace.** A walk from the root drops entries naming dead
+//! 5. **Namespace.** A walk from the root, judged by the rules fsck uses
+//!    (`ns_walk.rs`), drops entries naming dead
 //!    inodes, second links to a directory, and fixes `d_type`, parent
 //!    pointers and name keys. Live inodes it does not reach are attached
 //!    under `/lost+found` (made with mode 0700 when missing) as `#<ino>`,
@@ -59,6 +60,8 @@
 mod bmap_walk;
 mod index;
 mod inode_list;
+pub(crate) mod ns_walk;
+pub(crate) use ns_walk as ns;
 
 use super::Volume;
 use super::dtype_of;
@@ -72,6 +75,7 @@ use std::collections::{HashMap, HashSet};
 
 use bmap_walk::PtrAt;
 use index::MAX_INDEX_DEPTH;
+use ns_walk::Facts;
 const P: usize = PTRS_PER_BLOCK as usize;
 /// Most log lines kept; further fixes are counted.
 const LOG_MAX: usize = 1000;
@@ -168,15 +172,6 @@ impl Claims {
         self.bits[bid as usize / 64] |= 1 << (bid % 64);
         true
     }
-}
-
-/// What the repair knows of one live inode.
-#[derive(Clone, Copy)]
-struct Facts {
-    dtype: u8,
-    /// Directory entries naming it (the root counts as named once).
-    refs: u32,
-    subdirs: u32,
 }
 
 /// State of one repair run.
@@ -899,65 +894,48 @@ impl Volume {
     }
 
     /// Step 5: walks the namespace from `top`, counting links and fixing
-    /// entries, parent pointers and name keys on the way.
+    /// entries, parent pointers and name keys on the way, by the rules
+    /// fsck judges them with (`ns_walk.rs`).
     fn repair_walk(&mut self, r: &mut Repair, top: Ino, log: &mut RepairLog) -> Result<()> {
-        let root = self.sb.root_ino;
         let mut stack = vec![top];
         while let Some(dir) = stack.pop() {
-            let mut items = Vec::new();
-            let res = self.read_dir(dir, 0, |it| {
-                items.push((it.name.to_vec(), it.key, it.ino, it.dtype));
-                true
-            });
-            if let Err(e) = res {
-                log.cannot(format!("directory {dir}: index unreadable ({e})"));
-                continue;
-            }
+            let entries = match self.ns_judge(dir, &mut r.facts) {
+                Ok(e) => e,
+                Err(e) => {
+                    log.cannot(format!("directory {dir}: index unreadable ({e})"));
+                    continue;
+                }
+            };
             let mut d = self.inode(dir)?;
             let mut removed = false;
-            for (name, key, ino, dtype) in items {
-                let f = r.facts.get(&ino).copied();
-                let why = match f {
-                    None => Some("names a free or invalid inode"),
-                    Some(f) if f.dtype == DT_DIR && (ino == root || f.refs > 0) => {
-                        Some("is a second link to a directory")
-                    }
-                    Some(_) if !valid_name(&name) => Some("has an invalid name"),
-                    Some(_) => None,
-                };
-                let Some(f) = f.filter(|_| why.is_none()) else {
-                    self.dir_remove(&mut d, &name)?;
+            for e in entries {
+                let (name, ino) = (&e.name, e.ino);
+                if let Some(why) = e.drop {
+                    self.dir_remove(&mut d, name)?;
                     removed = true;
                     log.fix(format!(
                         "directory {dir}: entry {} {} (inode {ino}): removed",
-                        shown(&name),
-                        why.unwrap_or_default()
+                        shown(name),
+                        why.why()
                     ));
                     continue;
-                };
-                if dtype != f.dtype {
-                    self.dir_repoint(&d, &name, ino, f.dtype)?;
+                }
+                if let Some(dtype) = e.dtype {
+                    self.dir_repoint(&d, name, ino, dtype)?;
                     log.fix(format!(
-                        "directory {dir}: entry {}: d_type set to {}",
-                        shown(&name),
-                        f.dtype
+                        "directory {dir}: entry {}: d_type set to {dtype}",
+                        shown(name)
                     ));
                 }
-                if let Some(fe) = r.facts.get_mut(&ino) {
-                    fe.refs += 1;
-                }
-                if f.dtype == DT_DIR {
-                    if let Some(fd) = r.facts.get_mut(&dir) {
-                        fd.subdirs += 1;
-                    }
-                    let mut c = self.inode(ino)?;
-                    if c.parent != dir || c.name_key != key {
+                if let Some(stale) = e.subdir {
+                    if stale.is_some() {
+                        let mut c = self.inode(ino)?;
                         log.fix(format!(
                             "directory {ino} ({}): parent pointer and name key set",
-                            shown(&name)
+                            shown(name)
                         ));
                         c.parent = dir;
-                        c.name_key = key;
+                        c.name_key = e.key;
                         self.put_inode(ino, &c)?;
                     }
                     stack.push(ino);
@@ -1162,11 +1140,7 @@ impl Volume {
             if f.refs == 0 {
                 continue;
             }
-            let want = if f.dtype == DT_DIR {
-                2u32.saturating_add(f.subdirs)
-            } else {
-                f.refs
-            };
+            let want = f.nlink();
             let mut i = self.inode(ino)?;
             let mut changed = false;
             if i.nlink != want {

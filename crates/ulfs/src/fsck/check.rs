@@ -14,6 +14,7 @@ use crate::format::inode::Inode;
 use crate::format::superblock::{SB_PRIMARY, SB_SECONDARY, STATE_CLEAN, Superblock};
 use crate::format::*;
 use crate::fs::Volume;
+use crate::fs::ns::{Entry, Facts, Stray};
 use crate::types::Ino;
 use std::collections::{HashMap, HashSet};
 
@@ -26,19 +27,13 @@ pub(super) fn check_volume(vol: &Volume, opts: &mut FsckOptions, strict: bool) -
     c.report
 }
 
-/// Per-inode facts gathered during the walk.
-#[derive(Default, Clone, Copy)]
-struct Seen {
-    refs: u32,
-    subdirs: u32,
-}
-
 struct Checker<'a> {
     vol: &'a Volume,
     report: FsckReport,
     /// Which blocks something references (one bit per block).
     owned: Vec<u64>,
-    seen: HashMap<Ino, Seen>,
+    /// What the namespace walk counted of each live inode.
+    facts: HashMap<Ino, Facts>,
     /// Judge checksums and counters whatever the image's state.
     strict: bool,
     /// Blocks referenced twice (`name_shared_blocks` names every owner).
@@ -54,7 +49,7 @@ impl<'a> Checker<'a> {
             vol,
             report: FsckReport::default(),
             owned: vec![0; words],
-            seen: HashMap::new(),
+            facts: HashMap::new(),
             strict,
             dups: HashSet::new(),
             quiet: false,
@@ -294,9 +289,11 @@ impl<'a> Checker<'a> {
     }
 
     /// Walks directories from the root, claiming every block of every
-    /// reachable inode.
+    /// reachable inode. Which entries stand and what they count is judged
+    /// by the repair's rules (`Volume::ns_judge`).
     fn walk_tree(&mut self, live: &[(Ino, Inode)], opts: &mut FsckOptions) {
         let by_ino: HashMap<Ino, &Inode> = live.iter().map(|(i, n)| (*i, n)).collect();
+        self.facts = live.iter().map(|(i, n)| (*i, Facts::of(n))).collect();
         let root = self.vol.sb.root_ino;
         let Some(root_inode) = by_ino.get(&root) else {
             self.problem(format!("root inode {root} is not a live inode"));
@@ -315,55 +312,64 @@ impl<'a> Checker<'a> {
         let total = live.len() as u64;
         let mut done = 0u64;
         let mut stack = vec![root];
-        self.seen.entry(root).or_default().refs += 1;
+        if let Some(f) = self.facts.get_mut(&root) {
+            f.refs = 1;
+        }
         self.claim_inode(root, root_inode);
         while let Some(dir) = stack.pop() {
             let d = by_ino[&dir];
-            for (name, key, ino, dtype) in self.dir_entries(dir, d) {
-                let shown = String::from_utf8_lossy(&name).into_owned();
+            for e in self.dir_entries(dir, d) {
+                let shown = String::from_utf8_lossy(&e.name).into_owned();
+                let (ino, key) = (e.ino, e.key);
                 let leaf = || match self.vol.leaf_holding(d, key) {
                     Some(l) => format!(" (leaf {l})"),
                     None => String::new(),
                 };
-                let Some(child) = by_ino.get(&ino) else {
-                    let at = leaf();
-                    self.problem(format!(
-                        "directory {dir}: entry {shown:?}{at} names a free or invalid inode {ino}"
-                    ));
-                    continue;
-                };
-                if dtype != crate::fs::dtype_of(child.mode) {
-                    let at = leaf();
-                    self.problem(format!(
-                        "directory {dir}: entry {shown:?}{at} has the wrong d_type"
-                    ));
-                }
-                let first = {
-                    let s = self.seen.entry(ino).or_default();
-                    s.refs += 1;
-                    s.refs == 1
-                };
-                if child.is_dir() {
-                    self.seen.entry(dir).or_default().subdirs += 1;
-                    if !first {
+                match e.drop {
+                    Some(Stray::Dead) => {
+                        let at = leaf();
+                        self.problem(format!(
+                            "directory {dir}: entry {shown:?}{at} names a free or invalid inode {ino}"
+                        ));
+                        continue;
+                    }
+                    Some(Stray::SecondDirLink) => {
                         self.problem(format!(
                             "directory {ino} is linked from more than one place"
                         ));
                         continue;
                     }
-                    if child.parent != dir {
+                    Some(why) => {
+                        let at = leaf();
                         self.problem(format!(
-                            "directory {ino} ({shown:?}): parent pointer {} should be {dir}",
-                            child.parent
+                            "directory {dir}: entry {shown:?}{at} {} (inode {ino})",
+                            why.why()
+                        ));
+                        continue;
+                    }
+                    None => {}
+                }
+                if e.dtype.is_some() {
+                    let at = leaf();
+                    self.problem(format!(
+                        "directory {dir}: entry {shown:?}{at} has the wrong d_type"
+                    ));
+                }
+                if let Some(Some((parent, name_key))) = e.subdir {
+                    if parent != dir {
+                        self.problem(format!(
+                            "directory {ino} ({shown:?}): parent pointer {parent} should be {dir}"
                         ));
                     }
-                    if child.name_key != key {
+                    if name_key != key {
                         self.problem(format!("directory {ino} ({shown:?}): stale name key"));
                     }
+                }
+                if e.subdir.is_some() {
                     stack.push(ino);
                 }
-                if first {
-                    self.claim_inode(ino, child);
+                if e.first {
+                    self.claim_inode(ino, by_ino[&ino]);
                     done += 1;
                     if done.is_multiple_of(4096) {
                         opts.report(done, total);
@@ -464,22 +470,21 @@ impl<'a> Checker<'a> {
         }
     }
 
-    /// Reads a directory's entries, after judging its index with the walk
-    /// repair uses too (`Volume::index_check`), so the two agree on what
-    /// is damaged. Double references are found by `claim`, not here.
-    fn dir_entries(&mut self, dino: Ino, d: &Inode) -> Vec<(Vec<u8>, u64, Ino, u8)> {
+    /// Reads and judges a directory's entries (`Volume::ns_judge`), after
+    /// judging its index (`Volume::index_check`): both are what repair
+    /// uses too, so the two agree on what is damaged. Double references
+    /// of blocks are found by the claims, not here.
+    fn dir_entries(&mut self, dino: Ino, d: &Inode) -> Vec<Entry> {
         if let Err(why) = self.vol.index_check(dino, d, &|_| false) {
             self.problem(format!("directory {dino}: damaged index: {why}"));
         }
-        let mut out = Vec::new();
-        let res = self.vol.read_dir(dino, 0, |item| {
-            out.push((item.name.to_vec(), item.key, item.ino, item.dtype));
-            true
-        });
-        if let Err(e) = res {
-            self.problem(format!("directory {dino}: index unreadable ({e:?})"));
+        match self.vol.ns_judge(dino, &mut self.facts) {
+            Ok(entries) => entries,
+            Err(e) => {
+                self.problem(format!("directory {dino}: index unreadable ({e:?})"));
+                Vec::new()
+            }
         }
-        out
     }
 
     /// Link counts, and live inodes nothing reaches.
@@ -491,7 +496,9 @@ impl<'a> Checker<'a> {
             o = self.vol.inode(o).map(|i| i.next_orphan).unwrap_or(0);
         }
         for (ino, inode) in live {
-            let s = self.seen.get(ino).copied().unwrap_or_default();
+            let Some(s) = self.facts.get(ino).copied() else {
+                continue;
+            };
             if s.refs == 0 {
                 if !orphans.contains(ino) {
                     self.problem(format!("inode {ino} is in use but no directory reaches it"));
@@ -508,11 +515,7 @@ impl<'a> Checker<'a> {
                 }
                 continue;
             }
-            let want = if inode.is_dir() {
-                2 + s.subdirs
-            } else {
-                s.refs
-            };
+            let want = s.nlink();
             if inode.nlink != want {
                 self.problem(format!(
                     "inode {ino}: link count {} should be {want}",
