@@ -8,6 +8,12 @@
 //! leaves, each key matching its name's hash, entry counts). Inodes that are
 //! live but unreachable are reported unless they are orphans awaiting
 //! release. Cost is O(image metadata); it is a tool, not the mount path.
+//!
+//! The rules are the repair's: the inode-block list, directory indexes,
+//! block maps and namespace are judged by the walks in `fs/repair/`, and
+//! blocks are claimed in the order repair gives them owners, so what this
+//! check accepts the repair leaves alone and what the repair changes this
+//! check reports.
 
 use super::{FsckOptions, FsckReport};
 use crate::format::inode::Inode;
@@ -40,6 +46,12 @@ struct Checker<'a> {
     dups: HashSet<Bid>,
     /// Findings are not recorded (a second walk that only gathers).
     quiet: bool,
+    /// Live inodes whose inode block carries a valid checksum: they claim
+    /// their blocks first, as in repair.
+    sealed: HashSet<Ino>,
+    /// Live inodes reached from the root, and orphans: what is counted as
+    /// files, directories and symlinks.
+    reached: HashSet<Ino>,
 }
 
 impl<'a> Checker<'a> {
@@ -53,6 +65,8 @@ impl<'a> Checker<'a> {
             strict,
             dups: HashSet::new(),
             quiet: false,
+            sealed: HashSet::new(),
+            reached: HashSet::new(),
         }
     }
 
@@ -144,6 +158,7 @@ impl<'a> Checker<'a> {
         let live = self.inode_blocks();
         self.walk_tree(&live, opts);
         self.check_links(&live);
+        self.claim_all(&live);
         self.name_shared_blocks(&live);
         self.check_bitmaps();
         let used = self
@@ -224,6 +239,7 @@ impl<'a> Checker<'a> {
             }
             self.claim(bid, "inode block");
             self.verify_crc(bid, "inode block");
+            let sealed = block_crc_ok(b);
             for slot in 1..INODES_PER_BLOCK {
                 let ino = ino_of(bid, slot);
                 if used & (1 << slot) == 0 {
@@ -233,7 +249,12 @@ impl<'a> Checker<'a> {
                 let off = slot as usize * INODE_SIZE;
                 // The same judgement as every read's (`Volume::inode`).
                 match Inode::decode_valid(&b[off..off + INODE_SIZE]) {
-                    Ok(i) => live.push((ino, i)),
+                    Ok(i) => {
+                        if sealed {
+                            self.sealed.insert(ino);
+                        }
+                        live.push((ino, i));
+                    }
                     Err(why) => self.problem(format!(
                         "inode {ino}: slot in use but not a valid inode ({why})"
                     )),
@@ -315,7 +336,7 @@ impl<'a> Checker<'a> {
         if let Some(f) = self.facts.get_mut(&root) {
             f.refs = 1;
         }
-        self.claim_inode(root, root_inode);
+        self.reached.insert(root);
         while let Some(dir) = stack.pop() {
             let d = by_ino[&dir];
             for e in self.dir_entries(dir, d) {
@@ -369,7 +390,7 @@ impl<'a> Checker<'a> {
                     stack.push(ino);
                 }
                 if e.first {
-                    self.claim_inode(ino, by_ino[&ino]);
+                    self.reached.insert(ino);
                     done += 1;
                     if done.is_multiple_of(4096) {
                         opts.report(done, total);
@@ -380,12 +401,34 @@ impl<'a> Checker<'a> {
         opts.report(total, total);
     }
 
+    /// Claims the blocks of every live inode in the order repair gives
+    /// them owners (`fs/repair.rs`, step 2): inodes in inode blocks with a
+    /// valid checksum first, within each directories first, in the order
+    /// of the inode-block list. So the later owner of a block named twice,
+    /// which fsck reports, is the one repair gives a copy or cuts. An
+    /// inode nothing reaches still owns its blocks: repair attaches it
+    /// under /lost+found with them.
+    fn claim_all(&mut self, live: &[(Ino, Inode)]) {
+        for sound in [true, false] {
+            for dirs in [true, false] {
+                for (ino, inode) in live {
+                    if self.sealed.contains(ino) == sound && inode.is_dir() == dirs {
+                        self.claim_inode(*ino, inode);
+                    }
+                }
+            }
+        }
+    }
+
     /// Claims an inode's blocks and checks its block count.
     fn claim_inode(&mut self, ino: Ino, inode: &Inode) {
         if inode.is_dir() {
             self.claim_dir(ino, inode);
         } else {
             self.claim_file(ino, inode);
+        }
+        if !self.reached.contains(&ino) {
+            return;
         }
         match inode.file_type() {
             libc::S_IFDIR => self.report.dirs += 1,
@@ -511,7 +554,7 @@ impl<'a> Checker<'a> {
                             inode.nlink
                         ));
                     }
-                    self.claim_inode(*ino, inode);
+                    self.reached.insert(*ino);
                 }
                 continue;
             }
