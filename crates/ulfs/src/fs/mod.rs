@@ -22,6 +22,7 @@ pub use mkfs::{MkfsOptions, format_store, min_journal, mkfs};
 pub(crate) use mount::store_error;
 pub use mount::{Info, Mode, MountOptions};
 pub use ops::dtype_of;
+pub(crate) use repair::ns;
 
 use crate::errno::{Errno, Result};
 use crate::format::superblock::{SB_PRIMARY, SB_SECONDARY, Superblock};

@@ -19,7 +19,8 @@
 //!    then the inodes whose inode block carries a valid checksum before the
 //!    others (so a damaged inode cannot take a block from one that reads
 //!    fine), each group directory indexes first, then block maps of files
-//!    and long symlinks, in inode order. A data block mapped again by a
+//!    and long symlinks, in inode order (block maps with the walk fsck
+//!    uses too, `bmap_walk.rs`). A data block mapped again by a
 //!    later owner is copied for it after step 4 (so both read what they
 //!    read before). A pointer outside the data area, an indirect block
 //!    with the wrong magic, or an indirect block or index node used
@@ -41,7 +42,8 @@
 //!    be trusted), they are kept, and step 5 gives them to files in
 //!    `/lost+found`. A checkpoint follows, so blocks freed here are reused
 //!    only after it.
-//! 5. **Namespace.** A walk from the root drops entries naming dead
+//! 5. **Namespace.** A walk from the root, judged by the rules fsck uses
+//!    (`ns_walk.rs`), drops entries naming dead
 //!    inodes, second links to a directory, and fixes `d_type`, parent
 //!    pointers and name keys. Live inodes it does not reach are attached
 //!    under `/lost+found` (made with mode 0700 when missing) as `#<ino>`,
@@ -55,20 +57,25 @@
 //!    seals it (after a crash in mode `none`, blocks changed since the last
 //!    checkpoint carry stale CRCs).
 
+mod bmap_walk;
 mod index;
 mod inode_list;
+pub(crate) mod ns_walk;
+pub(crate) use ns_walk as ns;
 
 use super::Volume;
 use super::dtype_of;
 use crate::errno::{Errno, Result};
 use crate::format::dirnode::*;
-use crate::format::inode::{FLAG_INLINE, Inode};
+use crate::format::inode::Inode;
 use crate::format::*;
 use crate::types::{DT_DIR, Ino};
 pub(crate) use index::{shown, valid_name};
 use std::collections::{HashMap, HashSet};
 
+use bmap_walk::PtrAt;
 use index::MAX_INDEX_DEPTH;
+use ns_walk::Facts;
 const P: usize = PTRS_PER_BLOCK as usize;
 /// Most log lines kept; further fixes are counted.
 const LOG_MAX: usize = 1000;
@@ -167,15 +174,6 @@ impl Claims {
     }
 }
 
-/// What the repair knows of one live inode.
-#[derive(Clone, Copy)]
-struct Facts {
-    dtype: u8,
-    /// Directory entries naming it (the root counts as named once).
-    refs: u32,
-    subdirs: u32,
-}
-
 /// State of one repair run.
 struct Repair {
     claims: Claims,
@@ -202,14 +200,6 @@ struct Repair {
     clones: Vec<(Ino, PtrAt, Bid)>,
     /// The root directory was made again (`remake_root`).
     lost_root: bool,
-}
-
-/// Where a block pointer lives: a slot of the inode's map, or an entry of
-/// an indirect block.
-#[derive(Clone, Copy)]
-enum PtrAt {
-    Inode(usize),
-    Indirect(Bid, usize),
 }
 
 /// A record read from a damaged index: (name, inode).
@@ -692,41 +682,35 @@ impl Volume {
         out
     }
 
-    /// Step 2 for a file or long symlink: claims its block map, cutting
-    /// pointers that cannot stand, and fixes its block count.
+    /// Step 2 for a file or long symlink: claims its block map with the
+    /// walk fsck uses too (`bmap_walk.rs`), cuts the pointers that cannot
+    /// stand, queues a copy for each data block owned elsewhere, fixes the
+    /// owner field of its indirect blocks, and sets its block count.
     fn repair_claim_file(&mut self, r: &mut Repair, ino: Ino, log: &mut RepairLog) -> Result<()> {
         let mut inode = self.inode(ino)?;
-        let mut count = 0u64;
-        let mut cut = 0u64;
-        if !(inode.is_symlink() && inode.flags & FLAG_INLINE != 0) {
-            for i in 0..N_DIRECT {
-                let p = inode.map[i];
-                if p == 0 {
-                    continue;
-                }
-                if self.check_bid(p).is_err() {
-                    inode.map[i] = 0;
-                    cut += 1;
-                    continue;
-                }
-                if !r.claims.take(p) {
-                    r.clones.push((ino, PtrAt::Inode(i), p));
-                }
-                count += 1;
+        let w = self.bmap_walk(ino, &inode, &mut |b| r.claims.take(b));
+        // Owners first, then stale checksums, block by block in walk order,
+        // and only then the cuts: a block changed before its checksum is
+        // judged would count as resealed.
+        let owners: HashSet<Bid> = w.wrong_owner.iter().map(|x| x.0).collect();
+        for &bid in &w.indirect {
+            if owners.contains(&bid) {
+                put_u64(self.meta_mut(bid)?, IND_OWNER, ino);
+                log.fix(format!("inode {ino}: owner of indirect block {bid} set"));
             }
-            for (slot, depth) in [(N_DIRECT, 1), (N_DIRECT + 1, 2), (N_DIRECT + 2, 3)] {
-                let p = inode.map[slot];
-                if p == 0 {
-                    continue;
-                }
-                if self.indirect_ok(p) && r.claims.take(p) {
-                    count += 1 + self.repair_indirect(r, ino, p, depth, &mut cut, log)?;
-                } else {
-                    inode.map[slot] = 0;
-                    cut += 1;
-                }
+            self.reseal_if_stale(bid, log)?;
+        }
+        for &(at, shared) in &w.shared {
+            r.clones.push((ino, at, shared));
+        }
+        for bad in &w.bad {
+            match bad.at {
+                PtrAt::Inode(i) => inode.map[i] = 0,
+                PtrAt::Indirect(bid, i) => put_u32(self.meta_mut(bid)?, IND_PTRS + 4 * i, 0),
             }
         }
+        let cut = w.bad.len() as u64;
+        let count = w.count();
         if cut > 0 {
             r.lossy = true;
             log.fix(format!(
@@ -748,56 +732,6 @@ impl Volume {
             self.put_inode(ino, &inode)?;
         }
         Ok(())
-    }
-
-    fn indirect_ok(&self, bid: Bid) -> bool {
-        self.check_bid(bid).is_ok() && self.meta(bid).is_ok_and(|b| magic(b) == MAGIC_INDIRECT)
-    }
-
-    /// Claims the subtree under indirect block `bid` (already claimed);
-    /// returns the blocks it holds below itself.
-    fn repair_indirect(
-        &mut self,
-        r: &mut Repair,
-        ino: Ino,
-        bid: Bid,
-        depth: u32,
-        cut: &mut u64,
-        log: &mut RepairLog,
-    ) -> Result<u64> {
-        if get_u64(self.meta(bid)?, IND_OWNER) != ino {
-            put_u64(self.meta_mut(bid)?, IND_OWNER, ino);
-            log.fix(format!("inode {ino}: owner of indirect block {bid} set"));
-        }
-        self.reseal_if_stale(bid, log)?;
-        let mut count = 0;
-        for i in 0..P {
-            let c = get_u32(self.meta(bid)?, IND_PTRS + 4 * i);
-            if c == 0 {
-                continue;
-            }
-            let ok = if depth > 1 {
-                self.indirect_ok(c)
-            } else {
-                self.check_bid(c).is_ok()
-            };
-            let taken = ok && r.claims.take(c);
-            if ok && !taken && depth == 1 {
-                r.clones.push((ino, PtrAt::Indirect(bid, i), c));
-                count += 1;
-                continue;
-            }
-            if !taken {
-                put_u32(self.meta_mut(bid)?, IND_PTRS + 4 * i, 0);
-                *cut += 1;
-                continue;
-            }
-            count += 1;
-            if depth > 1 {
-                count += self.repair_indirect(r, ino, c, depth - 1, cut, log)?;
-            }
-        }
-        Ok(count)
     }
 
     /// Step 4, after the bitmaps: each data block that a later owner also
@@ -966,65 +900,48 @@ impl Volume {
     }
 
     /// Step 5: walks the namespace from `top`, counting links and fixing
-    /// entries, parent pointers and name keys on the way.
+    /// entries, parent pointers and name keys on the way, by the rules
+    /// fsck judges them with (`ns_walk.rs`).
     fn repair_walk(&mut self, r: &mut Repair, top: Ino, log: &mut RepairLog) -> Result<()> {
-        let root = self.sb.root_ino;
         let mut stack = vec![top];
         while let Some(dir) = stack.pop() {
-            let mut items = Vec::new();
-            let res = self.read_dir(dir, 0, |it| {
-                items.push((it.name.to_vec(), it.key, it.ino, it.dtype));
-                true
-            });
-            if let Err(e) = res {
-                log.cannot(format!("directory {dir}: index unreadable ({e})"));
-                continue;
-            }
+            let entries = match self.ns_judge(dir, &mut r.facts) {
+                Ok(e) => e,
+                Err(e) => {
+                    log.cannot(format!("directory {dir}: index unreadable ({e})"));
+                    continue;
+                }
+            };
             let mut d = self.inode(dir)?;
             let mut removed = false;
-            for (name, key, ino, dtype) in items {
-                let f = r.facts.get(&ino).copied();
-                let why = match f {
-                    None => Some("names a free or invalid inode"),
-                    Some(f) if f.dtype == DT_DIR && (ino == root || f.refs > 0) => {
-                        Some("is a second link to a directory")
-                    }
-                    Some(_) if !valid_name(&name) => Some("has an invalid name"),
-                    Some(_) => None,
-                };
-                let Some(f) = f.filter(|_| why.is_none()) else {
-                    self.dir_remove(&mut d, &name)?;
+            for e in entries {
+                let (name, ino) = (&e.name, e.ino);
+                if let Some(why) = e.drop {
+                    self.dir_remove(&mut d, name)?;
                     removed = true;
                     log.fix(format!(
                         "directory {dir}: entry {} {} (inode {ino}): removed",
-                        shown(&name),
-                        why.unwrap_or_default()
+                        shown(name),
+                        why.why()
                     ));
                     continue;
-                };
-                if dtype != f.dtype {
-                    self.dir_repoint(&d, &name, ino, f.dtype)?;
+                }
+                if let Some(dtype) = e.dtype {
+                    self.dir_repoint(&d, name, ino, dtype)?;
                     log.fix(format!(
-                        "directory {dir}: entry {}: d_type set to {}",
-                        shown(&name),
-                        f.dtype
+                        "directory {dir}: entry {}: d_type set to {dtype}",
+                        shown(name)
                     ));
                 }
-                if let Some(fe) = r.facts.get_mut(&ino) {
-                    fe.refs += 1;
-                }
-                if f.dtype == DT_DIR {
-                    if let Some(fd) = r.facts.get_mut(&dir) {
-                        fd.subdirs += 1;
-                    }
-                    let mut c = self.inode(ino)?;
-                    if c.parent != dir || c.name_key != key {
+                if let Some(stale) = e.subdir {
+                    if stale.is_some() {
+                        let mut c = self.inode(ino)?;
                         log.fix(format!(
                             "directory {ino} ({}): parent pointer and name key set",
-                            shown(&name)
+                            shown(name)
                         ));
                         c.parent = dir;
-                        c.name_key = key;
+                        c.name_key = e.key;
                         self.put_inode(ino, &c)?;
                     }
                     stack.push(ino);
@@ -1229,11 +1146,7 @@ impl Volume {
             if f.refs == 0 {
                 continue;
             }
-            let want = if f.dtype == DT_DIR {
-                2u32.saturating_add(f.subdirs)
-            } else {
-                f.refs
-            };
+            let want = f.nlink();
             let mut i = self.inode(ino)?;
             let mut changed = false;
             if i.nlink != want {

@@ -8,12 +8,19 @@
 //! leaves, each key matching its name's hash, entry counts). Inodes that are
 //! live but unreachable are reported unless they are orphans awaiting
 //! release. Cost is O(image metadata); it is a tool, not the mount path.
+//!
+//! The rules are the repair's: the inode-block list, directory indexes,
+//! block maps and namespace are judged by the walks in `fs/repair/`, and
+//! blocks are claimed in the order repair gives them owners, so what this
+//! check accepts the repair leaves alone and what the repair changes this
+//! check reports.
 
 use super::{FsckOptions, FsckReport};
-use crate::format::inode::{FLAG_INLINE, Inode};
+use crate::format::inode::Inode;
 use crate::format::superblock::{SB_PRIMARY, SB_SECONDARY, STATE_CLEAN, Superblock};
 use crate::format::*;
 use crate::fs::Volume;
+use crate::fs::ns::{Entry, Facts, Stray};
 use crate::types::Ino;
 use std::collections::{HashMap, HashSet};
 
@@ -26,25 +33,25 @@ pub(super) fn check_volume(vol: &Volume, opts: &mut FsckOptions, strict: bool) -
     c.report
 }
 
-/// Per-inode facts gathered during the walk.
-#[derive(Default, Clone, Copy)]
-struct Seen {
-    refs: u32,
-    subdirs: u32,
-}
-
 struct Checker<'a> {
     vol: &'a Volume,
     report: FsckReport,
     /// Which blocks something references (one bit per block).
     owned: Vec<u64>,
-    seen: HashMap<Ino, Seen>,
+    /// What the namespace walk counted of each live inode.
+    facts: HashMap<Ino, Facts>,
     /// Judge checksums and counters whatever the image's state.
     strict: bool,
     /// Blocks referenced twice (`name_shared_blocks` names every owner).
     dups: HashSet<Bid>,
     /// Findings are not recorded (a second walk that only gathers).
     quiet: bool,
+    /// Live inodes whose inode block carries a valid checksum: they claim
+    /// their blocks first, as in repair.
+    sealed: HashSet<Ino>,
+    /// Live inodes reached from the root, and orphans: what is counted as
+    /// files, directories and symlinks.
+    reached: HashSet<Ino>,
 }
 
 impl<'a> Checker<'a> {
@@ -54,10 +61,12 @@ impl<'a> Checker<'a> {
             vol,
             report: FsckReport::default(),
             owned: vec![0; words],
-            seen: HashMap::new(),
+            facts: HashMap::new(),
             strict,
             dups: HashSet::new(),
             quiet: false,
+            sealed: HashSet::new(),
+            reached: HashSet::new(),
         }
     }
 
@@ -149,6 +158,7 @@ impl<'a> Checker<'a> {
         let live = self.inode_blocks();
         self.walk_tree(&live, opts);
         self.check_links(&live);
+        self.claim_all(&live);
         self.name_shared_blocks(&live);
         self.check_bitmaps();
         let used = self
@@ -174,8 +184,9 @@ impl<'a> Checker<'a> {
                 let _ = self
                     .vol
                     .dir_blocks(inode, &mut |b| blocks.push((b, "its index".to_string())));
-            } else if !(inode.is_symlink() && inode.flags & FLAG_INLINE != 0) {
-                self.file_blocks(*ino, inode, &mut blocks, &mut Vec::new());
+            } else {
+                let w = self.vol.bmap_walk(*ino, inode, &mut |_| true);
+                blocks.extend(w.blocks.into_iter().map(|(b, at)| (b, at.holder())));
             }
             for (b, holder) in blocks {
                 if self.dups.contains(&b) {
@@ -228,6 +239,7 @@ impl<'a> Checker<'a> {
             }
             self.claim(bid, "inode block");
             self.verify_crc(bid, "inode block");
+            let sealed = block_crc_ok(b);
             for slot in 1..INODES_PER_BLOCK {
                 let ino = ino_of(bid, slot);
                 if used & (1 << slot) == 0 {
@@ -237,7 +249,12 @@ impl<'a> Checker<'a> {
                 let off = slot as usize * INODE_SIZE;
                 // The same judgement as every read's (`Volume::inode`).
                 match Inode::decode_valid(&b[off..off + INODE_SIZE]) {
-                    Ok(i) => live.push((ino, i)),
+                    Ok(i) => {
+                        if sealed {
+                            self.sealed.insert(ino);
+                        }
+                        live.push((ino, i));
+                    }
                     Err(why) => self.problem(format!(
                         "inode {ino}: slot in use but not a valid inode ({why})"
                     )),
@@ -293,9 +310,11 @@ impl<'a> Checker<'a> {
     }
 
     /// Walks directories from the root, claiming every block of every
-    /// reachable inode.
+    /// reachable inode. Which entries stand and what they count is judged
+    /// by the repair's rules (`Volume::ns_judge`).
     fn walk_tree(&mut self, live: &[(Ino, Inode)], opts: &mut FsckOptions) {
         let by_ino: HashMap<Ino, &Inode> = live.iter().map(|(i, n)| (*i, n)).collect();
+        self.facts = live.iter().map(|(i, n)| (*i, Facts::of(n))).collect();
         let root = self.vol.sb.root_ino;
         let Some(root_inode) = by_ino.get(&root) else {
             self.problem(format!("root inode {root} is not a live inode"));
@@ -314,55 +333,64 @@ impl<'a> Checker<'a> {
         let total = live.len() as u64;
         let mut done = 0u64;
         let mut stack = vec![root];
-        self.seen.entry(root).or_default().refs += 1;
-        self.claim_inode(root, root_inode);
+        if let Some(f) = self.facts.get_mut(&root) {
+            f.refs = 1;
+        }
+        self.reached.insert(root);
         while let Some(dir) = stack.pop() {
             let d = by_ino[&dir];
-            for (name, key, ino, dtype) in self.dir_entries(dir, d) {
-                let shown = String::from_utf8_lossy(&name).into_owned();
+            for e in self.dir_entries(dir, d) {
+                let shown = String::from_utf8_lossy(&e.name).into_owned();
+                let (ino, key) = (e.ino, e.key);
                 let leaf = || match self.vol.leaf_holding(d, key) {
                     Some(l) => format!(" (leaf {l})"),
                     None => String::new(),
                 };
-                let Some(child) = by_ino.get(&ino) else {
-                    let at = leaf();
-                    self.problem(format!(
-                        "directory {dir}: entry {shown:?}{at} names a free or invalid inode {ino}"
-                    ));
-                    continue;
-                };
-                if dtype != crate::fs::dtype_of(child.mode) {
-                    let at = leaf();
-                    self.problem(format!(
-                        "directory {dir}: entry {shown:?}{at} has the wrong d_type"
-                    ));
-                }
-                let first = {
-                    let s = self.seen.entry(ino).or_default();
-                    s.refs += 1;
-                    s.refs == 1
-                };
-                if child.is_dir() {
-                    self.seen.entry(dir).or_default().subdirs += 1;
-                    if !first {
+                match e.drop {
+                    Some(Stray::Dead) => {
+                        let at = leaf();
+                        self.problem(format!(
+                            "directory {dir}: entry {shown:?}{at} names a free or invalid inode {ino}"
+                        ));
+                        continue;
+                    }
+                    Some(Stray::SecondDirLink) => {
                         self.problem(format!(
                             "directory {ino} is linked from more than one place"
                         ));
                         continue;
                     }
-                    if child.parent != dir {
+                    Some(why) => {
+                        let at = leaf();
                         self.problem(format!(
-                            "directory {ino} ({shown:?}): parent pointer {} should be {dir}",
-                            child.parent
+                            "directory {dir}: entry {shown:?}{at} {} (inode {ino})",
+                            why.why()
+                        ));
+                        continue;
+                    }
+                    None => {}
+                }
+                if e.dtype.is_some() {
+                    let at = leaf();
+                    self.problem(format!(
+                        "directory {dir}: entry {shown:?}{at} has the wrong d_type"
+                    ));
+                }
+                if let Some(Some((parent, name_key))) = e.subdir {
+                    if parent != dir {
+                        self.problem(format!(
+                            "directory {ino} ({shown:?}): parent pointer {parent} should be {dir}"
                         ));
                     }
-                    if child.name_key != key {
+                    if name_key != key {
                         self.problem(format!("directory {ino} ({shown:?}): stale name key"));
                     }
+                }
+                if e.subdir.is_some() {
                     stack.push(ino);
                 }
-                if first {
-                    self.claim_inode(ino, child);
+                if e.first {
+                    self.reached.insert(ino);
                     done += 1;
                     if done.is_multiple_of(4096) {
                         opts.report(done, total);
@@ -373,23 +401,47 @@ impl<'a> Checker<'a> {
         opts.report(total, total);
     }
 
+    /// Claims the blocks of every live inode in the order repair gives
+    /// them owners (`fs/repair.rs`, step 2): inodes in inode blocks with a
+    /// valid checksum first, within each directories first, in the order
+    /// of the inode-block list. So the later owner of a block named twice,
+    /// which fsck reports, is the one repair gives a copy or cuts. An
+    /// inode nothing reaches still owns its blocks: repair attaches it
+    /// under /lost+found with them.
+    fn claim_all(&mut self, live: &[(Ino, Inode)]) {
+        for sound in [true, false] {
+            for dirs in [true, false] {
+                for (ino, inode) in live {
+                    if self.sealed.contains(ino) == sound && inode.is_dir() == dirs {
+                        self.claim_inode(*ino, inode);
+                    }
+                }
+            }
+        }
+    }
+
     /// Claims an inode's blocks and checks its block count.
     fn claim_inode(&mut self, ino: Ino, inode: &Inode) {
-        let mut blocks = Vec::new();
-        // Blocks holding metadata (index nodes, indirect blocks): checksummed.
-        let mut meta = Vec::new();
-        let res = if inode.is_dir() {
-            self.vol.dir_blocks(inode, &mut |b| {
-                blocks.push((b, "its index".to_string()));
-                meta.push(b);
-            })
-        } else if inode.is_symlink() && inode.flags & FLAG_INLINE != 0 {
-            Ok(())
+        if inode.is_dir() {
+            self.claim_dir(ino, inode);
         } else {
-            self.file_blocks(ino, inode, &mut blocks, &mut meta);
-            Ok(())
-        };
-        for &b in &meta {
+            self.claim_file(ino, inode);
+        }
+        if !self.reached.contains(&ino) {
+            return;
+        }
+        match inode.file_type() {
+            libc::S_IFDIR => self.report.dirs += 1,
+            libc::S_IFLNK => self.report.symlinks += 1,
+            _ => self.report.files += 1,
+        }
+    }
+
+    /// Claims a directory's index nodes.
+    fn claim_dir(&mut self, ino: Ino, inode: &Inode) {
+        let mut blocks = Vec::new();
+        let res = self.vol.dir_blocks(inode, &mut |b| blocks.push(b));
+        for &b in &blocks {
             self.verify_crc(b, &format!("inode {ino}"));
             let owner = self
                 .vol
@@ -405,84 +457,77 @@ impl<'a> Checker<'a> {
         if let Err(e) = res {
             self.problem(format!("inode {ino}: damaged block map or index ({e:?})"));
         }
-        if blocks.len() as u64 != inode.blocks {
+        self.check_count(ino, inode, blocks.len() as u64);
+        for b in blocks {
+            self.claim(b, &format!("inode {ino} (named by its index)"));
+        }
+    }
+
+    /// Claims the blocks of a file's (or long symlink's) block map with the
+    /// walk repair uses too (`Volume::bmap_walk`), and reports each of its
+    /// findings naming the block that holds the pointer: what it reports is
+    /// what repair cuts, copies or fixes.
+    fn claim_file(&mut self, ino: Ino, inode: &Inode) {
+        let vol = self.vol;
+        let total = vol.sb.total_blocks;
+        let owned = &mut self.owned;
+        let w = vol.bmap_walk(ino, inode, &mut |b| {
+            let (i, m) = (b as usize / 64, 1u64 << (b % 64));
+            if b as u64 >= total || owned[i] & m != 0 {
+                return false;
+            }
+            owned[i] |= m;
+            true
+        });
+        for bad in &w.bad {
+            if bad.is_shared() {
+                self.dups.insert(bad.bid);
+            }
+            self.problem(bad.problem(ino));
+        }
+        for &(at, bid) in &w.shared {
+            self.dups.insert(bid);
+            let holder = at.holder();
             self.problem(format!(
-                "inode {ino}: records {} blocks but owns {}",
-                inode.blocks,
-                blocks.len()
+                "inode {ino} (named by {holder}): block {bid} is referenced twice"
             ));
         }
-        for (b, holder) in blocks {
-            self.claim(b, &format!("inode {ino} (named by {holder})"));
+        for &(bid, owner) in &w.wrong_owner {
+            self.problem(format!(
+                "inode {ino}: block {bid} is marked as belonging to inode {owner}"
+            ));
         }
-        match inode.file_type() {
-            libc::S_IFDIR => self.report.dirs += 1,
-            libc::S_IFLNK => self.report.symlinks += 1,
-            _ => self.report.files += 1,
+        for &bid in &w.stale {
+            self.problem(format!("inode {ino}: block {bid} fails its checksum"));
+        }
+        self.check_count(ino, inode, w.count());
+    }
+
+    /// An inode's `blocks` field against what it owns.
+    fn check_count(&mut self, ino: Ino, inode: &Inode, owns: u64) {
+        if owns != inode.blocks {
+            self.problem(format!(
+                "inode {ino}: records {} blocks but owns {owns}",
+                inode.blocks
+            ));
         }
     }
 
-    /// Gathers a file's (or long symlink's) blocks: `blocks` all of them,
-    /// `meta` its indirect blocks, each with what names it. A bad pointer
-    /// is reported naming the block that holds it, and not followed.
-    fn file_blocks(
-        &mut self,
-        ino: Ino,
-        inode: &Inode,
-        blocks: &mut Vec<(Bid, String)>,
-        meta: &mut Vec<Bid>,
-    ) {
-        let mut stack: Vec<(Bid, u32, String)> = Vec::new();
-        for (n, &p) in inode.map.iter().enumerate() {
-            if p != 0 {
-                let depth = n.saturating_sub(N_DIRECT - 1) as u32;
-                stack.push((p, depth, "its inode".into()));
-            }
-        }
-        while let Some((bid, depth, holder)) = stack.pop() {
-            if self.vol.check_bid(bid).is_err() {
-                self.problem(format!(
-                    "inode {ino}: {holder} points outside the data area ({bid})"
-                ));
-                continue;
-            }
-            blocks.push((bid, holder.clone()));
-            if depth == 0 {
-                continue;
-            }
-            let Ok(b) = self.vol.meta(bid) else { continue };
-            if magic(b) != MAGIC_INDIRECT {
-                self.problem(format!(
-                    "inode {ino}: block {bid}, named by {holder}, is not an indirect block"
-                ));
-                continue;
-            }
-            meta.push(bid);
-            for i in 0..PTRS_PER_BLOCK as usize {
-                let c = get_u32(b, IND_PTRS + 4 * i);
-                if c != 0 {
-                    stack.push((c, depth - 1, format!("indirect block {bid}")));
-                }
-            }
-        }
-    }
-
-    /// Reads a directory's entries, after judging its index with the walk
-    /// repair uses too (`Volume::index_check`), so the two agree on what
-    /// is damaged. Double references are found by `claim`, not here.
-    fn dir_entries(&mut self, dino: Ino, d: &Inode) -> Vec<(Vec<u8>, u64, Ino, u8)> {
+    /// Reads and judges a directory's entries (`Volume::ns_judge`), after
+    /// judging its index (`Volume::index_check`): both are what repair
+    /// uses too, so the two agree on what is damaged. Double references
+    /// of blocks are found by the claims, not here.
+    fn dir_entries(&mut self, dino: Ino, d: &Inode) -> Vec<Entry> {
         if let Err(why) = self.vol.index_check(dino, d, &|_| false) {
             self.problem(format!("directory {dino}: damaged index: {why}"));
         }
-        let mut out = Vec::new();
-        let res = self.vol.read_dir(dino, 0, |item| {
-            out.push((item.name.to_vec(), item.key, item.ino, item.dtype));
-            true
-        });
-        if let Err(e) = res {
-            self.problem(format!("directory {dino}: index unreadable ({e:?})"));
+        match self.vol.ns_judge(dino, &mut self.facts) {
+            Ok(entries) => entries,
+            Err(e) => {
+                self.problem(format!("directory {dino}: index unreadable ({e:?})"));
+                Vec::new()
+            }
         }
-        out
     }
 
     /// Link counts, and live inodes nothing reaches.
@@ -494,7 +539,9 @@ impl<'a> Checker<'a> {
             o = self.vol.inode(o).map(|i| i.next_orphan).unwrap_or(0);
         }
         for (ino, inode) in live {
-            let s = self.seen.get(ino).copied().unwrap_or_default();
+            let Some(s) = self.facts.get(ino).copied() else {
+                continue;
+            };
             if s.refs == 0 {
                 if !orphans.contains(ino) {
                     self.problem(format!("inode {ino} is in use but no directory reaches it"));
@@ -507,15 +554,11 @@ impl<'a> Checker<'a> {
                             inode.nlink
                         ));
                     }
-                    self.claim_inode(*ino, inode);
+                    self.reached.insert(*ino);
                 }
                 continue;
             }
-            let want = if inode.is_dir() {
-                2 + s.subdirs
-            } else {
-                s.refs
-            };
+            let want = s.nlink();
             if inode.nlink != want {
                 self.problem(format!(
                     "inode {ino}: link count {} should be {want}",
