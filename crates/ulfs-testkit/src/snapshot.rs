@@ -3,12 +3,12 @@
 //! gave. Walks are bounded (entries, bytes, depth) so that a damaged image
 //! that claims huge sizes or endless directories cannot make a test hang.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use ulfs::{Errno, Fs, MountOptions};
 
 /// What one path shows.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Shown {
     Dir,
     /// A file's size and the bytes read (at most `Budget::file_bytes`).
@@ -227,13 +227,45 @@ pub fn lost_or_changed(before: &Snapshot, after: &Snapshot) -> Vec<String> {
 pub type Loss<'a> = (&'a [u8], &'a Shown, Option<&'a Shown>);
 
 /// What `before` could read that `after` no longer shows the same.
+///
+/// A repair may move a name: when a directory's index pointer is damaged,
+/// a read can list another directory's entries in its place, and the
+/// repair, putting the true entries back, shows those names under their
+/// own directory again (or under `/lost+found/#<ino>` when that directory
+/// is not reachable). So a path counts as kept when the same last name
+/// showing the same thing appears at a path that did not show it before;
+/// each such new path excuses one old path, so a name that was readable
+/// twice and kept once still counts one loss.
 pub fn losses<'a>(before: &'a Snapshot, after: &'a Snapshot) -> Vec<Loss<'a>> {
+    let mut moved_to: HashMap<(&[u8], &Shown), usize> = HashMap::new();
+    for (path, shown) in after {
+        if shown.is_readable() && before.get(path) != Some(shown) {
+            *moved_to.entry((last_name(path), shown)).or_default() += 1;
+        }
+    }
     before
         .iter()
         .filter(|(_, shown)| shown.is_readable())
         .filter_map(|(path, shown)| {
             let now = after.get(path);
-            (now != Some(shown)).then_some((path.as_slice(), shown, now))
+            if now == Some(shown) {
+                return None;
+            }
+            if let Some(n) = moved_to.get_mut(&(last_name(path), shown))
+                && *n > 0
+            {
+                *n -= 1;
+                return None;
+            }
+            Some((path.as_slice(), shown, now))
         })
         .collect()
+}
+
+/// The last component of a path (`/` for the root).
+fn last_name(path: &[u8]) -> &[u8] {
+    match path.iter().rposition(|&c| c == b'/') {
+        Some(i) if i + 1 < path.len() => &path[i + 1..],
+        _ => path,
+    }
 }

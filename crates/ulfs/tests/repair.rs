@@ -1259,3 +1259,31 @@ fn fsck_and_repair_agree_on_which_owner_of_a_shared_block_is_later() {
         assert!(lost.is_empty(), "{from} -> {to}: {lost:#?}\n{r:#?}");
     }
 }
+
+#[test]
+fn index_pointer_naming_another_directorys_index_gets_its_own_leaves_back() {
+    // Found by fuzzing repair_never_worse: the root's index pointer,
+    // resealed to name /sub's index, made reads list /sub's entries at the
+    // root; the repair rebuilt the root empty and freed its true leaf as a
+    // leak, so /docs, /big and the rest went to /lost+found or were lost.
+    for (dir, other) in [("/", "/sub"), ("/sub", "/sub/inner")] {
+        for mode in [Mode::None, Mode::Journal] {
+            let (_d, img) = image_in(16 << 20, mode);
+            populate(&img);
+            let want = snapshot(&img);
+            let (dino, oino) = (ino_of(&img, dir), ino_of(&img, other));
+            let mut raw = Raw::read(&img);
+            let theirs = raw.map_ptr(oino, 0);
+            raw.put32(Raw::inode(dino) + 128, theirs);
+            raw.seal(Raw::inode_block(dino));
+            raw.write(&img);
+            assert!(
+                any(&problems(&img), &format!("directory {dino}: damaged index")),
+                "{dir} {mode:?}"
+            );
+            let r = repair_ok(&img);
+            assert_eq!(snapshot(&img), want, "{dir} {mode:?}\n{r:#?}");
+            assert_eq!(repair(&img).exit_code(), 0, "{dir} {mode:?}");
+        }
+    }
+}

@@ -30,9 +30,11 @@
 //!    owner, level, key order and ranges, hash placement, leaf chain,
 //!    entry and block counts, a node also used elsewhere) is rebuilt: the
 //!    records of every leaf reachable through the tree or the leaf chain
-//!    are read (each record checked on its own), the directory gets a
-//!    fresh, empty index, and the records are inserted again, dropping
-//!    invalid names, dead inodes and duplicate names.
+//!    are read (each record checked on its own), then those of unowned
+//!    leaves marked in use whose owner field names the directory (found by
+//!    scanning: a damaged index pointer must not cost the entries), the
+//!    directory gets a fresh, empty index, and the records are inserted
+//!    again, dropping invalid names, dead inodes and duplicate names.
 //! 4. **Bitmaps.** Every group's map block is rewritten from the set of
 //!    owned blocks (used blocks marked, free counts exact), and the
 //!    superblock's free count with them. Blocks marked used that nothing
@@ -200,6 +202,9 @@ struct Repair {
     clones: Vec<(Ino, PtrAt, Bid)>,
     /// The root directory was made again (`remake_root`).
     lost_root: bool,
+    /// Unclaimed directory leaves whose records a rebuild took
+    /// (`salvage_lost_leaves`): freed, not kept for /lost+found.
+    salvaged_leaves: HashSet<Bid>,
 }
 
 /// A record read from a damaged index: (name, inode).
@@ -247,6 +252,7 @@ impl Volume {
             kept: Vec::new(),
             clones: Vec::new(),
             lost_root: false,
+            salvaged_leaves: HashSet::new(),
         };
         for bid in 0..self.sb.first_group {
             r.claims.take(bid);
@@ -284,9 +290,7 @@ impl Volume {
         if sealed && log.resealed > 0 {
             r.lossy = true;
         }
-        if r.lost_root {
-            self.salvage_root(&mut r);
-        }
+        self.salvage_lost_leaves(&mut r)?;
         if r.lossy {
             log.lossy = true;
             self.keep_unclaimed(&mut r)?;
@@ -386,7 +390,7 @@ impl Volume {
     /// A root inode that was lost (its slot cleared or never found) is made
     /// again in its slot, as an empty directory, when its inode block is on
     /// the list; what it held is found again after the claims
-    /// (`salvage_root`) or goes to /lost+found. A live root that is not a
+    /// (`salvage_lost_leaves`) or goes to /lost+found. A live root that is not a
     /// directory is garbage (no image has one) and is quarantined first.
     fn remake_root(&mut self, r: &mut Repair, all: &[Bid], log: &mut RepairLog) -> Result<()> {
         let root = self.sb.root_ino;
@@ -442,31 +446,60 @@ impl Volume {
         Ok(())
     }
 
-    /// After the claims, for a root made again: the leaves of its lost
-    /// index that nothing claims (found by scanning for directory leaves
-    /// owned by the root, with a valid checksum) give their records back,
-    /// and the root's index is rebuilt from them.
-    fn salvage_root(&mut self, r: &mut Repair) {
+    /// After the claims: leaves that a directory being rebuilt lost from its
+    /// index (a damaged pointer, or a root made again) give their records
+    /// back. They are found by scanning the blocks nothing claims and the
+    /// bitmaps mark in use, for directory leaves with a valid checksum
+    /// whose owner field names that directory. Their records join the
+    /// rebuild (after those read through the index, so a name found both
+    /// ways keeps the index's inode), and the leaves themselves are freed
+    /// with the old index rather than kept for /lost+found: what they held
+    /// is in the new index.
+    fn salvage_lost_leaves(&mut self, r: &mut Repair) -> Result<()> {
         let root = self.sb.root_ino;
-        let mut recs = Vec::new();
+        if r.lost_root && !r.rebuild.iter().any(|(d, ..)| *d == root) {
+            r.rebuild
+                .push((root, "the root directory was lost".into(), Vec::new()));
+        }
+        if r.rebuild.is_empty() {
+            return Ok(());
+        }
+        let wanted: HashMap<Ino, usize> = r
+            .rebuild
+            .iter()
+            .enumerate()
+            .map(|(i, (dino, ..))| (*dino, i))
+            .collect();
         for bid in self.sb.first_group as u64..self.sb.total_blocks {
             let bid = bid as Bid;
-            if r.claims.has(bid) {
+            if r.claims.has(bid) || !self.marked_in_use(bid)? {
                 continue;
             }
             let Ok(b) = self.meta(bid) else { continue };
-            if magic(b) == MAGIC_DIR_LEAF
-                && get_u64(b, NODE_OWNER) == root
-                && block_crc_ok(b)
-                && leaf_check(b).is_ok()
-            {
-                leaf_records(b, &mut recs);
+            if magic(b) != MAGIC_DIR_LEAF || !block_crc_ok(b) || leaf_check(b).is_err() {
+                continue;
+            }
+            if let Some(&i) = wanted.get(&get_u64(b, NODE_OWNER)) {
+                leaf_records(b, &mut r.rebuild[i].2);
+                r.salvaged_leaves.insert(bid);
             }
         }
-        if !recs.is_empty() {
-            r.rebuild
-                .push((root, "the root directory was lost".into(), recs));
+        Ok(())
+    }
+
+    /// Whether the bitmaps mark `bid` in use; a map block that is not one
+    /// any more says nothing, so all its blocks count as marked.
+    fn marked_in_use(&self, bid: Bid) -> Result<bool> {
+        let Some(g) = self.sb.group_of(bid) else {
+            return Ok(false);
+        };
+        let map = self.sb.map_bid(g);
+        if bid == map {
+            return Ok(true);
         }
+        let b = self.meta(map)?;
+        let i = bid - map - 1;
+        Ok(magic(b) != MAGIC_MAP || b[MAP_BITMAP + (i / 8) as usize] & (1 << (i % 8)) != 0)
     }
 
     /// Gives a block that the list trusted to be an inode block a fresh
@@ -1047,7 +1080,8 @@ impl Volume {
                     break;
                 }
                 let marked = whole || b[MAP_BITMAP + (i / 8) as usize] & (1 << (i % 8)) != 0;
-                if marked && r.claims.take(bid as Bid) {
+                if marked && !r.salvaged_leaves.contains(&(bid as Bid)) && r.claims.take(bid as Bid)
+                {
                     r.kept.push(bid as Bid);
                 }
             }
