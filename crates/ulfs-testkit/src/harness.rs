@@ -6,7 +6,8 @@
 //!   check again). Nothing may panic or hang, and when `fsck` calls the
 //!   damaged image clean every path must read (fsck is honest).
 //! - [`repair_never_worse`]: the damaged image is repaired twice; what was
-//!   readable before is readable after with the same content, and a repair
+//!   readable before is readable after with the same content, the repair
+//!   changes something exactly when fsck found something, and a repair
 //!   that succeeded leaves nothing for a second one.
 //! - [`ops_against_host`]: a call sequence decoded from the input runs on a
 //!   fresh ulfs image and in a host directory; results and errnos must
@@ -149,6 +150,20 @@ pub fn repair_never_worse(data: &[u8]) {
         },
         describe(&lost)
     );
+    // One judgement for both (requirement: what fsck accepts the repair
+    // leaves alone, and what the repair changes fsck reported).
+    if let Ok(r) = &first {
+        assert!(
+            !r.found.is_empty() || r.fixed.is_empty(),
+            "fsck found nothing but the repair fixed {:?}",
+            r.fixed
+        );
+        assert!(
+            r.found.is_empty() || !r.fixed.is_empty() || !r.remaining.is_empty(),
+            "fsck found {:?} but the repair fixed nothing and the image then checks clean",
+            r.found
+        );
+    }
     if let Ok(r) = first
         && r.remaining.is_empty()
     {
