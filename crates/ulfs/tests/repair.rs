@@ -518,6 +518,8 @@ fn crashed_none_image_is_repaired() {
     }
     assert!(!got.contains_key("/docs/note-000"));
     assert!(!got.contains_key("/docs/open-orphan"));
+    // The orphan was freed (as a mount frees it), not put in /lost+found.
+    assert!(!got.keys().any(|k| k.starts_with("/lost+found")), "{r:#?}");
     assert_eq!(got["/late"], b"<dir>");
     assert_eq!(got["/big"], big());
     // Repaired means cleanly unmounted, with exact counters.
@@ -1284,6 +1286,59 @@ fn index_pointer_naming_another_directorys_index_gets_its_own_leaves_back() {
             let r = repair_ok(&img);
             assert_eq!(snapshot(&img), want, "{dir} {mode:?}\n{r:#?}");
             assert_eq!(repair(&img).exit_code(), 0, "{dir} {mode:?}");
+        }
+    }
+}
+
+/// Points both superblock copies' orphan list at `ino`, checksums valid.
+fn set_orphan_head(img: &Path, ino: u64) {
+    let mut raw = Raw::read(img);
+    for bid in [0u32, 1] {
+        raw.put64(bid as usize * BS + 104, ino);
+        raw.seal(bid);
+    }
+    raw.write(img);
+}
+
+#[test]
+fn damaged_orphan_list_is_reported_and_repaired_without_loss() {
+    for mode in [Mode::None, Mode::Journal] {
+        // The list names: a free slot; a live file a directory names (link
+        // count zeroed, so a mount's reaping would destroy it); a directory.
+        for case in ["free slot", "linked file", "directory"] {
+            let (_d, img) = image_in(16 << 20, mode);
+            populate(&img);
+            let want = snapshot(&img);
+            let target = match case {
+                "free slot" => ino_of(&img, "/big") + 1000,
+                "linked file" => ino_of(&img, "/sub/a.txt"),
+                _ => ino_of(&img, "/sub/inner"),
+            };
+            if case == "linked file" {
+                let mut raw = Raw::read(&img);
+                raw.put32(Raw::inode(target) + 4, 0);
+                raw.seal(Raw::inode_block(target));
+                raw.write(&img);
+            }
+            set_orphan_head(&img, target);
+            if case == "free slot" {
+                let e = Fs::mount(&img, MountOptions::default()).err().unwrap();
+                assert!(
+                    e.to_string().contains("orphan list is damaged"),
+                    "{mode:?}: {e}"
+                );
+            }
+            let found = problems(&img);
+            assert!(
+                any(&found, &format!("orphan list: inode {target}")),
+                "{mode:?} {case}: {found:#?}"
+            );
+            let r = repair_ok(&img);
+            assert_eq!(snapshot(&img), want, "{mode:?} {case}\n{r:#?}");
+            assert_eq!(repair(&img).exit_code(), 0, "{mode:?} {case}");
+            let fs = Fs::mount(&img, MountOptions::default()).unwrap();
+            fs.unmount().unwrap();
+            assert_eq!(snapshot(&img), want, "{mode:?} {case}");
         }
     }
 }

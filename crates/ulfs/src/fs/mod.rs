@@ -19,10 +19,10 @@ mod repair;
 
 pub use dir::DirItem;
 pub use mkfs::{MkfsOptions, format_store, min_journal, mkfs};
-pub(crate) use mount::store_error;
 pub use mount::{Info, Mode, MountOptions};
+pub(crate) use mount::{Reap, store_error};
 pub use ops::dtype_of;
-pub(crate) use repair::ns;
+pub(crate) use repair::{ns, orphans};
 
 use crate::errno::{Errno, Result};
 use crate::format::superblock::{SB_PRIMARY, SB_SECONDARY, Superblock};

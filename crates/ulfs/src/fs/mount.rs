@@ -30,6 +30,15 @@ impl std::fmt::Display for Mode {
     }
 }
 
+/// Whether a read-write mount frees the orphan list's inodes. The repair
+/// mounts without, to judge the list (which a damage may have pointed at a
+/// linked file) with the namespace in hand.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Reap {
+    AtMount,
+    Deferred,
+}
+
 #[derive(Debug, Clone, Copy)]
 pub struct MountOptions {
     pub read_only: bool,
@@ -85,7 +94,7 @@ impl Volume {
         let shown = image.display();
         let file =
             open_locked(image, opts.read_only).map_err(|e| store_error(&shown.to_string(), e))?;
-        Volume::mount_file(file, image, opts)
+        Volume::mount_file(file, image, opts, Reap::AtMount)
     }
 
     /// Mounts an image already opened and locked by `open_locked` (fsck
@@ -94,11 +103,12 @@ impl Volume {
         file: std::fs::File,
         image: &Path,
         opts: MountOptions,
+        reap: Reap,
     ) -> std::result::Result<Volume, Error> {
         let shown = image.display().to_string();
         let store =
             MmapStore::from_file(file, opts.read_only).map_err(|e| store_error(&shown, e))?;
-        Volume::mount_store(Box::new(store), opts, &shown)
+        Volume::mount_store_as(Box::new(store), opts, &shown, reap)
     }
 
     /// Mounts the image held by `store` (`shown` names it in messages).
@@ -106,6 +116,15 @@ impl Volume {
         store: Box<dyn BlockStore>,
         opts: MountOptions,
         shown: &str,
+    ) -> std::result::Result<Volume, Error> {
+        Volume::mount_store_as(store, opts, shown, Reap::AtMount)
+    }
+
+    fn mount_store_as(
+        store: Box<dyn BlockStore>,
+        opts: MountOptions,
+        shown: &str,
+        reap: Reap,
     ) -> std::result::Result<Volume, Error> {
         let sb = pick_superblock(&*store, |bid| store.block(bid), shown)?;
         let read_only = opts.read_only || sb.feat_ro_compat & !RO_COMPAT_KNOWN != 0;
@@ -155,15 +174,24 @@ impl Volume {
                 .map_err(|e| Error::new(e, format!("{shown}: cannot read the group maps: {e}")))?;
         }
         if !read_only {
-            vol.open_for_writing()
-                .map_err(|e| Error::new(e, format!("{shown}: cannot mount read-write: {e}")))?;
+            vol.open_for_writing(reap).map_err(|e| {
+                let why = match e {
+                    Errno::EUCLEAN if reap == Reap::AtMount => {
+                        format!("the orphan list is damaged ({e}); `ulfs fsck --repair` mends it")
+                    }
+                    _ => e.to_string(),
+                };
+                Error::new(e, format!("{shown}: cannot mount read-write: {why}"))
+            })?;
         }
         Ok(vol)
     }
 
     /// Marks the image in use, reaps orphans and records the mount.
-    fn open_for_writing(&mut self) -> Result<()> {
-        self.reap_orphans()?;
+    fn open_for_writing(&mut self, reap: Reap) -> Result<()> {
+        if reap == Reap::AtMount {
+            self.reap_orphans()?;
+        }
         self.sb.state = STATE_DIRTY;
         self.sb.mount_time = Timespec::now().sec;
         self.sb.mount_count = self.sb.mount_count.wrapping_add(1);

@@ -47,7 +47,8 @@
 //! 5. **Namespace.** A walk from the root, judged by the rules fsck uses
 //!    (`ns_walk.rs`), drops entries naming dead
 //!    inodes, second links to a directory, and fixes `d_type`, parent
-//!    pointers and name keys. Live inodes it does not reach are attached
+//!    pointers and name keys. The orphan list keeps only true orphans
+//!    (`orphan_walk.rs`). Live inodes it does not reach are attached
 //!    under `/lost+found` (made with mode 0700 when missing) as `#<ino>`,
 //!    topmost directory of an unreachable subtree first. Blocks kept in
 //!    step 4 become `/lost+found/#blocks-<first block>`, regular files of
@@ -64,6 +65,8 @@ mod index;
 mod inode_list;
 pub(crate) mod ns_walk;
 pub(crate) use ns_walk as ns;
+pub(crate) mod orphan_walk;
+pub(crate) use orphan_walk as orphans;
 
 use super::Volume;
 use super::dtype_of;
@@ -202,6 +205,8 @@ struct Repair {
     clones: Vec<(Ino, PtrAt, Bid)>,
     /// The root directory was made again (`remake_root`).
     lost_root: bool,
+    /// True orphans (unlinked while open), left on the orphan list.
+    orphans: HashSet<Ino>,
     /// Unclaimed directory leaves whose records a rebuild took
     /// (`salvage_lost_leaves`): freed, not kept for /lost+found.
     salvaged_leaves: HashSet<Bid>,
@@ -253,6 +258,7 @@ impl Volume {
             clones: Vec::new(),
             lost_root: false,
             salvaged_leaves: HashSet::new(),
+            orphans: HashSet::new(),
         };
         for bid in 0..self.sb.first_group {
             r.claims.take(bid);
@@ -322,6 +328,7 @@ impl Volume {
                 f.refs = 1;
             }
             self.repair_walk(&mut r, root, log)?;
+            self.repair_orphan_list(&mut r, log)?;
             self.repair_lost_found(&mut r, log)?;
             self.repair_links(&r, log)?;
             self.repair_kept_blocks(&mut r, log)?;
@@ -988,6 +995,42 @@ impl Volume {
         Ok(())
     }
 
+    /// Step 5, continued: the orphan list keeps exactly the true orphans
+    /// on it (`orphan_walk.rs`), in their order; the unmount that ends the
+    /// repair frees them, as any mount would. A member a directory names,
+    /// or with links, is taken off (the latter goes to /lost+found with
+    /// what else nothing reaches), and a list that breaks is cut there.
+    fn repair_orphan_list(&mut self, r: &mut Repair, log: &mut RepairLog) -> Result<()> {
+        let walk = self.orphan_walk(&r.facts);
+        if let Some(why) = &walk.broken {
+            log.fix(format!("orphan list: {why}: cut there"));
+        }
+        let mut kept = Vec::new();
+        for &o in &walk.members {
+            let mut i = self.inode(o)?;
+            match orphans::misplaced(&r.facts[&o], i.nlink) {
+                Some(why) => {
+                    log.fix(format!("orphan list: inode {o} {why}: taken off"));
+                    i.next_orphan = 0;
+                    self.put_inode(o, &i)?;
+                }
+                None => kept.push(o),
+            }
+        }
+        r.orphans.extend(kept.iter().copied());
+        if kept.len() == walk.members.len() && walk.broken.is_none() {
+            return Ok(());
+        }
+        for (n, &o) in kept.iter().enumerate() {
+            let mut i = self.inode(o)?;
+            i.next_orphan = kept.get(n + 1).copied().unwrap_or(0);
+            self.put_inode(o, &i)?;
+        }
+        self.sb.orphan_head = kept.first().copied().unwrap_or(0);
+        self.sb_dirty = true;
+        self.commit()
+    }
+
     /// Step 5, continued: live inodes nothing reaches go to /lost+found.
     fn repair_lost_found(&mut self, r: &mut Repair, log: &mut RepairLog) -> Result<()> {
         let root = self.sb.root_ino;
@@ -995,7 +1038,7 @@ impl Volume {
             .live
             .iter()
             .copied()
-            .filter(|i| *i != root && r.facts[i].refs == 0)
+            .filter(|i| *i != root && r.facts[i].refs == 0 && !r.orphans.contains(i))
             .collect();
         if unreached.is_empty() {
             return Ok(());

@@ -21,6 +21,7 @@ use crate::format::superblock::{SB_PRIMARY, SB_SECONDARY, STATE_CLEAN, Superbloc
 use crate::format::*;
 use crate::fs::Volume;
 use crate::fs::ns::{Entry, Facts, Stray};
+use crate::fs::orphans::misplaced;
 use crate::types::Ino;
 use std::collections::{HashMap, HashSet};
 
@@ -530,31 +531,33 @@ impl<'a> Checker<'a> {
         }
     }
 
-    /// Link counts, and live inodes nothing reaches.
+    /// Link counts, the orphan list, and live inodes nothing reaches.
     fn check_links(&mut self, live: &[(Ino, Inode)]) {
+        let walk = self.vol.orphan_walk(&self.facts);
+        if let Some(why) = &walk.broken {
+            self.problem(format!("orphan list: {why}"));
+        }
+        let nlinks: HashMap<Ino, u32> = live.iter().map(|(i, n)| (*i, n.nlink)).collect();
         let mut orphans = HashSet::new();
-        let mut o = self.vol.sb.orphan_head;
-        while o != 0 && orphans.len() < live.len() + 1 {
-            orphans.insert(o);
-            o = self.vol.inode(o).map(|i| i.next_orphan).unwrap_or(0);
+        for &o in &walk.members {
+            match misplaced(&self.facts[&o], nlinks[&o]) {
+                Some(why) => self.problem(format!("orphan list: inode {o} {why}")),
+                // Unlinked while open: it still owns its blocks until the
+                // last close (or the next mount) frees them.
+                None => {
+                    orphans.insert(o);
+                }
+            }
         }
         for (ino, inode) in live {
             let Some(s) = self.facts.get(ino).copied() else {
                 continue;
             };
             if s.refs == 0 {
-                if !orphans.contains(ino) {
-                    self.problem(format!("inode {ino} is in use but no directory reaches it"));
-                } else {
-                    // Unlinked while open: it still owns its blocks until
-                    // the last close (or the next mount) frees them.
-                    if inode.nlink != 0 {
-                        self.problem(format!(
-                            "inode {ino} is an orphan with link count {}",
-                            inode.nlink
-                        ));
-                    }
+                if orphans.contains(ino) {
                     self.reached.insert(*ino);
+                } else {
+                    self.problem(format!("inode {ino} is in use but no directory reaches it"));
                 }
                 continue;
             }

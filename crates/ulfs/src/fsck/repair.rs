@@ -4,10 +4,12 @@
 //!    only a clean unmount guarantees (checksums, counters, both superblock
 //!    copies), since after a crash in mode `none` those are what needs
 //!    fixing. A clean image that was unmounted cleanly is left untouched.
-//! 2. A read-write mount (which replays the journal, reaps the orphan list
-//!    and, after a crash, recounts free blocks), then `Volume::repair`
+//! 2. A read-write mount (which replays the journal and, after a crash,
+//!    recounts free blocks, but leaves the orphan list to the repair, which
+//!    judges it with the namespace in hand), then `Volume::repair`
 //!    (`fs/repair.rs`: bitmaps, link counts, lost+found, directory indexes,
-//!    counters, checksums), then a clean unmount.
+//!    orphan list, counters, checksums), then a clean unmount (which frees
+//!    the orphans the repair kept on the list).
 //! 3. The strict check again. If problems remain and the first round fixed
 //!    something, one more round runs, since a fix can uncover a problem
 //!    the first walk could not see. What the last check still finds is
@@ -30,7 +32,7 @@ use crate::format::{
     BLOCK_SIZE, MAGIC_MAP, MAP_BITMAP, MAP_FREE, MAP_GROUP, block_crc_ok, get_u64, init_block,
     journal, magic, put_u32, seal_block,
 };
-use crate::fs::{MountOptions, Volume};
+use crate::fs::{MountOptions, Reap, Volume};
 use crate::store::open_locked;
 use std::fs::File;
 use std::io::{Seek, SeekFrom};
@@ -78,6 +80,7 @@ fn strict_check(
             verify_checksums: false,
             ..Default::default()
         },
+        Reap::Deferred,
     )?;
     let clean = vol.sb.state == STATE_CLEAN;
     Ok((check::check_volume(&vol, opts, true), clean))
@@ -248,6 +251,7 @@ pub fn fsck_repair(image: impl AsRef<Path>, opts: &mut FsckOptions) -> Result<Re
                 verify_checksums: false,
                 ..Default::default()
             },
+            Reap::Deferred,
         )?;
         let (log, res) = {
             let mut progress = |done, total| opts.report(done, total);
