@@ -4,7 +4,8 @@
 //! - [`mount_and_use`]: a sample image damaged as the input says is
 //!   checked, mounted and used (walk, then a script of changes, unmount,
 //!   check again). Nothing may panic or hang, and when `fsck` calls the
-//!   damaged image clean every path must read (fsck is honest).
+//!   damaged image clean every path must read and it must mount
+//!   read-write (fsck is honest).
 //! - [`repair_never_worse`]: the damaged image is repaired twice; what was
 //!   readable before is readable after with the same content, the repair
 //!   changes something exactly when fsck found something, and a repair
@@ -94,8 +95,15 @@ pub fn mount_and_use(data: &[u8]) {
         assert!(!clean, "fsck calls the image clean but it does not mount");
     }
     let last = Arc::new(Mutex::new(Vec::new()));
-    let Ok(mut fs) = Fs::mount_store(disk_recording(image, &last), MountOptions::default()) else {
-        return;
+    let mut fs = match Fs::mount_store(disk_recording(image, &last), MountOptions::default()) {
+        Ok(fs) => fs,
+        Err(e) => {
+            assert!(
+                !clean,
+                "fsck calls the image clean but a read-write mount fails: {e}"
+            );
+            return;
+        }
     };
     snapshot(&mut fs, SMALL);
     change_things(&mut fs);

@@ -1342,3 +1342,23 @@ fn damaged_orphan_list_is_reported_and_repaired_without_loss() {
         }
     }
 }
+
+#[test]
+fn unknown_read_only_feature_is_not_called_clean() {
+    // Found by fuzzing mount_and_use: fsck called such an image clean
+    // although every read-write mount refuses it.
+    let (_d, img) = image(16 << 20);
+    populate(&img);
+    let want = snapshot(&img);
+    let mut raw = Raw::read(&img);
+    for bid in [0u32, 1] {
+        raw.put32(bid as usize * BS + 24, 1 << 7);
+        raw.seal(bid);
+    }
+    raw.write(&img);
+    let e = Fs::mount(&img, MountOptions::default()).err().unwrap();
+    assert_eq!(e.errno, ulfs::Errno::EROFS, "{e}");
+    let found = problems(&img);
+    assert!(any(&found, "features this version does not know (0x80)"), "{found:#?}");
+    assert_eq!(snapshot(&img), want);
+}

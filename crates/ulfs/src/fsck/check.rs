@@ -17,7 +17,9 @@
 
 use super::{FsckOptions, FsckReport};
 use crate::format::inode::Inode;
-use crate::format::superblock::{SB_PRIMARY, SB_SECONDARY, STATE_CLEAN, Superblock};
+use crate::format::superblock::{
+    RO_COMPAT_KNOWN, SB_PRIMARY, SB_SECONDARY, STATE_CLEAN, Superblock,
+};
 use crate::format::*;
 use crate::fs::Volume;
 use crate::fs::ns::{Entry, Facts, Stray};
@@ -130,6 +132,15 @@ impl<'a> Checker<'a> {
             if !ok {
                 self.problem(format!("the {name} superblock copy is damaged"));
             }
+        }
+        // Such an image refuses every change: calling it clean would promise
+        // what `mkdir` or `import` then fails to do.
+        let unknown = self.vol.sb.feat_ro_compat & !RO_COMPAT_KNOWN;
+        if unknown != 0 {
+            self.problem(format!(
+                "the image has read-only-compatible features this version does not know \
+                 ({unknown:#x}): it can be read, not changed nor repaired"
+            ));
         }
     }
 
