@@ -1359,6 +1359,44 @@ fn unknown_read_only_feature_is_not_called_clean() {
     let e = Fs::mount(&img, MountOptions::default()).err().unwrap();
     assert_eq!(e.errno, ulfs::Errno::EROFS, "{e}");
     let found = problems(&img);
-    assert!(any(&found, "features this version does not know (0x80)"), "{found:#?}");
+    assert!(
+        any(&found, "features this version does not know (0x80)"),
+        "{found:#?}"
+    );
     assert_eq!(snapshot(&img), want);
+}
+
+#[test]
+fn lost_directory_is_made_again_in_lost_found_with_its_names() {
+    for mode in [Mode::None, Mode::Journal] {
+        let (_d, img) = image_in(16 << 20, mode);
+        populate(&img);
+        let want = snapshot(&img);
+        let sub = ino_of(&img, "/sub");
+        let mut raw = Raw::read(&img);
+        // A garbage mode: the slot fails validation and is quarantined.
+        raw.put32(Raw::inode(sub), 0o170777);
+        raw.seal(Raw::inode_block(sub));
+        raw.write(&img);
+        let r = repair_ok(&img);
+        assert!(
+            any(&r.fixed, &format!("directory {sub} was lost")),
+            "{mode:?}\n{r:#?}"
+        );
+        let got = snapshot(&img);
+        let moved = format!("/lost+found/#{sub}");
+        for (path, data) in &want {
+            let now = match path.strip_prefix("/sub") {
+                Some(rest) if !rest.is_empty() => format!("{moved}{rest}"),
+                Some(_) => continue,
+                None => path.clone(),
+            };
+            assert_eq!(
+                got.get(&now),
+                Some(data),
+                "{mode:?} {path} as {now}\n{r:#?}"
+            );
+        }
+        assert_eq!(repair(&img).exit_code(), 0, "{mode:?}");
+    }
 }

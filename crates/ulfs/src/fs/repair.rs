@@ -48,7 +48,9 @@
 //!    (`ns_walk.rs`), drops entries naming dead
 //!    inodes, second links to a directory, and fixes `d_type`, parent
 //!    pointers and name keys. The orphan list keeps only true orphans
-//!    (`orphan_walk.rs`). Live inodes it does not reach are attached
+//!    (`orphan_walk.rs`). A directory whose inode was lost is made again
+//!    as `/lost+found/#<old ino>` from the leaves that name it as owner,
+//!    so what it held keeps its names. Live inodes still not reached are attached
 //!    under `/lost+found` (made with mode 0700 when missing) as `#<ino>`,
 //!    topmost directory of an unreachable subtree first. Blocks kept in
 //!    step 4 become `/lost+found/#blocks-<first block>`, regular files of
@@ -205,6 +207,9 @@ struct Repair {
     clones: Vec<(Ino, PtrAt, Bid)>,
     /// The root directory was made again (`remake_root`).
     lost_root: bool,
+    /// Records of leaves whose owner is no live inode: a directory whose
+    /// inode was lost, by its old number.
+    lost_dirs: std::collections::BTreeMap<Ino, Vec<Salvaged>>,
     /// True orphans (unlinked while open), left on the orphan list.
     orphans: HashSet<Ino>,
     /// Unclaimed directory leaves whose records a rebuild took
@@ -259,6 +264,7 @@ impl Volume {
             lost_root: false,
             salvaged_leaves: HashSet::new(),
             orphans: HashSet::new(),
+            lost_dirs: Default::default(),
         };
         for bid in 0..self.sb.first_group {
             r.claims.take(bid);
@@ -454,7 +460,8 @@ impl Volume {
     }
 
     /// After the claims: leaves that a directory being rebuilt lost from its
-    /// index (a damaged pointer, or a root made again) give their records
+    /// index (and, when something was lost, those of directories whose
+    /// inode is gone, for `repair_lost_dirs`) (a damaged pointer, or a root made again) give their records
     /// back. They are found by scanning the blocks nothing claims and the
     /// bitmaps mark in use, for directory leaves with a valid checksum
     /// whose owner field names that directory. Their records join the
@@ -468,7 +475,7 @@ impl Volume {
             r.rebuild
                 .push((root, "the root directory was lost".into(), Vec::new()));
         }
-        if r.rebuild.is_empty() {
+        if r.rebuild.is_empty() && !r.lossy {
             return Ok(());
         }
         let wanted: HashMap<Ino, usize> = r
@@ -486,8 +493,14 @@ impl Volume {
             if magic(b) != MAGIC_DIR_LEAF || !block_crc_ok(b) || leaf_check(b).is_err() {
                 continue;
             }
-            if let Some(&i) = wanted.get(&get_u64(b, NODE_OWNER)) {
+            let owner = get_u64(b, NODE_OWNER);
+            if let Some(&i) = wanted.get(&owner) {
                 leaf_records(b, &mut r.rebuild[i].2);
+                r.salvaged_leaves.insert(bid);
+            } else if !r.facts.contains_key(&owner) {
+                // The leaf of a directory whose inode was lost: its names
+                // can still be given to what it held (`repair_lost_dirs`).
+                leaf_records(b, r.lost_dirs.entry(owner).or_default());
                 r.salvaged_leaves.insert(bid);
             }
         }
@@ -1031,8 +1044,86 @@ impl Volume {
         self.commit()
     }
 
+    /// Step 5, continued: a directory whose inode was lost but whose leaves
+    /// were found by their owner field is made again as
+    /// `/lost+found/#<its old number>`, holding the names of its leaves
+    /// that lead to live inodes nothing else reaches; so what it held keeps
+    /// its names (e2fsck would leave them as `#<ino>`).
+    fn repair_lost_dirs(&mut self, r: &mut Repair, log: &mut RepairLog) -> Result<()> {
+        for (old, recs) in std::mem::take(&mut r.lost_dirs) {
+            let unreached = |r: &Repair, name: &[u8], ino: Ino| {
+                valid_name(name)
+                    && !r.orphans.contains(&ino)
+                    && r.facts.get(&ino).is_some_and(|f| f.refs == 0)
+            };
+            if !recs.iter().any(|(name, ino)| unreached(r, name, *ino)) {
+                continue;
+            }
+            let Some(lf) = self.lost_found_dir(r, log)? else {
+                return Ok(());
+            };
+            let name = self.free_name(lf, &format!("#{old}"))?;
+            let dino = self.create(lf, &name, libc::S_IFDIR | 0o700, 0, 0, b"")?;
+            r.facts.insert(
+                dino,
+                Facts {
+                    dtype: DT_DIR,
+                    refs: 1,
+                    subdirs: 0,
+                },
+            );
+            r.live.push(dino);
+            if let Some(f) = r.facts.get_mut(&lf) {
+                f.subdirs += 1;
+            }
+            let mut d = self.inode(dino)?;
+            let mut named = HashSet::new();
+            for (n, (name, ino)) in recs.iter().enumerate() {
+                if !unreached(r, name, *ino) || !named.insert(*ino) {
+                    continue;
+                }
+                match self.dir_insert(dino, &mut d, name, *ino, r.facts[ino].dtype) {
+                    Ok(_) | Err(Errno::EEXIST) => {}
+                    Err(e) => return Err(e),
+                }
+                if n % BATCH == BATCH - 1 {
+                    self.put_inode(dino, &d)?;
+                    self.commit()?;
+                }
+            }
+            self.put_inode(dino, &d)?;
+            self.commit()?;
+            log.fix(format!(
+                "directory {old} was lost: its entries found by scanning are in /lost+found/{}",
+                shown(&name)
+            ));
+            // Counts the links it gives and sets its subdirectories'
+            // parent pointers.
+            self.repair_walk(r, dino, log)?;
+        }
+        Ok(())
+    }
+
+    /// `base`, or `base.N` for the first N that `dir` does not hold yet.
+    fn free_name(&self, dir: Ino, base: &str) -> Result<Vec<u8>> {
+        for n in 0..1000 {
+            let name = if n == 0 {
+                base.to_string()
+            } else {
+                format!("{base}.{n}")
+            };
+            match self.lookup(dir, name.as_bytes()) {
+                Err(Errno::ENOENT) => return Ok(name.into_bytes()),
+                Ok(_) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Err(Errno::EEXIST)
+    }
+
     /// Step 5, continued: live inodes nothing reaches go to /lost+found.
     fn repair_lost_found(&mut self, r: &mut Repair, log: &mut RepairLog) -> Result<()> {
+        self.repair_lost_dirs(r, log)?;
         let root = self.sb.root_ino;
         let unreached: Vec<Ino> = r
             .live
