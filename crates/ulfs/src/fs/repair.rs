@@ -50,8 +50,8 @@
 //!    pointers and name keys. The orphan list keeps only true orphans
 //!    (`orphan_walk.rs`). A directory whose inode was lost is made again
 //!    as `/lost+found/#<old ino>` from the leaves that name it as owner,
-//!    so what it held keeps its names. Live inodes still not reached are attached
-//!    under `/lost+found` (made with mode 0700 when missing) as `#<ino>`,
+//!    so what it held keeps its names. Live inodes still not reached are
+//!    attached under `/lost+found` (made with mode 0700 when missing) as `#<ino>`,
 //!    topmost directory of an unreachable subtree first. Blocks kept in
 //!    step 4 become `/lost+found/#blocks-<first block>`, regular files of
 //!    up to 1032 blocks each, in block order.
@@ -403,8 +403,9 @@ impl Volume {
     /// A root inode that was lost (its slot cleared or never found) is made
     /// again in its slot, as an empty directory, when its inode block is on
     /// the list; what it held is found again after the claims
-    /// (`salvage_lost_leaves`) or goes to /lost+found. A live root that is not a
-    /// directory is garbage (no image has one) and is quarantined first.
+    /// (`salvage_lost_leaves`) or goes to /lost+found. A live root that is
+    /// not a directory is garbage (no image has one) and is quarantined
+    /// first.
     fn remake_root(&mut self, r: &mut Repair, all: &[Bid], log: &mut RepairLog) -> Result<()> {
         let root = self.sb.root_ino;
         let Some((bid, slot)) = ino_split(root) else {
@@ -460,15 +461,15 @@ impl Volume {
     }
 
     /// After the claims: leaves that a directory being rebuilt lost from its
-    /// index (and, when something was lost, those of directories whose
-    /// inode is gone, for `repair_lost_dirs`) (a damaged pointer, or a root made again) give their records
+    /// index (a damaged pointer, or a root made again) give their records
     /// back. They are found by scanning the blocks nothing claims and the
     /// bitmaps mark in use, for directory leaves with a valid checksum
     /// whose owner field names that directory. Their records join the
     /// rebuild (after those read through the index, so a name found both
     /// ways keeps the index's inode), and the leaves themselves are freed
     /// with the old index rather than kept for /lost+found: what they held
-    /// is in the new index.
+    /// is in the new index. When something was lost, leaves whose owner is
+    /// no live inode are gathered too, by owner, for `repair_lost_dirs`.
     fn salvage_lost_leaves(&mut self, r: &mut Repair) -> Result<()> {
         let root = self.sb.root_ino;
         if r.lost_root && !r.rebuild.iter().any(|(d, ..)| *d == root) {
