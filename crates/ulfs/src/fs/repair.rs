@@ -920,28 +920,16 @@ impl Volume {
         d.blocks = 0;
         d.size = 0;
         d.entries = 0;
-        let (mut kept, mut dropped) = (0u64, 0u64);
-        for (n, (name, ino)) in recs.into_iter().enumerate() {
-            let Some(f) = r
-                .facts
-                .get(&ino)
-                .filter(|_| valid_name(&name) && ino != dino)
-            else {
-                dropped += 1;
-                continue;
-            };
-            match self.dir_insert(dino, &mut d, &name, ino, f.dtype) {
-                Ok(_) => kept += 1,
-                Err(Errno::EEXIST) | Err(Errno::ENOSPC) => dropped += 1,
-                Err(e) => return Err(e),
-            }
-            if n % BATCH == BATCH - 1 {
-                self.put_inode(dino, &d)?;
-                self.commit()?;
+        let mut dropped = 0u64;
+        let mut valid = Vec::new();
+        for (name, ino) in recs {
+            match r.facts.get(&ino) {
+                Some(f) if valid_name(&name) && ino != dino => valid.push((name, ino, f.dtype)),
+                _ => dropped += 1,
             }
         }
-        self.put_inode(dino, &d)?;
-        self.commit()?;
+        let (kept, refused) = self.insert_batched(dino, &mut d, valid)?;
+        dropped += refused;
         log.fix(format!(
             "directory {dino}: index damaged ({why}); rebuilt with {kept} entries{}",
             if dropped > 0 {
@@ -1064,36 +1052,15 @@ impl Volume {
                 return Ok(());
             };
             let name = self.free_name(lf, &format!("#{old}"))?;
-            let dino = self.create(lf, &name, libc::S_IFDIR | 0o700, 0, 0, b"")?;
-            r.facts.insert(
-                dino,
-                Facts {
-                    dtype: DT_DIR,
-                    refs: 1,
-                    subdirs: 0,
-                },
-            );
-            r.live.push(dino);
-            if let Some(f) = r.facts.get_mut(&lf) {
-                f.subdirs += 1;
-            }
+            let dino = self.repair_mkdir(r, lf, &name)?;
             let mut d = self.inode(dino)?;
             let mut named = HashSet::new();
-            for (n, (name, ino)) in recs.iter().enumerate() {
-                if !unreached(r, name, *ino) || !named.insert(*ino) {
-                    continue;
-                }
-                match self.dir_insert(dino, &mut d, name, *ino, r.facts[ino].dtype) {
-                    Ok(_) | Err(Errno::EEXIST) => {}
-                    Err(e) => return Err(e),
-                }
-                if n % BATCH == BATCH - 1 {
-                    self.put_inode(dino, &d)?;
-                    self.commit()?;
-                }
-            }
-            self.put_inode(dino, &d)?;
-            self.commit()?;
+            let recs = recs
+                .into_iter()
+                .filter(|(name, ino)| unreached(r, name, *ino) && named.insert(*ino))
+                .map(|(name, ino)| (name, ino, r.facts[&ino].dtype))
+                .collect();
+            self.insert_batched(dino, &mut d, recs)?;
             log.fix(format!(
                 "directory {old} was lost: its entries found by scanning are in /lost+found/{}",
                 shown(&name)
@@ -1103,6 +1070,52 @@ impl Volume {
             self.repair_walk(r, dino, log)?;
         }
         Ok(())
+    }
+
+    /// Makes directory `name` (mode 0700) in `parent`, known to the repair
+    /// as live and named once.
+    fn repair_mkdir(&mut self, r: &mut Repair, parent: Ino, name: &[u8]) -> Result<Ino> {
+        let ino = self.create(parent, name, libc::S_IFDIR | 0o700, 0, 0, b"")?;
+        r.facts.insert(
+            ino,
+            Facts {
+                dtype: DT_DIR,
+                refs: 1,
+                subdirs: 0,
+            },
+        );
+        r.live.push(ino);
+        if let Some(f) = r.facts.get_mut(&parent) {
+            f.subdirs += 1;
+        }
+        Ok(ino)
+    }
+
+    /// Inserts `recs` (name, inode, type) into directory `dino`, whose
+    /// inode `d` is, committing every `BATCH` records so that a large
+    /// directory does not become one huge transaction. Returns (inserted,
+    /// refused as duplicate names or for want of space).
+    fn insert_batched(
+        &mut self,
+        dino: Ino,
+        d: &mut Inode,
+        recs: Vec<(Vec<u8>, Ino, u8)>,
+    ) -> Result<(u64, u64)> {
+        let (mut kept, mut refused) = (0u64, 0u64);
+        for (n, (name, ino, dtype)) in recs.into_iter().enumerate() {
+            match self.dir_insert(dino, d, &name, ino, dtype) {
+                Ok(_) => kept += 1,
+                Err(Errno::EEXIST) | Err(Errno::ENOSPC) => refused += 1,
+                Err(e) => return Err(e),
+            }
+            if n % BATCH == BATCH - 1 {
+                self.put_inode(dino, d)?;
+                self.commit()?;
+            }
+        }
+        self.put_inode(dino, d)?;
+        self.commit()?;
+        Ok((kept, refused))
     }
 
     /// `base`, or `base.N` for the first N that `dir` does not hold yet.
@@ -1180,19 +1193,7 @@ impl Volume {
             Ok(ino) if r.facts.get(&ino).is_some_and(|f| f.dtype == DT_DIR) => Ok(Some(ino)),
             Ok(_) => Ok(None),
             Err(Errno::ENOENT) => {
-                let ino = self.create(root, b"lost+found", libc::S_IFDIR | 0o700, 0, 0, b"")?;
-                r.facts.insert(
-                    ino,
-                    Facts {
-                        dtype: DT_DIR,
-                        refs: 1,
-                        subdirs: 0,
-                    },
-                );
-                r.live.push(ino);
-                if let Some(f) = r.facts.get_mut(&root) {
-                    f.subdirs += 1;
-                }
+                let ino = self.repair_mkdir(r, root, b"lost+found")?;
                 log.fix("created /lost+found".into());
                 Ok(Some(ino))
             }
