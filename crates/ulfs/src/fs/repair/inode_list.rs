@@ -4,10 +4,11 @@
 //! reports what the repair rebuilds. Reads find an inode from its number,
 //! not through the list, so a list that lost blocks (broken, or cut short
 //! by a damaged link) still reads: the blocks it lost are found again from
-//! the directory entries that name their inodes and, when the list is
-//! broken or holds a block failing its checksum, by scanning the data
-//! area for inode blocks (header and checksum, or slots that all
-//! validate), leaving out any block a live inode references as data: a
+//! the directory entries that name their inodes (the header is enough
+//! there) and, when the list is broken or holds a block failing its
+//! checksum, by scanning the data area for inode blocks (header and
+//! checksum, or slots that all validate), leaving out any block a live
+//! inode references as data: a
 //! block's kind is known from what points to it, so content alone never
 //! overrides a reference.
 
@@ -17,6 +18,11 @@ use crate::format::inode::{FLAG_INLINE, Inode};
 use crate::format::*;
 use crate::fs::Volume;
 use std::collections::HashSet;
+
+/// The header of an inode block: its magic, and bit 0 (the header slot) set.
+fn has_inode_header(b: &Block) -> bool {
+    magic(b) == MAGIC_INODES && get_u16(b, IBLK_USED) & 1 != 0
+}
 
 /// What the walk of the list found.
 #[derive(Default)]
@@ -106,9 +112,9 @@ impl Volume {
         extra
     }
 
-    /// Adds to `extra` the inode blocks (judged by content, as the scan
-    /// does) holding inodes that entries of the directories in `known`
-    /// blocks name, until no more are found.
+    /// Adds to `extra` the inode blocks (by their header) holding inodes
+    /// that entries of the directories in `known` blocks name, until no
+    /// more are found.
     fn named_inode_blocks(
         &self,
         known: &mut HashSet<Bid>,
@@ -126,7 +132,11 @@ impl Volume {
                 if known.contains(&nb) || taken(nb) || self.check_bid(nb).is_err() {
                     continue;
                 }
-                if self.meta(nb).is_ok_and(|b| self.looks_like_inode_block(b)) {
+                // Named by an entry: the header is enough (a block's kind
+                // is known from what points to it), so a block whose
+                // checksum went stale in a crash keeps the slots that still
+                // read, although another of its slots is damaged.
+                if self.meta(nb).is_ok_and(has_inode_header) {
                     known.insert(nb);
                     extra.push(nb);
                     todo.push(nb);
@@ -158,10 +168,10 @@ impl Volume {
     /// An inode block by its own content: magic, header bit 0, and a valid
     /// checksum or used slots that all validate.
     fn looks_like_inode_block(&self, b: &Block) -> bool {
-        let used = get_u16(b, IBLK_USED);
-        if magic(b) != MAGIC_INODES || used & 1 == 0 {
+        if !has_inode_header(b) {
             return false;
         }
+        let used = get_u16(b, IBLK_USED);
         let slots_ok = (1..INODES_PER_BLOCK as usize)
             .filter(|s| used & (1 << s) != 0)
             .all(|s| Inode::decode_valid(&b[s * INODE_SIZE..(s + 1) * INODE_SIZE]).is_ok());
