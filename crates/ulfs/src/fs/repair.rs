@@ -387,7 +387,7 @@ impl Volume {
         }
         if broken {
             log.fix(format!(
-                "inode block list was broken: relinked with {} blocks, {} of them found by scanning",
+                "inode block list was broken: relinked with {} blocks, {} of them found again (by the entries naming their inodes, or by scanning)",
                 all.len(),
                 all.len() - list.len()
             ));
