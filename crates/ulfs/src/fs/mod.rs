@@ -99,13 +99,28 @@ impl Volume {
         self.j.meta_mut_parts(bid, parts)
     }
 
-    /// Checks that `bid` may be a pointer into the data area.
+    /// Checks that `bid` may be a pointer to an allocatable block: in the
+    /// data area and not a group's map block (no inode, index or block map
+    /// ever points at one; reading a map block as file data would show
+    /// bitmap bytes that change under the file).
     #[inline]
     pub(crate) fn check_bid(&self, bid: Bid) -> Result<Bid> {
-        if bid < self.sb.first_group || bid as u64 >= self.sb.total_blocks {
-            return Err(Errno::EUCLEAN);
+        match self.bid_fault(bid) {
+            None => Ok(bid),
+            Some(_) => Err(Errno::EUCLEAN),
         }
-        Ok(bid)
+    }
+
+    /// Why `bid` cannot be a pointer (as messages say it), or None.
+    #[inline]
+    pub(crate) fn bid_fault(&self, bid: Bid) -> Option<&'static str> {
+        if bid < self.sb.first_group || bid as u64 >= self.sb.total_blocks {
+            Some("outside the data area")
+        } else if (bid - self.sb.first_group).is_multiple_of(crate::format::GROUP_SPAN) {
+            Some("at a map block")
+        } else {
+            None
+        }
     }
 
     /// Ends one operation. In place, structural superblock changes are

@@ -22,10 +22,10 @@
 //!    and long symlinks, in inode order (block maps with the walk fsck
 //!    uses too, `bmap_walk.rs`). A data block mapped again by a
 //!    later owner is copied for it after step 4 (so both read what they
-//!    read before). A pointer outside the data area, an indirect block
-//!    with the wrong magic, or an indirect block or index node used
-//!    twice, is cut from the later owner: the pointer becomes a hole
-//!    (reads as zeros).
+//!    read before). A pointer outside the data area or at a map block, an
+//!    indirect block with the wrong magic, or an indirect block or index
+//!    node used twice, is cut from the later owner: the pointer becomes a
+//!    hole (reads as zeros).
 //! 3. **Directory indexes.** An index that breaks any rule (node kind,
 //!    owner, level, key order and ranges, hash placement, leaf chain,
 //!    entry and block counts, a node also used elsewhere) is rebuilt: the

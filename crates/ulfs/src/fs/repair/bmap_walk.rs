@@ -39,8 +39,8 @@ impl PtrAt {
 /// Why a pointer cannot stand (repair cuts it: it becomes a hole).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Bad {
-    /// Outside the data area (or the image).
-    Outside,
+    /// Outside the data area (or the image), or at a map block.
+    Outside(&'static str),
     /// In an indirect slot, naming a block without the indirect magic.
     NotIndirect,
     /// In an indirect slot, naming a block that cannot be read.
@@ -63,7 +63,7 @@ impl BadPtr {
     pub(crate) fn problem(&self, ino: Ino) -> String {
         let (holder, bid) = (self.at.holder(), self.bid);
         match self.why {
-            Bad::Outside => format!("inode {ino}: {holder} points outside the data area ({bid})"),
+            Bad::Outside(why) => format!("inode {ino}: {holder} points {why} ({bid})"),
             Bad::NotIndirect => {
                 format!("inode {ino}: block {bid}, named by {holder}, is not an indirect block")
             }
@@ -141,11 +141,11 @@ impl Volume {
 
     /// A pointer to a data block.
     fn bmap_data(&self, at: PtrAt, bid: Bid, take: &mut dyn FnMut(Bid) -> bool, w: &mut BmapWalk) {
-        if self.check_bid(bid).is_err() {
+        if let Some(why) = self.bid_fault(bid) {
             w.bad.push(BadPtr {
                 at,
                 bid,
-                why: Bad::Outside,
+                why: Bad::Outside(why),
             });
         } else if take(bid) {
             w.blocks.push((bid, at));
@@ -165,8 +165,8 @@ impl Volume {
         w: &mut BmapWalk,
     ) {
         let bad = |why| BadPtr { at, bid, why };
-        if self.check_bid(bid).is_err() {
-            w.bad.push(bad(Bad::Outside));
+        if let Some(why) = self.bid_fault(bid) {
+            w.bad.push(bad(Bad::Outside(why)));
             return;
         }
         let b = match self.meta(bid) {

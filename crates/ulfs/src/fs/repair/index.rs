@@ -108,8 +108,8 @@ impl Volume {
         if depth >= MAX_INDEX_DEPTH {
             return Err("index deeper than possible".into());
         }
-        if self.check_bid(bid).is_err() {
-            return Err(format!("index pointer {bid} outside the data area"));
+        if let Some(why) = self.bid_fault(bid) {
+            return Err(format!("index pointer {bid} {why}"));
         }
         if used_elsewhere(bid) || !w.seen.insert(bid) {
             return Err(format!("index block {bid} is also used elsewhere"));

@@ -51,10 +51,8 @@ impl Volume {
         // The superblock's checksum was verified at mount.
         let mut trusted = true;
         while bid != 0 {
-            let why = if self.check_bid(bid).is_err() {
-                Some(format!(
-                    "the inode block list points outside the data area ({bid})"
-                ))
+            let why = if let Some(why) = self.bid_fault(bid) {
+                Some(format!("the inode block list points {why} ({bid})"))
             } else if taken(bid) {
                 Some(format!(
                     "the inode block list names block {bid}, which has another use"
