@@ -1400,3 +1400,35 @@ fn lost_directory_is_made_again_in_lost_found_with_its_names() {
         assert_eq!(repair(&img).exit_code(), 0, "{mode:?}");
     }
 }
+
+#[test]
+fn copy_for_a_file_sharing_a_block_the_repair_changes_keeps_what_the_file_read() {
+    // A file's pointer resealed to name an inode block in which another
+    // slot is garbage: the repair quarantines that slot (changing the
+    // block) before it copies the block for the file; the copy must hold
+    // what the file read, not the block as the repair left it.
+    for mode in [Mode::None, Mode::Journal] {
+        let (_d, img) = image_in(16 << 20, mode);
+        populate(&img);
+        let file = ino_of(&img, "/docs/note-300");
+        let victim = ino_of(&img, "/sub/a.txt");
+        let block = Raw::inode_block(victim);
+        assert_ne!(Raw::inode_block(file), block);
+        let mut raw = Raw::read(&img);
+        raw.put32(Raw::inode(file) + 128, block);
+        raw.seal(Raw::inode_block(file));
+        raw.put32(Raw::inode(victim), 0o170777);
+        raw.seal(block);
+        raw.write(&img);
+        let before = readable(&img);
+        assert!(before.contains_key(b"/docs/note-300".as_slice()));
+        let r = repair_ok(&img);
+        assert!(
+            any(&r.fixed, &format!("inode {file}: block {block} is also")),
+            "{mode:?}\n{r:#?}"
+        );
+        let lost = lost_or_changed(&before, &readable(&img));
+        assert!(lost.is_empty(), "{mode:?}: {lost:#?}\n{r:#?}");
+        assert_eq!(repair(&img).exit_code(), 0, "{mode:?}");
+    }
+}

@@ -22,7 +22,7 @@ pub use mkfs::{MkfsOptions, format_store, min_journal, mkfs};
 pub use mount::{Info, Mode, MountOptions};
 pub(crate) use mount::{Reap, store_error};
 pub use ops::dtype_of;
-pub(crate) use repair::{ns, orphans};
+pub(crate) use repair::{SharedBefore, ns, orphans};
 
 use crate::errno::{Errno, Result};
 use crate::format::superblock::{SB_PRIMARY, SB_SECONDARY, Superblock};

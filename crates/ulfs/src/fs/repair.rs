@@ -21,8 +21,9 @@
 //!    fine), each group directory indexes first, then block maps of files
 //!    and long symlinks, in inode order (block maps with the walk fsck
 //!    uses too, `bmap_walk.rs`). A data block mapped again by a
-//!    later owner is copied for it after step 4 (so both read what they
-//!    read before). A pointer outside the data area or at a map block, an
+//!    later owner is copied for it after step 4, from the bytes the
+//!    first check kept (so both read what they read before, even when the
+//!    repair changed the block for its first owner). A pointer outside the data area or at a map block, an
 //!    indirect block with the wrong magic, or an indirect block or index
 //!    node used twice, is cut from the later owner: the pointer becomes a
 //!    hole (reads as zeros).
@@ -210,12 +211,18 @@ struct Repair {
     /// Records of leaves whose owner is no live inode: a directory whose
     /// inode was lost, by its old number.
     lost_dirs: std::collections::BTreeMap<Ino, Vec<Salvaged>>,
+    /// Blocks fsck found referenced twice, as they read before the repair
+    /// changed anything: a later owner's copy is made from these bytes.
+    shared_before: SharedBefore,
     /// True orphans (unlinked while open), left on the orphan list.
     orphans: HashSet<Ino>,
     /// Unclaimed directory leaves whose records a rebuild took
     /// (`salvage_lost_leaves`): freed, not kept for /lost+found.
     salvaged_leaves: HashSet<Bid>,
 }
+
+/// Bytes of blocks found referenced twice, read before the repair.
+pub(crate) type SharedBefore = HashMap<Bid, Box<Block>>;
 
 /// A record read from a damaged index: (name, inode).
 type Salvaged = (Vec<u8>, Ino);
@@ -233,6 +240,7 @@ impl Volume {
         &mut self,
         sealed: bool,
         lossy: bool,
+        shared_before: SharedBefore,
         progress: &mut dyn FnMut(u64, u64),
     ) -> (RepairLog, Result<()>) {
         let mut log = RepairLog {
@@ -240,7 +248,7 @@ impl Volume {
             ..Default::default()
         };
         let sealed = sealed || self.j.is_journaled();
-        let res = self.repair_all(sealed, &mut log, progress);
+        let res = self.repair_all(sealed, shared_before, &mut log, progress);
         log.finish();
         (log, res)
     }
@@ -248,6 +256,7 @@ impl Volume {
     fn repair_all(
         &mut self,
         sealed: bool,
+        shared_before: SharedBefore,
         log: &mut RepairLog,
         progress: &mut dyn FnMut(u64, u64),
     ) -> Result<()> {
@@ -265,6 +274,7 @@ impl Volume {
             salvaged_leaves: HashSet::new(),
             orphans: HashSet::new(),
             lost_dirs: Default::default(),
+            shared_before,
         };
         for bid in 0..self.sb.first_group {
             r.claims.take(bid);
@@ -796,7 +806,10 @@ impl Volume {
         for (ino, at, shared) in std::mem::take(&mut r.clones) {
             let new = match self.alloc_block(shared) {
                 Ok(b) => {
-                    let bytes = *self.j.data(shared)?;
+                    let bytes = match r.shared_before.get(&shared) {
+                        Some(b) => **b,
+                        None => *self.j.data(shared)?,
+                    };
                     self.j.data_mut(b)?.copy_from_slice(&bytes);
                     log.fix(format!(
                         "inode {ino}: block {shared} is also another file's: given a copy (block {b})"

@@ -31,9 +31,18 @@ use std::collections::{HashMap, HashSet};
 /// image guarantees (checksums, counters) when the image was not unmounted
 /// cleanly: repair uses it, since it fixes those too.
 pub(super) fn check_volume(vol: &Volume, opts: &mut FsckOptions, strict: bool) -> FsckReport {
+    check_volume_shared(vol, opts, strict).0
+}
+
+/// `check_volume`, and the blocks it found referenced twice.
+pub(super) fn check_volume_shared(
+    vol: &Volume,
+    opts: &mut FsckOptions,
+    strict: bool,
+) -> (FsckReport, HashSet<Bid>) {
     let mut c = Checker::new(vol, strict);
     c.run(opts);
-    c.report
+    (c.report, c.dups)
 }
 
 struct Checker<'a> {

@@ -32,7 +32,7 @@ use crate::format::{
     BLOCK_SIZE, MAGIC_MAP, MAP_BITMAP, MAP_FREE, MAP_GROUP, block_crc_ok, get_u64, init_block,
     journal, magic, put_u32, seal_block,
 };
-use crate::fs::{MountOptions, Reap, Volume};
+use crate::fs::{MountOptions, Reap, SharedBefore, Volume};
 use crate::store::open_locked;
 use std::fs::File;
 use std::io::{Seek, SeekFrom};
@@ -66,11 +66,16 @@ impl RepairReport {
     }
 }
 
-fn strict_check(
-    locked: &File,
-    image: &Path,
-    opts: &mut FsckOptions,
-) -> Result<(FsckReport, bool), Error> {
+/// What a strict check gives the repair: the report, whether the image
+/// was unmounted cleanly, and the bytes of the blocks found referenced
+/// twice as they read before any change (`SharedBefore`).
+type Strict = (FsckReport, bool, SharedBefore);
+
+/// Most shared blocks whose bytes are kept (16 MiB): past it, a copy takes
+/// the block as it stands when it is made.
+const SHARED_KEPT_MAX: usize = 4096;
+
+fn strict_check(locked: &File, image: &Path, opts: &mut FsckOptions) -> Result<Strict, Error> {
     let vol = Volume::mount_file(
         share(locked, image)?,
         image,
@@ -83,7 +88,18 @@ fn strict_check(
         Reap::Deferred,
     )?;
     let clean = vol.sb.state == STATE_CLEAN;
-    Ok((check::check_volume(&vol, opts, true), clean))
+    let (report, dups) = check::check_volume_shared(&vol, opts, true);
+    // A block two owners name reads the same for both now; the repair
+    // gives the later owner a copy, but may first change the block for the
+    // earlier one (an inode block, a node resealed): the copy is made from
+    // these bytes, so that the later owner still reads what it read.
+    let mut before = SharedBefore::new();
+    for bid in dups.into_iter().take(SHARED_KEPT_MAX) {
+        if let Ok(b) = vol.j.data(bid) {
+            before.insert(bid, Box::new(*b));
+        }
+    }
+    Ok((report, clean, before))
 }
 
 /// Another descriptor of the locked open file: it shares the lock.
@@ -221,8 +237,10 @@ pub fn fsck_repair(image: impl AsRef<Path>, opts: &mut FsckOptions) -> Result<Re
     let mut out = RepairReport::default();
     // Whether every checksum was to be valid (a clean unmount).
     let mut sealed = false;
+    let mut shared = SharedBefore::new();
     match strict_check(&locked, image, opts) {
-        Ok((before, was_clean)) => {
+        Ok((before, was_clean, kept)) => {
+            shared = kept;
             sealed = was_clean;
             if before.is_clean() && was_clean {
                 out.report = before;
@@ -255,7 +273,7 @@ pub fn fsck_repair(image: impl AsRef<Path>, opts: &mut FsckOptions) -> Result<Re
         )?;
         let (log, res) = {
             let mut progress = |done, total| opts.report(done, total);
-            vol.repair(sealed, lossy, &mut progress)
+            vol.repair(sealed, lossy, std::mem::take(&mut shared), &mut progress)
         };
         lossy |= log.lossy;
         let mut unfixed = log.unfixed;
@@ -269,7 +287,8 @@ pub fn fsck_repair(image: impl AsRef<Path>, opts: &mut FsckOptions) -> Result<Re
         let progressed = !log.fixed.is_empty();
         out.fixed.extend(log.fixed);
         opts.begin("re-checking");
-        let (after, _) = strict_check(&locked, image, opts)?;
+        let (after, _, kept) = strict_check(&locked, image, opts)?;
+        shared = kept;
         if after.is_clean() && unfixed.is_empty() || round == 1 || !progressed {
             out.remaining = after.problems.clone();
             out.remaining.extend(unfixed);
