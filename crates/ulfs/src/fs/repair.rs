@@ -42,8 +42,8 @@
 //!    owns are freed as leaks only when nothing was lost on the way; when
 //!    something that may have owned blocks was lost (a quarantined inode, a
 //!    broken inode-block list, a cut pointer, a damaged block that had to
-//!    be trusted), they are kept, and step 5 gives them to files in
-//!    `/lost+found`. A checkpoint follows, so blocks freed here are reused
+//!    be trusted), they are kept (but for blocks of zeros, which hold
+//!    nothing), and step 5 gives them to files in `/lost+found`. A checkpoint follows, so blocks freed here are reused
 //!    only after it.
 //! 5. **Namespace.** A walk from the root, judged by the rules fsck uses
 //!    (`ns_walk.rs`), drops entries naming dead
@@ -1216,7 +1216,10 @@ impl Volume {
 
     /// Step 4, before the bitmaps when something was lost: blocks marked
     /// in use that nothing claims may be the data of what was lost, so
-    /// they are claimed (kept) rather than freed.
+    /// they are claimed (kept) rather than freed. A block of zeros holds
+    /// nothing to lose and is freed: a group whose map block was lost is
+    /// all "marked", and keeping its never-used blocks would leave the
+    /// repair itself no space to rebuild what it must.
     fn keep_unclaimed(&mut self, r: &mut Repair) -> Result<()> {
         let total = self.sb.total_blocks;
         for g in 0..self.sb.group_count {
@@ -1229,10 +1232,15 @@ impl Volume {
                     break;
                 }
                 let marked = whole || b[MAP_BITMAP + (i / 8) as usize] & (1 << (i % 8)) != 0;
-                if marked && !r.salvaged_leaves.contains(&(bid as Bid)) && r.claims.take(bid as Bid)
-                {
-                    r.kept.push(bid as Bid);
+                let bid = bid as Bid;
+                if !marked || r.salvaged_leaves.contains(&bid) || r.claims.has(bid) {
+                    continue;
                 }
+                if self.j.data(bid)?.iter().all(|&x| x == 0) {
+                    continue;
+                }
+                r.claims.take(bid);
+                r.kept.push(bid);
             }
         }
         Ok(())

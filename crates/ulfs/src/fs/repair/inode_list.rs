@@ -103,22 +103,32 @@ impl Volume {
             extra.extend(self.scan_inode_blocks(taken, &known));
         }
         known.extend(extra.iter().copied());
-        self.named_inode_blocks(&mut known, &mut extra, taken);
+        let named = self.named_inode_blocks(&mut known, &mut extra, taken);
+        // Named by entries and sealed as an inode block: two witnesses,
+        // which a pointer of some inode to it as data does not outweigh
+        // (that inode may be the damaged one; the claims then cut it).
+        let sure: HashSet<Bid> = extra
+            .iter()
+            .copied()
+            .filter(|b| named.contains(b) && self.meta(*b).is_ok_and(block_crc_ok))
+            .collect();
         extra.sort_unstable();
         extra.dedup();
-        self.drop_referenced(&list.blocks, &mut extra);
+        self.drop_referenced(&list.blocks, &mut extra, &sure);
         extra
     }
 
     /// Adds to `extra` the inode blocks (by their header) holding inodes
     /// that entries of the directories in `known` blocks name, until no
-    /// more are found.
+    /// more are found. Returns every block an entry (or the superblock's
+    /// root) names an inode in, known before or not.
     fn named_inode_blocks(
         &self,
         known: &mut HashSet<Bid>,
         extra: &mut Vec<Bid>,
         taken: &dyn Fn(Bid) -> bool,
-    ) {
+    ) -> HashSet<Bid> {
+        let mut named_blocks = HashSet::new();
         let mut todo: Vec<Bid> = known.iter().copied().collect();
         // The root is named by the superblock.
         let mut named = vec![self.sb.root_ino];
@@ -127,6 +137,7 @@ impl Volume {
                 let Some((nb, _)) = ino_split(ino) else {
                     continue;
                 };
+                named_blocks.insert(nb);
                 if known.contains(&nb) || taken(nb) || self.check_bid(nb).is_err() {
                     continue;
                 }
@@ -161,6 +172,7 @@ impl Volume {
                 }
             }
         }
+        named_blocks
     }
 
     /// An inode block by its own content: magic, header bit 0, and a valid
@@ -196,7 +208,8 @@ impl Volume {
     /// Drops from `extra` the blocks that a live inode (of `list` or of
     /// `extra` itself) references as data, an indirect block or an index
     /// node: such a block is file content that looks like an inode block.
-    fn drop_referenced(&self, list: &[Bid], extra: &mut Vec<Bid>) {
+    /// Blocks in `sure` stay.
+    fn drop_referenced(&self, list: &[Bid], extra: &mut Vec<Bid>, sure: &HashSet<Bid>) {
         loop {
             let mut refs = HashSet::new();
             for &bid in list.iter().chain(extra.iter()) {
@@ -216,7 +229,7 @@ impl Volume {
                 }
             }
             let n = extra.len();
-            extra.retain(|b| !refs.contains(b));
+            extra.retain(|b| sure.contains(b) || !refs.contains(b));
             if extra.len() == n {
                 return;
             }
