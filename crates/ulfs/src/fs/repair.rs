@@ -941,8 +941,13 @@ impl Volume {
                 _ => dropped += 1,
             }
         }
-        let (kept, refused) = self.insert_batched(dino, &mut d, valid)?;
+        let (kept, refused, no_space) = self.insert_batched(dino, &mut d, valid)?;
         dropped += refused;
+        if no_space > 0 {
+            log.cannot(format!(
+                "directory {dino}: {no_space} entries could not be put back: no space left"
+            ));
+        }
         log.fix(format!(
             "directory {dino}: index damaged ({why}); rebuilt with {kept} entries{}",
             if dropped > 0 {
@@ -1073,7 +1078,12 @@ impl Volume {
                 .filter(|(name, ino)| unreached(r, name, *ino) && named.insert(*ino))
                 .map(|(name, ino)| (name, ino, r.facts[&ino].dtype))
                 .collect();
-            self.insert_batched(dino, &mut d, recs)?;
+            let (_, _, no_space) = self.insert_batched(dino, &mut d, recs)?;
+            if no_space > 0 {
+                log.cannot(format!(
+                    "directory {old}: {no_space} entries could not be put back: no space left"
+                ));
+            }
             log.fix(format!(
                 "directory {old} was lost: its entries found by scanning are in /lost+found/{}",
                 shown(&name)
@@ -1107,18 +1117,19 @@ impl Volume {
     /// Inserts `recs` (name, inode, type) into directory `dino`, whose
     /// inode `d` is, committing every `BATCH` records so that a large
     /// directory does not become one huge transaction. Returns (inserted,
-    /// refused as duplicate names or for want of space).
+    /// refused as duplicate names, refused for want of space).
     fn insert_batched(
         &mut self,
         dino: Ino,
         d: &mut Inode,
         recs: Vec<(Vec<u8>, Ino, u8)>,
-    ) -> Result<(u64, u64)> {
-        let (mut kept, mut refused) = (0u64, 0u64);
+    ) -> Result<(u64, u64, u64)> {
+        let (mut kept, mut refused, mut no_space) = (0u64, 0u64, 0u64);
         for (n, (name, ino, dtype)) in recs.into_iter().enumerate() {
             match self.dir_insert(dino, d, &name, ino, dtype) {
                 Ok(_) => kept += 1,
-                Err(Errno::EEXIST) | Err(Errno::ENOSPC) => refused += 1,
+                Err(Errno::EEXIST) => refused += 1,
+                Err(Errno::ENOSPC) => no_space += 1,
                 Err(e) => return Err(e),
             }
             if n % BATCH == BATCH - 1 {
@@ -1128,7 +1139,7 @@ impl Volume {
         }
         self.put_inode(dino, d)?;
         self.commit()?;
-        Ok((kept, refused))
+        Ok((kept, refused, no_space))
     }
 
     /// `base`, or `base.N` for the first N that `dir` does not hold yet.
