@@ -54,7 +54,10 @@ impl Volume {
             }
             self.check_bid(head)?;
             let b = self.meta(head)?;
-            if magic(b) != MAGIC_INODES {
+            // Bit 0 marks the header slot taken; with it clear the lowest
+            // free slot would be the header itself, and writing an inode
+            // there would destroy the block's other 15.
+            if magic(b) != MAGIC_INODES || get_u16(b, IBLK_USED) & 1 == 0 {
                 return Err(Errno::EUCLEAN);
             }
             if get_u16(b, IBLK_USED) != IBLK_FULL {

@@ -607,6 +607,11 @@ impl Volume {
                 r.sealed.insert(ino);
             }
         }
+        if was & 1 == 0 {
+            log.fix(format!(
+                "inode block {bid}: the header's own bit in the slot bitmap set again"
+            ));
+        }
         if used != was {
             put_u16(self.meta_mut(bid)?, IBLK_USED, used);
         }

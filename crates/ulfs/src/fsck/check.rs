@@ -255,6 +255,13 @@ impl<'a> Checker<'a> {
                 break;
             };
             let used = get_u16(b, IBLK_USED);
+            if used & 1 == 0 {
+                // Reads do not look at bit 0, but allocation would take
+                // the header slot for an inode.
+                self.problem(format!(
+                    "inode block {bid}: the header's own bit in the slot bitmap is clear"
+                ));
+            }
             if used != IBLK_FULL {
                 with_free.insert(bid);
             }

@@ -141,11 +141,12 @@ impl Volume {
                 if known.contains(&nb) || taken(nb) || self.check_bid(nb).is_err() {
                     continue;
                 }
-                // Named by an entry: the header is enough (a block's kind
-                // is known from what points to it), so a block whose
-                // checksum went stale in a crash keeps the slots that still
-                // read, although another of its slots is damaged.
-                if self.meta(nb).is_ok_and(has_inode_header) {
+                // Named by an entry: the magic is enough, as it is for
+                // every read (`Volume::inode`; a block's kind is known from
+                // what points to it), so a block whose checksum went stale
+                // in a crash, or whose header lost bit 0, keeps the slots
+                // that still read, although another part of it is damaged.
+                if self.meta(nb).is_ok_and(|b| magic(b) == MAGIC_INODES) {
                     known.insert(nb);
                     extra.push(nb);
                     todo.push(nb);
