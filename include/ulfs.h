@@ -49,12 +49,17 @@
 #ifndef ULFS_H
 #define ULFS_H
 
+#include <fcntl.h>
 #include <stdint.h>
 #include <sys/types.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/uio.h>
 #include <time.h>
+
+/* Declared by <sys/stat.h> only under _GNU_SOURCE; ulfs_statx takes a
+ * pointer to it either way. */
+struct statx;
 
 #ifdef __cplusplus
 extern "C" {
@@ -184,16 +189,6 @@ ssize_t ulfs_readlink(ulfs_t *fs, const char *path, char *buf, size_t size);
 /* Sets the size of file `path` to `length` (zero-filling). 0 or -errno. */
 int ulfs_truncate(ulfs_t *fs, const char *path, off_t length);
 
-/*
- * Sets access (times[0]) and modification (times[1]) times of `path`, as
- * utimensat(2) relative to the working directory. `times` NULL means both
- * now; a tv_nsec of UTIME_NOW or UTIME_OMIT means now / unchanged; any other
- * tv_nsec outside 0..999999999 gives -EINVAL. `flags` is 0 or
- * AT_SYMLINK_NOFOLLOW. Returns 0 or -errno.
- */
-int ulfs_utimensat(ulfs_t *fs, const char *path,
-                   const struct timespec times[2], int flags);
-
 /* Sets the permission bits of `path`. Returns 0 or -errno. */
 int ulfs_chmod(ulfs_t *fs, const char *path, mode_t mode);
 
@@ -318,6 +313,106 @@ int ulfs_dup2(ulfs_t *fs, int oldfd, int newfd);
  * Returns 0 or -errno.
  */
 int ulfs_fallocate(ulfs_t *fs, int fd, int mode, off_t offset, off_t len);
+
+/*
+ * Directory-relative calls, as Linux defines them. `dirfd` is a directory
+ * descriptor of this handle or AT_FDCWD (the handle's working directory);
+ * an absolute path ignores it. A directory descriptor stays a valid
+ * starting point after its directory is renamed. Each returns what its
+ * POSIX namesake returns, or -errno.
+ */
+
+/* openat(2). Returns the new descriptor or -errno. */
+int ulfs_openat(ulfs_t *fs, int dirfd, const char *path, int flags, mode_t mode);
+
+/* mkdirat(2). */
+int ulfs_mkdirat(ulfs_t *fs, int dirfd, const char *path, mode_t mode);
+
+/*
+ * mknodat(2). A regular file (type S_IFREG or 0) is created empty. ulfs does
+ * not store FIFOs, sockets or device nodes: -EPERM, as a Linux file system
+ * without mknod answers (after -EEXIST for a name in use). S_IFDIR gives
+ * -EPERM, any other type -EINVAL.
+ */
+int ulfs_mknodat(ulfs_t *fs, int dirfd, const char *path, mode_t mode, dev_t dev);
+
+/* unlinkat(2): flags 0 or AT_REMOVEDIR. */
+int ulfs_unlinkat(ulfs_t *fs, int dirfd, const char *path, int flags);
+
+/* renameat(2). */
+int ulfs_renameat(ulfs_t *fs, int olddirfd, const char *oldpath,
+                  int newdirfd, const char *newpath);
+
+/* renameat2(2): flags 0, RENAME_NOREPLACE or RENAME_EXCHANGE. */
+int ulfs_renameat2(ulfs_t *fs, int olddirfd, const char *oldpath,
+                   int newdirfd, const char *newpath, unsigned int flags);
+
+/* linkat(2): flags 0, AT_SYMLINK_FOLLOW, AT_EMPTY_PATH. */
+int ulfs_linkat(ulfs_t *fs, int olddirfd, const char *oldpath,
+                int newdirfd, const char *newpath, int flags);
+
+/* symlinkat(2): a symlink `linkpath` (relative to newdirfd) holding `target`. */
+int ulfs_symlinkat(ulfs_t *fs, const char *target, int newdirfd,
+                   const char *linkpath);
+
+/* readlinkat(2): as ulfs_readlink(), `path` relative to `dirfd`. */
+ssize_t ulfs_readlinkat(ulfs_t *fs, int dirfd, const char *path, char *buf,
+                        size_t size);
+
+/* fstatat(2): flags 0, AT_SYMLINK_NOFOLLOW, AT_EMPTY_PATH, AT_NO_AUTOMOUNT. */
+int ulfs_fstatat(ulfs_t *fs, int dirfd, const char *path, struct stat *st,
+                 int flags);
+
+/*
+ * statx(2): flags as ulfs_fstatat's plus AT_STATX_FORCE_SYNC or
+ * AT_STATX_DONT_SYNC (no effect: the handle is never out of date); `mask`
+ * asks for fields. stx_mask says which are filled: STATX_BASIC_STATS, plus
+ * STATX_BTIME (the birth time) when asked for.
+ */
+int ulfs_statx(ulfs_t *fs, int dirfd, const char *path, int flags,
+               unsigned int mask, struct statx *stx);
+
+/*
+ * faccessat(2) with glibc's flags (the faccessat2 system call): `mode` is
+ * F_OK or any of R_OK | W_OK | X_OK; flags 0, AT_EACCESS,
+ * AT_SYMLINK_NOFOLLOW, AT_EMPTY_PATH. The permission bits are judged as
+ * the kernel would for this process: its real ids (effective ones with
+ * AT_EACCESS) and supplementary groups, root reading and writing anything
+ * and executing what has an execute bit. Only the file itself is judged,
+ * not search permission on the directories leading to it (no ulfs call
+ * checks permissions: the library serves one program). Write access on a
+ * read-only handle is -EROFS.
+ */
+int ulfs_faccessat(ulfs_t *fs, int dirfd, const char *path, int mode, int flags);
+
+/* access(2): ulfs_faccessat(fs, AT_FDCWD, path, mode, 0). */
+int ulfs_access(ulfs_t *fs, const char *path, int mode);
+
+/*
+ * fchmodat(2): flags 0, AT_SYMLINK_NOFOLLOW (-EOPNOTSUPP on a symlink, as
+ * Linux), AT_EMPTY_PATH.
+ */
+int ulfs_fchmodat(ulfs_t *fs, int dirfd, const char *path, mode_t mode,
+                  int flags);
+
+/*
+ * fchownat(2): (uid_t)-1 / (gid_t)-1 leave an id unchanged; flags 0,
+ * AT_SYMLINK_NOFOLLOW, AT_EMPTY_PATH.
+ */
+int ulfs_fchownat(ulfs_t *fs, int dirfd, const char *path, uid_t owner,
+                  gid_t group, int flags);
+
+/*
+ * utimensat(2): sets access (times[0]) and modification (times[1]) times.
+ * `times` NULL means both now; a tv_nsec of UTIME_NOW or UTIME_OMIT means
+ * now / unchanged; any other tv_nsec outside 0..999999999 gives -EINVAL.
+ * flags 0, AT_SYMLINK_NOFOLLOW, AT_EMPTY_PATH.
+ */
+int ulfs_utimensat(ulfs_t *fs, int dirfd, const char *path,
+                   const struct timespec times[2], int flags);
+
+/* fchdir(2): the directory open as `fd` becomes the working directory. */
+int ulfs_fchdir(ulfs_t *fs, int fd);
 
 #ifdef __cplusplus
 }

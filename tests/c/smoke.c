@@ -262,7 +262,7 @@ int main(int argc, char **argv) {
     CHECK_EQ(ulfs_fchown(fs, fd, (uid_t)-1, 4321), 0, "fchown gid 4321");
     struct timespec times[2] = {{.tv_sec = 1000000000, .tv_nsec = 5},
                                 {.tv_sec = 1234567890, .tv_nsec = 123456789}};
-    CHECK_EQ(ulfs_utimensat(fs, "/d/g", times, 0), 0, "utimensat");
+    CHECK_EQ(ulfs_utimensat(fs, AT_FDCWD, "/d/g", times, 0), 0, "utimensat");
     MUST(ulfs_stat(fs, "/d/g", &st), "stat after metadata changes");
     CHECK((st.st_mode & 07777) == 0640, "mode is 0640");
     CHECK(st.st_uid == 1234 && st.st_gid == 4321, "owner is 1234:4321");
@@ -270,7 +270,7 @@ int main(int argc, char **argv) {
               st.st_mtim.tv_sec == 1234567890 && st.st_mtim.tv_nsec == 123456789,
           "utimensat set both times");
     struct timespec bad[2] = {{0, -2}, {0, 0}};
-    CHECK_EQ(ulfs_utimensat(fs, "/d/g", bad, 0), -EINVAL, "utimensat bad tv_nsec is EINVAL");
+    CHECK_EQ(ulfs_utimensat(fs, AT_FDCWD, "/d/g", bad, 0), -EINVAL, "utimensat bad tv_nsec is EINVAL");
     int nfd = (int)MUST(ulfs_open(fs, "/d/now", O_CREAT | O_WRONLY, 0644), "create /d/now");
     CHECK_EQ(ulfs_close(fs, nfd), 0, "close /d/now");
     CHECK_EQ(ulfs_futimens(fs, fd, NULL), 0, "futimens NULL (now)");
@@ -315,6 +315,58 @@ int main(int argc, char **argv) {
     CHECK(strcmp(buf, "/d") == 0, "getcwd is /d");
     CHECK_EQ(ulfs_chdir(fs, "g"), -ENOTDIR, "chdir to a file is ENOTDIR");
     CHECK_EQ(ulfs_chdir(fs, "/"), 0, "chdir /");
+
+    /* --- directory-relative calls --- */
+    CHECK_EQ(ulfs_mkdirat(fs, AT_FDCWD, "/at", 0755), 0, "mkdirat AT_FDCWD");
+    int afd = (int)MUST(ulfs_open(fs, "/at", O_RDONLY | O_DIRECTORY, 0), "open /at");
+    CHECK_EQ(ulfs_mkdirat(fs, afd, "sub", 0700), 0, "mkdirat relative to a dirfd");
+    int ofd = (int)MUST(ulfs_openat(fs, afd, "sub/f", O_CREAT | O_WRONLY, 0640), "openat relative");
+    CHECK_EQ(ulfs_write(fs, ofd, "at!", 3), 3, "write through openat");
+    CHECK_EQ(ulfs_close(fs, ofd), 0, "close openat file");
+    CHECK_EQ(ulfs_rename(fs, "/at", "/at2"), 0, "rename the directory under its descriptor");
+    MUST(ulfs_fstatat(fs, afd, "sub/f", &st, 0), "fstatat after the rename");
+    CHECK(st.st_size == 3 && (st.st_mode & 0777) == 0640, "fstatat sees the file");
+    CHECK_EQ(ulfs_symlinkat(fs, "sub/f", afd, "ln"), 0, "symlinkat");
+    CHECK_EQ(ulfs_readlinkat(fs, afd, "ln", buf, sizeof buf), 5, "readlinkat");
+    CHECK(memcmp(buf, "sub/f", 5) == 0, "readlinkat content");
+    MUST(ulfs_fstatat(fs, afd, "ln", &st, AT_SYMLINK_NOFOLLOW), "fstatat NOFOLLOW");
+    CHECK(S_ISLNK(st.st_mode), "fstatat NOFOLLOW sees the link");
+    MUST(ulfs_fstatat(fs, afd, "", &st, AT_EMPTY_PATH), "fstatat AT_EMPTY_PATH");
+    CHECK(S_ISDIR(st.st_mode), "fstatat AT_EMPTY_PATH stats the dirfd");
+    struct statx stx;
+    memset(&stx, 0xff, sizeof stx);
+    CHECK_EQ(ulfs_statx(fs, afd, "sub/f", 0, STATX_BASIC_STATS | STATX_BTIME, &stx), 0, "statx");
+    CHECK((stx.stx_mask & (STATX_BASIC_STATS | STATX_BTIME)) == (STATX_BASIC_STATS | STATX_BTIME) &&
+              stx.stx_size == 3 && stx.stx_btime.tv_sec > 0 && stx.stx_attributes == 0,
+          "statx fields and mask");
+    CHECK_EQ(ulfs_statx(fs, afd, "sub/f", 0, 0x80000000u, &stx), -EINVAL, "statx reserved mask bit");
+    CHECK_EQ(ulfs_faccessat(fs, afd, "sub/f", F_OK, 0), 0, "faccessat F_OK");
+    CHECK_EQ(ulfs_faccessat(fs, afd, "nope", F_OK, 0), -ENOENT, "faccessat missing is ENOENT");
+    CHECK_EQ(ulfs_faccessat(fs, afd, "sub/f", 0x40, 0), -EINVAL, "faccessat bad mode");
+    CHECK_EQ(ulfs_access(fs, "/at2/sub/f", R_OK), 0, "access R_OK");
+    CHECK_EQ(ulfs_mknodat(fs, afd, "node", S_IFREG | 0600, 0), 0, "mknodat regular");
+    CHECK_EQ(ulfs_mknodat(fs, afd, "fifo", S_IFIFO | 0600, 0), -EPERM, "mknodat FIFO is EPERM");
+    CHECK_EQ(ulfs_mknodat(fs, afd, "node", S_IFIFO | 0600, 0), -EEXIST, "mknodat existing is EEXIST");
+    CHECK_EQ(ulfs_fchmodat(fs, afd, "node", 0604, 0), 0, "fchmodat");
+    CHECK_EQ(ulfs_fchownat(fs, afd, "node", 7, 8, 0), 0, "fchownat");
+    MUST(ulfs_fstatat(fs, afd, "node", &st, 0), "fstatat node");
+    CHECK(S_ISREG(st.st_mode) && (st.st_mode & 0777) == 0604 && st.st_uid == 7 && st.st_gid == 8,
+          "mknodat, fchmodat, fchownat");
+    CHECK_EQ(ulfs_linkat(fs, afd, "node", AT_FDCWD, "/at2/node2", 0), 0, "linkat");
+    CHECK_EQ(ulfs_renameat2(fs, afd, "node", afd, "node2", RENAME_EXCHANGE), 0, "renameat2 EXCHANGE");
+    CHECK_EQ(ulfs_renameat(fs, afd, "node2", afd, "node3"), 0, "renameat");
+    struct timespec at_times[2] = {{5, 0}, {6, 0}};
+    CHECK_EQ(ulfs_utimensat(fs, afd, "ln", at_times, AT_SYMLINK_NOFOLLOW), 0, "utimensat NOFOLLOW");
+    MUST(ulfs_fstatat(fs, afd, "ln", &st, AT_SYMLINK_NOFOLLOW), "fstatat link times");
+    CHECK(st.st_mtim.tv_sec == 6 && st.st_atim.tv_sec == 5, "utimensat set the link's times");
+    CHECK_EQ(ulfs_unlinkat(fs, afd, "sub", AT_REMOVEDIR), -ENOTEMPTY, "unlinkat non-empty dir");
+    CHECK_EQ(ulfs_unlinkat(fs, afd, "sub/f", 0), 0, "unlinkat file");
+    CHECK_EQ(ulfs_unlinkat(fs, afd, "sub", AT_REMOVEDIR), 0, "unlinkat AT_REMOVEDIR");
+    CHECK_EQ(ulfs_fchdir(fs, afd), 0, "fchdir");
+    CHECK_EQ(ulfs_getcwd(fs, buf, sizeof buf), 5, "getcwd after fchdir");
+    CHECK(strcmp(buf, "/at2") == 0, "fchdir went to the renamed directory (got %s)", buf);
+    CHECK_EQ(ulfs_chdir(fs, "/"), 0, "chdir / again");
+    CHECK_EQ(ulfs_close(fs, afd), 0, "close /at2");
 
     /* --- error cases --- */
     CHECK_EQ(ulfs_open(fs, "/nope", O_RDONLY, 0), -ENOENT, "open missing is ENOENT");

@@ -14,11 +14,14 @@
 //! - `fd`: calls on descriptors (read, write, lseek, fstat, getdents64, ...);
 //! - `vectored`: `readv` and `writev`;
 //! - `paths`: calls on paths (open, stat, mkdir, rename, ...) and the
-//!   working directory.
+//!   working directory;
+//! - `at`: the directory-relative forms (`openat`, `fstatat`, `statx`,
+//!   `faccessat`, `utimensat`, ...) and `fchdir`.
 //!
 //! The functions are also re-exported at the crate root, so that Rust code
 //! and tests can call the ABI exactly as C does.
 
+mod at;
 mod fd;
 mod ffi;
 mod image;
@@ -26,6 +29,7 @@ mod options;
 mod paths;
 mod vectored;
 
+pub use at::*;
 pub use fd::*;
 pub use ffi::ulfs_t;
 pub use image::*;

@@ -12,7 +12,7 @@ use std::ffi::{c_char, c_int, c_uint};
 use libc::{gid_t, mode_t, off_t, size_t, ssize_t, uid_t};
 use ulfs::Errno;
 
-use crate::ffi::{c_bytes, c_times, fs_mut, guard, offset, out_buf, put, ssize, ulfs_t};
+use crate::ffi::{c_bytes, fs_mut, guard, offset, out_buf, put, ssize, ulfs_t};
 
 /// Opens (and with `O_CREAT` creates, with permission bits `mode`) the file
 /// at `path`. `flags` are the host's `O_*` flags. Returns the new descriptor
@@ -270,32 +270,6 @@ pub unsafe extern "C" fn ulfs_truncate(fs: *mut ulfs_t, path: *const c_char, len
     unsafe { path_op(fs, path, |fs, p| fs.truncate(p, len)) }
 }
 
-/// Sets access and modification times (`times[0]`, `times[1]`; NULL means
-/// both now; `tv_nsec` may be `UTIME_NOW` or `UTIME_OMIT`). `flags` is 0 or
-/// `AT_SYMLINK_NOFOLLOW`. Returns 0 or `-errno`.
-///
-/// # Safety
-/// As `ulfs_open`; `times` NULL or readable for two `struct timespec`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn ulfs_utimensat(
-    fs: *mut ulfs_t,
-    path: *const c_char,
-    times: *const libc::timespec,
-    flags: c_int,
-) -> c_int {
-    // SAFETY: `times` is NULL or readable for two timespecs, by the contract.
-    let times = match unsafe { c_times(times) } {
-        Ok(t) => t,
-        Err(e) => return -e.raw(),
-    };
-    // SAFETY: the same contract as this function's.
-    unsafe {
-        path_op(fs, path, |fs, p| {
-            fs.utimensat(libc::AT_FDCWD, p, times, flags)
-        })
-    }
-}
-
 /// Sets the permission bits of the file at `path`. Returns 0 or `-errno`.
 ///
 /// # Safety
@@ -399,7 +373,6 @@ mod tests {
             assert_eq!(ulfs_symlink(null, p, p), e);
             assert_eq!(ulfs_readlink(null, p, b.as_mut_ptr(), 8), e as isize);
             assert_eq!(ulfs_truncate(null, p, 0), e);
-            assert_eq!(ulfs_utimensat(null, p, std::ptr::null(), 0), e);
             assert_eq!(ulfs_chmod(null, p, 0o644), e);
             assert_eq!(ulfs_chown(null, p, 0, 0), e);
             assert_eq!(ulfs_lchown(null, p, 0, 0), e);
@@ -420,7 +393,7 @@ mod tests {
         unsafe {
             assert_eq!(ulfs_truncate(null, c"/a".as_ptr(), -1), -libc::EINVAL);
             assert_eq!(
-                ulfs_utimensat(null, c"/a".as_ptr(), bad.as_ptr(), 0),
+                crate::at::ulfs_utimensat(null, libc::AT_FDCWD, c"/a".as_ptr(), bad.as_ptr(), 0),
                 -libc::EINVAL
             );
         }

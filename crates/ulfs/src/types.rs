@@ -64,6 +64,9 @@ pub struct Stat {
     pub atime: Timespec,
     pub mtime: Timespec,
     pub ctime: Timespec,
+    /// Birth (creation) time: `statx`'s `stx_btime`; `struct stat` has no
+    /// room for it.
+    pub btime: Timespec,
 }
 
 impl Stat {
@@ -99,6 +102,52 @@ impl Stat {
         st.st_ctime = self.ctime.sec as _;
         st.st_ctime_nsec = self.ctime.nsec as _;
         st
+    }
+}
+
+/// What `statx(2)` reports: a `Stat` and the `stx_mask` saying which of
+/// its fields are filled (the basic stats always, the birth time when asked
+/// for; ulfs has no mount id, attributes or direct-I/O alignments).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Statx {
+    pub mask: u32,
+    pub stat: Stat,
+}
+
+impl Statx {
+    /// The system's `struct statx`; fields outside `mask` are zero.
+    pub fn to_libc(&self) -> libc::statx {
+        // SAFETY: `libc::statx` is a plain C struct of integers (and
+        // padding), for which all-zero bytes are a valid value.
+        let mut x: libc::statx = unsafe { std::mem::zeroed() };
+        let s = &self.stat;
+        let ts = |t: Timespec| {
+            // SAFETY: as above: integers and a private padding field.
+            let mut x: libc::statx_timestamp = unsafe { std::mem::zeroed() };
+            x.tv_sec = t.sec;
+            x.tv_nsec = t.nsec as u32;
+            x
+        };
+        x.stx_mask = self.mask;
+        x.stx_blksize = s.blksize as u32;
+        x.stx_nlink = s.nlink as u32;
+        x.stx_uid = s.uid;
+        x.stx_gid = s.gid;
+        x.stx_mode = s.mode as u16;
+        x.stx_ino = s.ino;
+        x.stx_size = s.size;
+        x.stx_blocks = s.blocks;
+        x.stx_atime = ts(s.atime);
+        x.stx_mtime = ts(s.mtime);
+        x.stx_ctime = ts(s.ctime);
+        if self.mask & libc::STATX_BTIME != 0 {
+            x.stx_btime = ts(s.btime);
+        }
+        x.stx_rdev_major = libc::major(s.rdev as libc::dev_t);
+        x.stx_rdev_minor = libc::minor(s.rdev as libc::dev_t);
+        x.stx_dev_major = libc::major(s.dev as libc::dev_t);
+        x.stx_dev_minor = libc::minor(s.dev as libc::dev_t);
+        x
     }
 }
 

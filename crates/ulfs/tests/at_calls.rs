@@ -1,8 +1,8 @@
 //! The directory-relative calls (openat, mkdirat, unlinkat, fstatat,
 //! readlinkat, symlinkat, linkat, renameat2, fchmodat, fchownat,
-//! utimensat, fchdir) against Linux itself: each step runs on ulfs and, with
-//! the same arguments, on a tmpfs directory of the host through libc, and
-//! the results and errnos must agree.
+//! utimensat, fchdir, faccessat, statx, mknodat) against Linux itself: each
+//! step runs on ulfs and, with the same arguments, on a tmpfs directory of
+//! the host through libc, and the results and errnos must agree.
 //!
 //! Descriptors are named by handle so the two sides' numbers may differ.
 //! The image root stands for the host directory: an absolute path is taken
@@ -384,6 +384,68 @@ impl Pair {
         );
     }
 
+    fn faccessat(&mut self, d: H, path: &str, mode: i32, flags: i32) -> R {
+        let u = ue(self.fs.faccessat(self.ufd(d), path, mode, flags), |()| {
+            Out::Ok
+        });
+        let p = self.hp(path);
+        // SAFETY: a NUL-terminated path; faccessat2 reads nothing else.
+        let h = rc(unsafe {
+            libc::syscall(libc::SYS_faccessat2, self.hfd(d), p.as_ptr(), mode, flags) as libc::c_int
+        });
+        self.same(
+            &format!("faccessat({d:?}, {path:?}, {mode:#o}, {flags:#x})"),
+            u,
+            h,
+        )
+    }
+
+    /// statx on both sides: the common stat fields, and on ulfs a mask
+    /// holding the basic stats (and the birth time when asked for).
+    fn statx(&mut self, d: H, path: &str, flags: i32, mask: u32) -> R {
+        let u = self.fs.statx(self.ufd(d), path, flags, mask);
+        if let Ok(x) = &u {
+            let want = libc::STATX_BASIC_STATS | (mask & libc::STATX_BTIME);
+            assert_eq!(x.mask, want, "statx mask for {mask:#x}");
+            let c = x.to_libc();
+            assert_eq!((c.stx_ino, c.stx_size), (x.stat.ino, x.stat.size));
+            if mask & libc::STATX_BTIME != 0 {
+                assert!(c.stx_btime.tv_sec > 0, "a birth time");
+            }
+        }
+        let u = ue(u, |x| Out::Stat(ulfs_stat(&x.stat)));
+        let p = self.hp(path);
+        // SAFETY: zeroed memory is a valid `struct statx`.
+        let mut x: libc::statx = unsafe { std::mem::zeroed() };
+        // SAFETY: a NUL-terminated path and a writable statx buffer.
+        let r = unsafe { libc::statx(self.hfd(d), p.as_ptr(), flags, mask, &mut x) };
+        let h = if r < 0 {
+            Err(last_errno())
+        } else {
+            Ok(Out::Stat(StatView::new(
+                x.stx_mode as u32,
+                x.stx_nlink as u64,
+                x.stx_size,
+                x.stx_uid,
+                x.stx_gid,
+            )))
+        };
+        self.same(
+            &format!("statx({d:?}, {path:?}, {flags:#x}, {mask:#x})"),
+            u,
+            h,
+        )
+    }
+
+    /// mknodat of a regular file, or of a type both sides refuse.
+    fn mknodat(&mut self, d: H, path: &str, mode: u32) -> R {
+        let u = ue(self.fs.mknodat(self.ufd(d), path, mode, 0), |()| Out::Ok);
+        let p = self.hp(path);
+        // SAFETY: a NUL-terminated path.
+        let h = rc(unsafe { libc::mknodat(self.hfd(d), p.as_ptr(), mode, 0) });
+        self.same(&format!("mknodat({d:?}, {path:?}, {mode:#o})"), u, h)
+    }
+
     fn fchdir(&mut self, h: H) -> R {
         let u = ue(self.fs.fchdir(self.ufd(h)), |()| Out::Ok);
         let hfd = self.hfd(h);
@@ -681,5 +743,87 @@ fn attribute_calls_at() {
     assert_eq!(t.utimensat(a, "f", Some([bad, now]), 0), e(libc::EINVAL));
     assert_eq!(t.utimensat(a, "", None, 0), e(libc::ENOENT));
     t.utimensat(a, "f", None, 0).unwrap();
+    assert!(t.steps > 30);
+}
+
+#[test]
+fn access_statx_and_mknod_at() {
+    let mut t = Pair::new();
+    t.mkdirat(H::Cwd, "a", 0o755).unwrap();
+    let a = t.open_ok(H::Cwd, "a", RD_DIR);
+    let f = t.open_ok(a, "f", CREAT);
+    t.symlinkat("f", a, "l").unwrap();
+    t.symlinkat("nowhere", a, "dangling").unwrap();
+
+    // faccessat: existence, modes, flags, bad arguments.
+    t.faccessat(a, "f", libc::F_OK, 0).unwrap();
+    t.faccessat(a, "f", libc::R_OK | libc::W_OK, 0).unwrap();
+    t.faccessat(a, "f", libc::R_OK, libc::AT_EACCESS).unwrap();
+    // No execute bit: refused even to root.
+    assert_eq!(t.faccessat(a, "f", libc::X_OK, 0), e(libc::EACCES));
+    t.fchmodat(a, "f", 0o744, 0).unwrap();
+    t.faccessat(a, "f", libc::X_OK, 0).unwrap();
+    t.faccessat(H::Cwd, "a", libc::X_OK, 0).unwrap();
+    assert_eq!(t.faccessat(a, "dangling", libc::F_OK, 0), e(libc::ENOENT));
+    t.faccessat(a, "dangling", libc::F_OK, libc::AT_SYMLINK_NOFOLLOW)
+        .unwrap();
+    t.faccessat(f, "", libc::R_OK, libc::AT_EMPTY_PATH).unwrap();
+    assert_eq!(t.faccessat(a, "", libc::F_OK, 0), e(libc::ENOENT));
+    assert_eq!(t.faccessat(a, "f", 0o10, 0), e(libc::EINVAL));
+    assert_eq!(
+        t.faccessat(a, "f", libc::F_OK, 0x4000_0000),
+        e(libc::EINVAL)
+    );
+    assert_eq!(t.faccessat(H::Bad, "f", libc::F_OK, 0), e(libc::EBADF));
+    assert_eq!(t.faccessat(a, "f/x", libc::F_OK, 0), e(libc::ENOTDIR));
+
+    // statx: the same fields as fstatat, with the flags of both.
+    let basic = libc::STATX_BASIC_STATS;
+    t.statx(a, "f", 0, basic).unwrap();
+    t.statx(a, "l", 0, basic | libc::STATX_BTIME).unwrap();
+    t.statx(a, "l", libc::AT_SYMLINK_NOFOLLOW, 0).unwrap();
+    t.statx(f, "", libc::AT_EMPTY_PATH, basic).unwrap();
+    t.statx(H::Cwd, "a", libc::AT_STATX_DONT_SYNC, basic)
+        .unwrap();
+    t.statx(a, "f", libc::AT_STATX_FORCE_SYNC, basic).unwrap();
+    assert_eq!(
+        t.statx(a, "f", libc::AT_STATX_SYNC_TYPE, basic),
+        e(libc::EINVAL)
+    );
+    assert_eq!(
+        t.statx(a, "f", 0, libc::STATX__RESERVED as u32),
+        e(libc::EINVAL)
+    );
+    assert_eq!(t.statx(a, "nope", 0, basic), e(libc::ENOENT));
+    assert_eq!(t.statx(H::Bad, "f", 0, basic), e(libc::EBADF));
+
+    // mknodat: regular files are made as by open; the types refused
+    // before the path is looked at agree with Linux.
+    t.mknodat(a, "r", libc::S_IFREG | 0o640).unwrap();
+    t.fstatat(a, "r", 0).unwrap();
+    t.mknodat(a, "z", 0o600).unwrap();
+    t.fstatat(a, "z", 0).unwrap();
+    assert_eq!(t.mknodat(a, "r", libc::S_IFREG), e(libc::EEXIST));
+    assert_eq!(t.mknodat(a, "d", libc::S_IFDIR | 0o755), e(libc::EPERM));
+    assert_eq!(t.mknodat(a, "x", 0o170000), e(libc::EINVAL));
+    assert_eq!(t.mknodat(a, "no/x", libc::S_IFREG), e(libc::ENOENT));
+    assert_eq!(t.mknodat(H::Bad, "x", libc::S_IFREG), e(libc::EBADF));
+    // FIFOs, sockets and device nodes are not stored: EPERM, and nothing
+    // is left behind (the host makes them; ulfs is compared with itself).
+    for ty in [libc::S_IFIFO, libc::S_IFSOCK, libc::S_IFCHR, libc::S_IFBLK] {
+        let ua = t.ufd(a);
+        assert_eq!(
+            t.fs.mknodat(ua, "special", ty | 0o600, 0),
+            Err(ulfs::Errno::EPERM)
+        );
+        assert_eq!(
+            t.fs.fstatat(ua, "special", 0).err(),
+            Some(ulfs::Errno::ENOENT)
+        );
+        assert_eq!(
+            t.fs.mknodat(ua, "f", ty | 0o600, 0),
+            Err(ulfs::Errno::EEXIST)
+        );
+    }
     assert!(t.steps > 30);
 }

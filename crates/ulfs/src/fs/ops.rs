@@ -62,6 +62,7 @@ impl Volume {
             atime: i.atime,
             mtime: i.mtime,
             ctime: i.ctime,
+            btime: i.btime,
         })
     }
 

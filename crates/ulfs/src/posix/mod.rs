@@ -5,6 +5,7 @@
 //! `Fs` owns its volume; a server (later) pairs one volume with a
 //! `Process` per client, which is why the two are separate types.
 
+mod access;
 pub mod dirents;
 pub mod fdtable;
 pub mod namei;
@@ -584,8 +585,72 @@ impl Fs {
         self.vol.stat_ino(ino)
     }
 
+    /// `statx(2)`: `flags` are fstatat's plus the AT_STATX_SYNC_TYPE
+    /// bits (an in-process volume is never out of date, so they change
+    /// nothing); `mask` asks for fields. `stx_mask` holds the basic stats,
+    /// and the birth time when asked for, as ext4 answers.
+    pub fn statx(
+        &mut self,
+        dirfd: Fd,
+        path: impl AsRef<[u8]>,
+        flags: i32,
+        mask: u32,
+    ) -> Result<Statx> {
+        let sync = flags & libc::AT_STATX_SYNC_TYPE;
+        if mask & libc::STATX__RESERVED as u32 != 0 || sync == libc::AT_STATX_SYNC_TYPE {
+            return Err(Errno::EINVAL);
+        }
+        let stat = self.fstatat(dirfd, path, flags & !sync)?;
+        Ok(Statx {
+            mask: libc::STATX_BASIC_STATS | (mask & libc::STATX_BTIME),
+            stat,
+        })
+    }
+
     pub fn mkdir(&mut self, path: impl AsRef<[u8]>, mode: u32) -> Result<()> {
         self.mkdirat(libc::AT_FDCWD, path, mode)
+    }
+
+    pub fn mknod(&mut self, path: impl AsRef<[u8]>, mode: u32, dev: u64) -> Result<()> {
+        self.mknodat(libc::AT_FDCWD, path, mode, dev)
+    }
+
+    /// `mknodat(2)`. A regular file (type `S_IFREG` or 0) is made empty, as
+    /// by `open(O_CREAT | O_EXCL)`; `dev` is then ignored. ulfs does not
+    /// store FIFOs, sockets or device nodes: EPERM, Linux's answer for a
+    /// file system without `mknod`, after the checks that come first
+    /// (EEXIST for a name in use). `S_IFDIR` is EPERM and any other type
+    /// EINVAL, before the path is looked at, as Linux.
+    pub fn mknodat(
+        &mut self,
+        dirfd: Fd,
+        path: impl AsRef<[u8]>,
+        mode: u32,
+        dev: u64,
+    ) -> Result<()> {
+        let _ = dev;
+        let regular = match mode & libc::S_IFMT {
+            0 | libc::S_IFREG => true,
+            libc::S_IFCHR | libc::S_IFBLK | libc::S_IFIFO | libc::S_IFSOCK => false,
+            libc::S_IFDIR => return Err(Errno::EPERM),
+            _ => return Err(Errno::EINVAL),
+        };
+        let w = self.walk_at(dirfd, p(&path), Last::Entry)?;
+        if w.is_dot() || w.ino.is_some() {
+            return Err(Errno::EEXIST);
+        }
+        w.name_fits(&self.vol)?;
+        if w.trailing_slash {
+            return Err(Errno::ENOENT);
+        }
+        if !regular {
+            return Err(Errno::EPERM);
+        }
+        let mode = libc::S_IFREG | (mode & 0o7777 & !self.proc.umask);
+        let (uid, gid) = owner();
+        self.vol
+            .create(w.parent, &w.name, mode, uid, gid, &[])
+            .map(drop)
     }
 
     pub fn mkdirat(&mut self, dirfd: Fd, path: impl AsRef<[u8]>, mode: u32) -> Result<()> {
