@@ -5,7 +5,10 @@
 //! SEEK_HOLE, fstat, stat, lstat, mkdir, rmdir, unlink, rename, renameat2
 //! with RENAME_NOREPLACE / RENAME_EXCHANGE, link, symlink, readlink, truncate,
 //! ftruncate, chmod, fchmod, dup, dup2, getdents64, fsync, fdatasync, chdir,
-//! getcwd) over a small universe of colliding paths (names a-d up to depth 3,
+//! getcwd, and the directory-relative openat, mkdirat, unlinkat, renameat2,
+//! linkat, fstatat, statx, faccessat, mknodat, readlinkat and fchdir, with
+//! `AT_FDCWD` or any descriptor slot as the directory and their `AT_*`
+//! flags) over a small universe of colliding paths (names a-d up to depth 3,
 //! `.`, `..`, `/`, trailing and double slashes, a 255-byte name and a
 //! 256-byte one, paths through regular files, symlink loops), ulfs gives the
 //! same results as the Linux kernel does on a tmpfs directory: the same
@@ -98,7 +101,7 @@ fn ulfs_matches_tmpfs() {
     });
     // Only the passing cases count (shrinking reruns failing ones).
     type Counts = std::collections::BTreeMap<&'static str, u64>;
-    let totals: Mutex<(u64, u64, Counts)> = Default::default();
+    let totals: Mutex<(u64, u64, u64, Counts)> = Default::default();
     let strategy = (prop::bool::weighted(0.7), vec(op(), 1..=60));
     let result = runner.run(&strategy, |(seeded, ops)| {
         let mut all = if seeded { seed_ops() } else { Vec::new() };
@@ -107,8 +110,9 @@ fn ulfs_matches_tmpfs() {
         let mut t = totals.lock().unwrap_or_else(|e| e.into_inner());
         t.0 += stats.steps;
         t.1 += stats.times_checked;
+        t.2 += stats.succeeded;
         for why in stats.skipped {
-            *t.2.entry(why).or_default() += 1;
+            *t.3.entry(why).or_default() += 1;
         }
         Ok(())
     });
@@ -119,11 +123,11 @@ fn ulfs_matches_tmpfs() {
         }
         Err(e) => panic!("{e}"),
     }
-    let (steps, times, skipped) = totals.into_inner().unwrap_or_else(|e| e.into_inner());
+    let (steps, times, succeeded, skipped) = totals.into_inner().unwrap_or_else(|e| e.into_inner());
     let n_skipped: u64 = skipped.values().sum();
     eprintln!(
-        "ulfs_matches_tmpfs: {} cases, {steps} steps compared ({times} node times checked), \
-         {n_skipped} skipped: {skipped:?}",
+        "ulfs_matches_tmpfs: {} cases, {steps} steps compared ({succeeded} succeeded, \
+         {times} node times checked), {n_skipped} skipped: {skipped:?}",
         cases()
     );
     assert!(
@@ -164,6 +168,41 @@ fn getdents_of_removed_directory_is_enoent() {
         Op::Getdents(S(0), 16),
         Op::Fstat(S(0)),
     ]);
+}
+
+/// The directory-relative calls through the model, each expected to
+/// succeed on both sides: a directory descriptor stays a starting point
+/// after its directory is renamed, and every call agrees with Linux.
+#[test]
+fn directory_relative_calls_agree_with_linux() {
+    let dir = D::Slot(S(0));
+    let ops = vec![
+        Op::Mkdir(p("/a"), M(0o755)),
+        Op::Open(p("/a"), Flags(libc::O_RDONLY | libc::O_DIRECTORY), M(0)),
+        Op::Openat(dir, p("f"), Flags(libc::O_WRONLY | libc::O_CREAT), M(0o640)),
+        Op::Write(S(1), 100, b'x'),
+        Op::Rename(p("/a"), p("/moved")),
+        Op::Fstatat(dir, p("f"), 0),
+        Op::Statx(dir, p(""), libc::AT_EMPTY_PATH),
+        Op::Mkdirat(dir, p("sub"), M(0o700)),
+        Op::Mknodat(dir, p("sub/n"), M(libc::S_IFREG | 0o600)),
+        Op::Linkat(dir, p("f"), D::Cwd, p("/moved/sub/g"), 0),
+        Op::Renameat2(dir, p("f"), dir, p("sub/n"), libc::RENAME_EXCHANGE),
+        Op::Faccessat(dir, p("sub/g"), libc::R_OK | libc::W_OK, 0),
+        Op::Unlinkat(dir, p("f"), 0),
+        Op::Fchdir(S(0)),
+        Op::Getcwd,
+        Op::Readlinkat(D::Cwd, p("/moved")),
+    ];
+    let stats = run_case(&ops).unwrap_or_else(|e| panic!("{e}"));
+    // All but the last (readlinkat of a directory: EINVAL on both sides),
+    // and the two working-directory steps when not chrooted.
+    let cwd_steps = if stats.skipped.is_empty() { 0 } else { 2 };
+    assert_eq!(
+        stats.succeeded,
+        ops.len() as u64 - 1 - cwd_steps,
+        "{stats:?}"
+    );
 }
 
 /// Found by the model test: in a removed directory Linux finds nothing

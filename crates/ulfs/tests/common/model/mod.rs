@@ -27,6 +27,7 @@ pub const HOST_UMASK: libc::mode_t = 0o022;
 /// Depth of the prefix used when chroot is not available.
 pub const PREFIX_DEPTH: usize = 8;
 
+mod at_ops;
 mod harness;
 mod libc_host;
 mod ops;

@@ -117,6 +117,15 @@ impl fmt::Debug for S {
     }
 }
 
+/// A directory argument of a directory-relative call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum D {
+    /// `AT_FDCWD`.
+    Cwd,
+    /// A descriptor slot (see `S`).
+    Slot(S),
+}
+
 #[derive(Clone, Debug)]
 pub enum Op {
     Open(P, Flags, M),
@@ -157,4 +166,22 @@ pub enum Op {
     /// Changes the working directory (relative paths follow it).
     Chdir(P),
     Getcwd,
+    // The directory-relative calls (at_ops.rs).
+    Openat(D, P, Flags, M),
+    Mkdirat(D, P, M),
+    /// (dir, path, flags: 0, AT_REMOVEDIR or an invalid bit)
+    Unlinkat(D, P, i32),
+    Renameat2(D, P, D, P, u32),
+    /// (old dir, old path, new dir, new path, flags)
+    Linkat(D, P, D, P, i32),
+    Fstatat(D, P, i32),
+    Statx(D, P, i32),
+    /// (dir, path, mode, flags)
+    Faccessat(D, P, i32, i32),
+    /// (dir, path, type and permission bits): regular files, and the types
+    /// Linux refuses before looking at the path (ulfs refuses FIFOs,
+    /// sockets and devices, which tmpfs makes: not generated).
+    Mknodat(D, P, M),
+    Readlinkat(D, P),
+    Fchdir(S),
 }

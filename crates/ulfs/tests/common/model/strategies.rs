@@ -117,7 +117,61 @@ pub fn slot() -> impl Strategy<Value = S> {
     (0u8..16).prop_map(S)
 }
 
+/// `AT_FDCWD` or a descriptor slot.
+pub fn dir() -> impl Strategy<Value = D> {
+    prop_oneof![
+        1 => Just(D::Cwd),
+        2 => slot().prop_map(D::Slot),
+    ]
+}
+
+/// Flags of the *at calls, valid ones mostly, an unknown bit sometimes.
+fn at_flags(valid: Vec<i32>) -> impl Strategy<Value = i32> {
+    prop_oneof![
+        8 => select(valid),
+        1 => Just(0x4000_0000),
+    ]
+}
+
+/// The directory-relative calls (at_ops.rs).
+pub fn at_op() -> impl Strategy<Value = Op> {
+    let nofollow = libc::AT_SYMLINK_NOFOLLOW;
+    let empty = libc::AT_EMPTY_PATH;
+    prop_oneof![
+        6 => (dir(), path(), flags(), mode()).prop_map(|(d, p, f, m)| Op::Openat(d, p, f, m)),
+        4 => (dir(), path(), mode()).prop_map(|(d, p, m)| Op::Mkdirat(d, p, m)),
+        3 => (dir(), path(), at_flags(vec![0, 0, libc::AT_REMOVEDIR]))
+            .prop_map(|(d, p, f)| Op::Unlinkat(d, p, f)),
+        3 => (dir(), path(), dir(), path(), select(vec![0u32, 0, 1, 2]))
+            .prop_map(|(a, p, b, q, f)| Op::Renameat2(a, p, b, q, f)),
+        2 => (dir(), path(), dir(), path(),
+              at_flags(vec![0, libc::AT_SYMLINK_FOLLOW, empty]))
+            .prop_map(|(a, p, b, q, f)| Op::Linkat(a, p, b, q, f)),
+        3 => (dir(), path(), at_flags(vec![0, nofollow, empty, nofollow | empty]))
+            .prop_map(|(d, p, f)| Op::Fstatat(d, p, f)),
+        2 => (dir(), path(), at_flags(vec![0, nofollow, empty, libc::AT_STATX_DONT_SYNC]))
+            .prop_map(|(d, p, f)| Op::Statx(d, p, f)),
+        2 => (dir(), path(),
+              select(vec![libc::F_OK, libc::R_OK, libc::W_OK, libc::X_OK,
+                          libc::R_OK | libc::W_OK | libc::X_OK, 0o10]),
+              at_flags(vec![0, libc::AT_EACCESS, nofollow, empty]))
+            .prop_map(|(d, p, m, f)| Op::Faccessat(d, p, m, f)),
+        2 => (dir(), path(), mode(), select(vec![0u32, libc::S_IFREG, libc::S_IFDIR, libc::S_IFMT]))
+            .prop_map(|(d, p, m, t)| Op::Mknodat(d, p, M(m.0 | t))),
+        1 => (dir(), path()).prop_map(|(d, p)| Op::Readlinkat(d, p)),
+        1 => slot().prop_map(Op::Fchdir),
+    ]
+}
+
 pub fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        6 => classic_op(),
+        1 => at_op(),
+    ]
+}
+
+/// The calls named by path or descriptor alone.
+fn classic_op() -> impl Strategy<Value = Op> {
     prop_oneof![
         14 => (path(), flags(), mode()).prop_map(|(p, f, m)| Op::Open(p, f, m)),
         4 => slot().prop_map(Op::Close),
