@@ -11,13 +11,18 @@ fi
 
 # Tools the tests call: C and C++ compilers (the C API test and its header
 # check), nm (the library's exports), diff (the import/export round trip),
-# losetup (the block-device test).
+# losetup (the block-device test), python3 and the programs `ulfs run` is
+# tested with (coreutils, findutils, tar, gzip are in every Debian).
 missing=()
 command -v cc >/dev/null || missing+=(gcc libc6-dev)
 command -v c++ >/dev/null || missing+=(g++)
 command -v nm >/dev/null || missing+=(binutils)
 command -v diff >/dev/null || missing+=(diffutils)
 command -v losetup >/dev/null || missing+=(util-linux)
+command -v python3 >/dev/null || missing+=(python3)
+command -v tar >/dev/null || missing+=(tar)
+command -v gzip >/dev/null || missing+=(gzip)
+command -v find >/dev/null || missing+=(findutils)
 if [ ${#missing[@]} -gt 0 ]; then
     if [ "$(id -u)" = 0 ]; then
         apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"

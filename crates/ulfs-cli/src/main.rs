@@ -23,6 +23,7 @@ mod mkdir;
 mod mkfs;
 mod progress;
 mod rm;
+mod run;
 mod size;
 mod walk;
 
@@ -170,6 +171,31 @@ enum Command {
         #[arg(long)]
         fail_fast: bool,
     },
+    /// Run an unmodified program with the image's files under a prefix
+    ///
+    /// Paths under the prefix (default /ulfs) are served from the image
+    /// inside the program's own process (LD_PRELOAD of libulfs_preload.so);
+    /// everything else goes to the kernel unchanged. The exit status and
+    /// signals are the program's. The image is committed when the program
+    /// exits; one left by a kill is replayed at the next mount. Programs it
+    /// starts run on the image too, one process writing it at a time.
+    /// What is covered: docs/RUN.md.
+    Run {
+        /// Image file
+        image: PathBuf,
+        /// Where the image appears in the program's view
+        #[arg(long, default_value = "/ulfs", value_name = "PREFIX")]
+        at: OsString,
+        /// Mount the image read-only (every change is EROFS)
+        #[arg(long)]
+        ro: bool,
+        /// Confine the program to its image (not available yet: refused)
+        #[arg(long)]
+        sandbox: bool,
+        /// The program (searched in PATH) and its arguments
+        #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
+        command: Vec<OsString>,
+    },
     /// Check an image for inconsistencies, and with --repair fix them
     ///
     /// The repair frees leaked blocks and marks used ones, sets link counts,
@@ -280,5 +306,19 @@ fn run(command: Command) -> CliResult {
             fail_fast,
         } => export::run(&image, &imgpath::from_arg(&src), &hostdir, fail_fast),
         Command::Fsck { image, repair } => fsck::run(&image, repair),
+        Command::Run {
+            image,
+            at,
+            ro,
+            sandbox,
+            command,
+        } => run::run(&run::Args {
+            image: &image,
+            at: &at,
+            read_only: ro,
+            sandbox,
+            program: &command[0],
+            args: &command[1..],
+        }),
     }
 }

@@ -24,8 +24,25 @@ pub struct OpenFile {
     pub is_dir: bool,
     /// Byte offset for files; the readdir cookie for directories.
     pub offset: u64,
+    /// The file status flags `fcntl(F_GETFL)` reports (access mode and
+    /// the `STATUS_FLAGS` the open or a later F_SETFL gave).
+    pub status: i32,
     refs: u32,
 }
+
+/// The flags an open file description keeps, as Linux's `f_flags` shows
+/// them to F_GETFL; `O_LARGEFILE` is always set, as on 64-bit Linux.
+pub const STATUS_FLAGS: i32 = libc::O_APPEND
+    | libc::O_NONBLOCK
+    | libc::O_DIRECT
+    | libc::O_NOATIME
+    | libc::O_ASYNC
+    | libc::O_SYNC
+    | libc::O_DSYNC;
+
+/// What F_SETFL may change (Linux's SETFL_MASK).
+pub const SETFL_FLAGS: i32 =
+    libc::O_APPEND | libc::O_NONBLOCK | libc::O_DIRECT | libc::O_NOATIME | libc::O_ASYNC;
 
 impl OpenFile {
     pub fn new(ino: Ino, flags: i32, is_dir: bool) -> OpenFile {
@@ -37,6 +54,7 @@ impl OpenFile {
             append: flags & libc::O_APPEND != 0,
             is_dir,
             offset: 0,
+            status: (flags & (libc::O_ACCMODE | STATUS_FLAGS)) | libc::O_LARGEFILE,
             refs: 1,
         }
     }

@@ -334,6 +334,22 @@ impl Fs {
         self.proc.fds.dup_from(fd, 0)
     }
 
+    /// `fcntl(fd, F_GETFL)`: the access mode and file status flags.
+    pub fn fcntl_getfl(&mut self, fd: Fd) -> Result<i32> {
+        Ok(self.proc.fds.get(fd)?.status)
+    }
+
+    /// `fcntl(fd, F_SETFL, flags)`: changes what Linux lets F_SETFL change
+    /// (O_APPEND, O_NONBLOCK, O_DIRECT, O_NOATIME, O_ASYNC) on the open file
+    /// description, for every descriptor sharing it; other bits are
+    /// ignored, as Linux does.
+    pub fn fcntl_setfl(&mut self, fd: Fd, flags: i32) -> Result<()> {
+        let f = self.proc.fds.get_mut(fd)?;
+        f.status = (f.status & !fdtable::SETFL_FLAGS) | (flags & fdtable::SETFL_FLAGS);
+        f.append = f.status & libc::O_APPEND != 0;
+        Ok(())
+    }
+
     pub fn dup2(&mut self, old: Fd, new: Fd) -> Result<Fd> {
         let (fd, closed) = self.proc.fds.dup2(old, new)?;
         if let Some(ino) = closed {

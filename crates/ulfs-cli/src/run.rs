@@ -1,0 +1,250 @@
+//! `ulfs run IMAGE [--at /ulfs] [--ro] -- PROGRAM [ARGS...]`: runs an
+//! unmodified, dynamically linked program with the image's files under a
+//! prefix, served inside the program's own process by
+//! `libulfs_preload.so` (crate `ulfs-preload`) through `LD_PRELOAD`.
+//!
+//! This module only prepares and checks: the image mounts (so a bad one is
+//! reported here, in the CLI's words), the program exists and can be
+//! reached by `LD_PRELOAD` (not statically linked, not set-user-ID, not
+//! 32-bit), and the library is found. Then it execs the program, so its
+//! exit status and signals are the program's own.
+
+use std::ffi::{OsStr, OsString};
+use std::io::Read;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+
+use crate::error::{CliError, CliResult};
+
+/// The library's file name, and the variable that overrides where it is.
+const LIB: &str = "libulfs_preload.so";
+const ENV_LIB: &str = "ULFS_PRELOAD_LIB";
+
+pub struct Args<'a> {
+    pub image: &'a Path,
+    pub at: &'a OsStr,
+    pub read_only: bool,
+    pub sandbox: bool,
+    pub program: &'a OsStr,
+    pub args: &'a [OsString],
+}
+
+fn err(msg: impl Into<String>) -> CliError {
+    CliError::new("run", msg)
+}
+
+pub fn run(a: &Args) -> CliResult {
+    if a.sandbox {
+        return Err(
+            err("--sandbox is not available in this version; refusing to run unconfined")
+                .with_code(2),
+        );
+    }
+    let at = a.at.as_bytes();
+    if at.first() != Some(&b'/') || at.iter().all(|&b| b == b'/') {
+        return Err(err(format!(
+            "--at {}: the prefix must be an absolute path below /",
+            a.at.to_string_lossy()
+        ))
+        .with_code(2));
+    }
+    let image =
+        std::path::absolute(a.image).map_err(|e| err(format!("{}: {e}", a.image.display())))?;
+    check_image(&image, a.read_only)?;
+    let program = find_program(a.program)?;
+    check_program(&program)?;
+    let lib = find_library()?;
+    let mut preload = lib.into_os_string();
+    if let Some(old) = std::env::var_os("LD_PRELOAD").filter(|o| !o.is_empty()) {
+        preload.push(":");
+        preload.push(old);
+    }
+    let mut cmd = std::process::Command::new(&program);
+    cmd.arg0(a.program)
+        .args(a.args)
+        .env("LD_PRELOAD", preload)
+        .env("ULFS_RUN_IMAGE", &image)
+        .env("ULFS_RUN_AT", a.at)
+        .env_remove("ULFS_RUN_CWD");
+    if a.read_only {
+        cmd.env("ULFS_RUN_RO", "1");
+    } else {
+        cmd.env_remove("ULFS_RUN_RO");
+    }
+    let e = cmd.exec();
+    Err(err(format!("{}: {e}", program.display())).with_code(126))
+}
+
+/// The image must mount (and is let go again at once): a bad image, or one
+/// in use, is reported here rather than from inside the program.
+fn check_image(image: &Path, read_only: bool) -> CliResult {
+    let opts = ulfs::MountOptions {
+        read_only,
+        ..Default::default()
+    };
+    let fs = ulfs::Fs::mount(image, opts).map_err(|e| err(e.to_string()))?;
+    fs.unmount()
+        .map_err(|e| err(format!("{}: {e}", image.display())))
+}
+
+/// `PROGRAM` as execvp would find it: a name with a slash as it is, one
+/// without searched in `PATH`. Exit status 127 when it is not found, as a
+/// shell's.
+fn find_program(name: &OsStr) -> CliResult<PathBuf> {
+    let not_found = || err(format!("{}: command not found", name.to_string_lossy())).with_code(127);
+    if name.is_empty() {
+        return Err(not_found());
+    }
+    if name.as_bytes().contains(&b'/') {
+        return Ok(PathBuf::from(name));
+    }
+    let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
+    std::env::split_paths(&path)
+        .map(|d| d.join(name))
+        .find(|p| {
+            p.metadata()
+                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+        .ok_or_else(not_found)
+}
+
+/// What `LD_PRELOAD` cannot reach is refused, never run without the
+/// image: a statically linked or 32-bit program (the library is never
+/// loaded into it), a set-user-ID or set-group-ID one (the dynamic linker
+/// drops `LD_PRELOAD` for it). Scripts run through their interpreter,
+/// which is checked when it is an ELF file.
+fn check_program(program: &Path) -> CliResult {
+    let shown = program.display();
+    let meta = program
+        .metadata()
+        .map_err(|e| err(format!("{shown}: {e}")).with_code(127))?;
+    if meta.permissions().mode() & (libc::S_ISUID | libc::S_ISGID) != 0 {
+        return Err(err(format!(
+            "{shown} is set-user-ID or set-group-ID: the dynamic linker ignores LD_PRELOAD for it, \
+             so it could not see the image"
+        ))
+        .with_code(126));
+    }
+    let mut head = Vec::new();
+    std::fs::File::open(program)
+        .and_then(|f| f.take(4096).read_to_end(&mut head))
+        .map_err(|e| err(format!("{shown}: {e}")).with_code(126))?;
+    if let Some(rest) = head.strip_prefix(b"#!") {
+        let line = rest.split(|&b| b == b'\n').next().unwrap_or(b"");
+        let interp = line
+            .split(|&b| b == b' ' || b == b'\t')
+            .find(|w| !w.is_empty())
+            .unwrap_or(b"");
+        return if interp.is_empty() {
+            Ok(())
+        } else {
+            check_program(Path::new(OsStr::from_bytes(interp)))
+        };
+    }
+    match elf_kind(&head) {
+        ElfKind::Dynamic | ElfKind::NotElf => Ok(()),
+        ElfKind::Static => Err(err(format!(
+            "{shown} is statically linked: LD_PRELOAD cannot reach it, so it could not see the image"
+        ))
+        .with_code(126)),
+        ElfKind::Not64 => Err(err(format!(
+            "{shown} is not a 64-bit program: the ulfs library cannot be loaded into it"
+        ))
+        .with_code(126)),
+    }
+}
+
+#[derive(Debug, PartialEq)]
+enum ElfKind {
+    NotElf,
+    Not64,
+    /// Has a program interpreter (the dynamic linker).
+    Dynamic,
+    Static,
+}
+
+/// Reads an ELF header's class and looks for a `PT_INTERP` program header
+/// among the first bytes of the file.
+fn elf_kind(head: &[u8]) -> ElfKind {
+    if !head.starts_with(b"\x7fELF") {
+        return ElfKind::NotElf;
+    }
+    if head.get(4) != Some(&2) || head.get(5) != Some(&1) {
+        return ElfKind::Not64;
+    }
+    let u16_at = |o: usize| head.get(o..o + 2).map(|b| u16::from_le_bytes([b[0], b[1]]));
+    let u64_at = |o: usize| {
+        head.get(o..o + 8)
+            .map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")))
+    };
+    let (Some(phoff), Some(phentsize), Some(phnum)) = (u64_at(32), u16_at(54), u16_at(56)) else {
+        return ElfKind::Static;
+    };
+    const PT_INTERP: u32 = 3;
+    let interp = (0..phnum as u64).any(|i| {
+        let o = (phoff + i * phentsize as u64) as usize;
+        head.get(o..o + 4)
+            .is_some_and(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")) == PT_INTERP)
+    });
+    if interp {
+        ElfKind::Dynamic
+    } else {
+        ElfKind::Static
+    }
+}
+
+/// The preload library: `ULFS_PRELOAD_LIB`, or next to this executable
+/// (where cargo builds both), or in `../lib` (an installed layout).
+fn find_library() -> CliResult<PathBuf> {
+    if let Some(p) = std::env::var_os(ENV_LIB) {
+        let p = std::path::absolute(PathBuf::from(p)).map_err(|e| err(e.to_string()))?;
+        return if p.is_file() {
+            Ok(p)
+        } else {
+            Err(err(format!("{ENV_LIB}={}: no such file", p.display())))
+        };
+    }
+    let exe = std::env::current_exe().map_err(|e| err(format!("locating ulfs: {e}")))?;
+    let dir = exe.parent().unwrap_or(Path::new("/"));
+    [dir.join(LIB), dir.join("../lib").join(LIB)]
+        .into_iter()
+        .find(|p| p.is_file())
+        .ok_or_else(|| {
+            err(format!(
+                "cannot find {LIB} next to {} or in ../lib: build the workspace \
+                 (cargo build --release builds it with ulfs) or set {ENV_LIB}",
+                exe.display()
+            ))
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn elf_kinds_are_told_apart() {
+        let own = std::fs::read(std::env::current_exe().unwrap()).unwrap();
+        assert_eq!(elf_kind(&own[..4096]), ElfKind::Dynamic);
+        assert_eq!(elf_kind(b"#!/bin/sh\n"), ElfKind::NotElf);
+        let mut not64 = own[..64].to_vec();
+        not64[4] = 1;
+        assert_eq!(elf_kind(&not64), ElfKind::Not64);
+        // A header whose program headers hold no PT_INTERP.
+        let mut stat = own[..4096].to_vec();
+        let phoff = u64::from_le_bytes(stat[32..40].try_into().unwrap()) as usize;
+        let (entsize, num) = (
+            u16::from_le_bytes([stat[54], stat[55]]) as usize,
+            u16::from_le_bytes([stat[56], stat[57]]) as usize,
+        );
+        for i in 0..num {
+            let o = phoff + i * entsize;
+            if stat[o..o + 4] == 3u32.to_le_bytes() {
+                stat[o..o + 4].copy_from_slice(&1u32.to_le_bytes());
+            }
+        }
+        assert_eq!(elf_kind(&stat), ElfKind::Static);
+    }
+}

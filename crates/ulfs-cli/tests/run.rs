@@ -1,0 +1,365 @@
+//! `ulfs run`: unmodified programs on an image through the preload library,
+//! each checked against the same run on a host tmpfs directory (the
+//! transcripts must be equal), plus the run's own contract: exit status
+//! and signals are the program's, the image is committed at exit (and
+//! replayed after a kill), and what LD_PRELOAD cannot reach is refused.
+//!
+//! The library is `libulfs_preload.so` next to the `ulfs` binary under
+//! test, which `cargo test --workspace` builds (scripts/test.sh).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+const ULFS: &str = env!("CARGO_BIN_EXE_ulfs");
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// The library must have been built with the binary: say how, not "file
+/// not found" from deep inside a run.
+fn require_library() {
+    let lib = Path::new(ULFS).with_file_name("libulfs_preload.so");
+    assert!(
+        lib.is_file(),
+        "{} is missing: build the whole workspace (cargo test --workspace)",
+        lib.display()
+    );
+}
+
+/// A fresh image in a fresh directory.
+fn image() -> (tempfile::TempDir, PathBuf) {
+    require_library();
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("run.img");
+    let out = Command::new(ULFS)
+        .args(["mkfs", img.to_str().unwrap(), "64M"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    (dir, img)
+}
+
+/// `ulfs run IMG [extra] -- program args...`.
+fn run(img: &Path, extra: &[&str], program: &[&str]) -> Output {
+    Command::new(ULFS)
+        .arg("run")
+        .arg(img)
+        .args(extra)
+        .arg("--")
+        .args(program)
+        .output()
+        .unwrap()
+}
+
+fn ulfs(args: &[&str]) -> Output {
+    Command::new(ULFS).args(args).output().unwrap()
+}
+
+/// A host directory on tmpfs (the reference side).
+fn host_dir() -> tempfile::TempDir {
+    let shm = Path::new("/dev/shm");
+    if shm.is_dir() {
+        tempfile::tempdir_in(shm).unwrap()
+    } else {
+        tempfile::tempdir().unwrap()
+    }
+}
+
+/// Requires a clean fsck of the image.
+fn assert_clean(img: &Path) {
+    let out = ulfs(&["fsck", img.to_str().unwrap()]);
+    assert!(
+        out.status.success(),
+        "fsck: {}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+}
+
+/// Runs `script` with sh, once with `$1` a tmpfs directory and once with
+/// `$1` = /ulfs under `ulfs run`, and requires equal transcripts (stdout
+/// and stderr) and exit status 0. `$2` is a host scratch directory.
+fn same_as_tmpfs(script: &str) -> (tempfile::TempDir, PathBuf, String) {
+    let (dir, img) = image();
+    let scratch = dir.path().join("scratch");
+    std::fs::create_dir(&scratch).unwrap();
+    let host = host_dir();
+    let hs = |o: &Output| format!("{}{}", text(&o.stdout), text(&o.stderr));
+    let reference = Command::new("sh")
+        .args(["-c", script, "sh"])
+        .arg(host.path())
+        .arg(&scratch)
+        .output()
+        .unwrap();
+    assert!(reference.status.success(), "on tmpfs: {}", hs(&reference));
+    for e in std::fs::read_dir(&scratch).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            std::fs::remove_dir_all(p).unwrap();
+        } else {
+            std::fs::remove_file(p).unwrap();
+        }
+    }
+    let on_image = run(
+        &img,
+        &[],
+        &["sh", "-c", script, "sh", "/ulfs", scratch.to_str().unwrap()],
+    );
+    assert_eq!(
+        hs(&on_image),
+        hs(&reference),
+        "transcripts differ (left: ulfs run, right: tmpfs)"
+    );
+    assert!(on_image.status.success(), "{:?}", on_image.status);
+    assert_clean(&img);
+    (dir, img, hs(&on_image))
+}
+
+/// Coreutils and friends, one process each, started by a shell whose
+/// working directory is inside the image.
+#[test]
+fn coreutils_agree_with_tmpfs() {
+    let script = r#"
+set -e
+cd "$1"
+mkdir -p a/b/c
+printf 'hello\n' > "$2/hello"
+cp "$2/hello" a/f
+printf 'second file\n' > "$2/g"
+cp "$2/g" a/b/g
+cp a/f a/b/c/copy
+cp -a a z
+mv a/b/g a/moved
+ln -s f a/link
+ln a/f a/hard
+touch -d @1000000000 a/f
+echo "--- find"
+find . -printf '%y %m %n %p %l\n' | grep -v '^d' | sort
+find . -type d | sort
+echo "--- stat"
+stat -c '%F %a %s %h %Y' a/f a/hard
+stat -L -c '%F %s' a/link
+echo "--- sums"
+find . -type f | sort | xargs sha256sum
+echo "--- tar"
+tar -cf "$2/t.tar" a
+tar -tf "$2/t.tar" | sort
+mkdir x && tar -xf "$2/t.tar" -C x && find x | sort
+echo "--- rm"
+rm -r z x
+ls -1 .
+ls -l a | tail -n +2 | awk '{s = ($1 ~ /^d/) ? "dir" : $5; print $1, $2, s, $NF}'
+echo "--- text"
+cat a/f a/moved | wc -c
+sort a/moved a/f
+rm a/hard
+gzip -k a/f && ls a | sort && gzip -dc a/f.gz
+diff -r a a && echo same
+du -s --apparent-size a/f
+head -c 3 a/moved; echo
+cd a && pwd | sed "s|^$1|PREFIX|" && cat ../a/f && cd ..
+"#;
+    same_as_tmpfs(script);
+}
+
+/// Python's os, shutil, pathlib, tempfile, scandir, walk and rmtree.
+#[test]
+fn python_agrees_with_tmpfs() {
+    let script = r#"
+set -e
+python3 - "$1" <<'EOF'
+import os, sys, shutil, pathlib, tempfile
+base = pathlib.Path(sys.argv[1])
+os.chdir(base)
+(base / "pkg" / "sub").mkdir(parents=True)
+for i in range(20):
+    (base / "pkg" / f"n{i:02}.txt").write_text(f"line {i}\n" * (i + 1))
+(base / "pkg" / "sub" / "bin").write_bytes(bytes(range(256)) * 40)
+with open("pkg/append.log", "a") as f:
+    f.write("one\n")
+with open("pkg/append.log", "a") as f:
+    f.write("two\n")
+print(open("pkg/append.log").read(), end="")
+fd, tmp = tempfile.mkstemp(dir=base / "pkg", prefix="t-", suffix=".tmp")
+os.write(fd, b"temp data")
+os.close(fd)
+os.replace(tmp, base / "pkg" / "renamed.tmp")
+shutil.copytree(base / "pkg", base / "copy")
+shutil.move(str(base / "copy" / "sub"), str(base / "moved-sub"))
+print(sorted(e.name for e in os.scandir(base)))
+for root, dirs, files in os.walk(base):
+    dirs.sort()
+    rel = os.path.relpath(root, base)
+    sizes = [(f, os.stat(os.path.join(root, f)).st_size) for f in sorted(files)]
+    print(rel, dirs, sizes)
+print(os.path.exists("pkg/n05.txt"), os.path.isdir("pkg"), os.path.islink("pkg"))
+os.symlink("n01.txt", "pkg/ln")
+print(os.readlink("pkg/ln"), open("pkg/ln").read().strip())
+print(os.getcwd() == str(base), os.access("pkg/n01.txt", os.R_OK | os.W_OK))
+st = os.stat("pkg/sub/bin")
+print(st.st_size, oct(st.st_mode & 0o777), st.st_nlink)
+os.truncate("pkg/sub/bin", 100)
+print(len(open("pkg/sub/bin", "rb").read()))
+shutil.rmtree(base / "copy")
+print(sorted(os.listdir(base)))
+try:
+    os.rmdir(base / "pkg")
+except OSError as e:
+    print("rmdir:", e.strerror)
+try:
+    open(base / "missing")
+except FileNotFoundError as e:
+    print("open:", e.strerror)
+EOF
+"#;
+    same_as_tmpfs(script);
+}
+
+#[test]
+fn exit_status_and_signals_are_the_programs() {
+    let (_d, img) = image();
+    let out = run(&img, &[], &["sh", "-c", "echo x > /ulfs/a; exit 7"]);
+    assert_eq!(out.status.code(), Some(7), "{}", text(&out.stderr));
+    let out = run(&img, &[], &["sh", "-c", "kill -TERM $$"]);
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(out.status.signal(), Some(libc::SIGTERM));
+    // What `exit 7` wrote was committed at exit.
+    let cat = ulfs(&["cat", img.to_str().unwrap(), "/a"]);
+    assert_eq!(text(&cat.stdout), "x\n");
+    assert_clean(&img);
+}
+
+/// A program killed with SIGKILL cannot commit: the image stays
+/// consistent (its journal is replayed at the next mount), and what was
+/// committed before (here by `sync`) is kept.
+#[test]
+fn a_killed_program_leaves_a_consistent_image() {
+    let (_d, img) = image();
+    let out = run(
+        &img,
+        &[],
+        &[
+            "sh",
+            "-c",
+            "echo kept > /ulfs/a; sync; echo lost > /ulfs/b; kill -KILL $$",
+        ],
+    );
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(out.status.signal(), Some(libc::SIGKILL));
+    let cat = ulfs(&["cat", img.to_str().unwrap(), "/a"]);
+    assert_eq!(text(&cat.stdout), "kept\n", "{}", text(&cat.stderr));
+    assert_clean(&img);
+    let out = run(
+        &img,
+        &[],
+        &["sh", "-c", "echo again > /ulfs/c && cat /ulfs/c"],
+    );
+    assert_eq!(text(&out.stdout), "again\n", "{}", text(&out.stderr));
+}
+
+#[test]
+fn read_only_runs_change_nothing() {
+    let (_d, img) = image();
+    let out = run(&img, &[], &["sh", "-c", "echo data > /ulfs/f"]);
+    assert!(out.status.success());
+    let out = run(
+        &img,
+        &["--ro"],
+        &[
+            "sh",
+            "-c",
+            "cat /ulfs/f; echo more >> /ulfs/f; mkdir /ulfs/d",
+        ],
+    );
+    assert_eq!(text(&out.stdout), "data\n");
+    let err = text(&out.stderr);
+    assert!(err.contains("Read-only file system"), "{err}");
+    assert!(!out.status.success());
+    let cat = ulfs(&["cat", img.to_str().unwrap(), "/f"]);
+    assert_eq!(text(&cat.stdout), "data\n");
+}
+
+#[test]
+fn another_prefix_and_paths_around_it() {
+    let (_d, img) = image();
+    let out = run(
+        &img,
+        &["--at", "/mnt/img/"],
+        &[
+            "sh",
+            "-c",
+            "echo in > /mnt/img/f && cat /mnt/img//./f && cd /mnt/img && cat f \
+             && cat ../img/f && test ! -e /mnt/imgx && ls /mnt/img/.. >/dev/null 2>&1; \
+             test -e /ulfs/f || echo no-default-prefix",
+        ],
+    );
+    assert_eq!(
+        text(&out.stdout),
+        "in\nin\nin\nno-default-prefix\n",
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+/// What LD_PRELOAD cannot reach is refused with a clear message, and the
+/// program is never run without its image.
+#[test]
+fn unreachable_programs_and_bad_arguments_are_refused() {
+    let (dir, img) = image();
+    let i = img.to_str().unwrap();
+    let check = |args: &[&str], code: i32, words: &str| {
+        let out = ulfs(args);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(code), "{args:?}: {err}");
+        assert!(
+            err.starts_with("ulfs: run: ") && err.contains(words),
+            "{args:?}: {err}"
+        );
+    };
+    if Path::new("/sbin/ldconfig").is_file() && !is_dynamic(Path::new("/sbin/ldconfig")) {
+        check(
+            &["run", i, "--", "/sbin/ldconfig", "-p"],
+            126,
+            "statically linked",
+        );
+    }
+    if let Some(setuid) = ["/usr/bin/passwd", "/usr/bin/su", "/bin/su"]
+        .into_iter()
+        .find(|p| is_setuid(Path::new(p)))
+    {
+        check(&["run", i, "--", setuid], 126, "set-user-ID");
+    }
+    check(
+        &["run", i, "--", "no-such-program-here"],
+        127,
+        "command not found",
+    );
+    check(
+        &["run", i, "--sandbox", "--", "true"],
+        2,
+        "refusing to run unconfined",
+    );
+    check(
+        &["run", i, "--at", "relative", "--", "true"],
+        2,
+        "absolute path",
+    );
+    let junk = dir.path().join("junk.img");
+    std::fs::write(&junk, vec![0u8; 1 << 20]).unwrap();
+    check(
+        &["run", junk.to_str().unwrap(), "--", "true"],
+        1,
+        "junk.img",
+    );
+}
+
+fn is_setuid(p: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    p.metadata()
+        .is_ok_and(|m| m.permissions().mode() & libc::S_ISUID != 0)
+}
+
+fn is_dynamic(p: &Path) -> bool {
+    std::fs::read(p).is_ok_and(|b| b.windows(11).any(|w| w == b"ld-linux-x8"))
+}

@@ -1,0 +1,97 @@
+//! Descriptors of image files are real kernel descriptor numbers: each one
+//! holds a placeholder (an `O_PATH` descriptor of `/dev/null`, so numbering,
+//! `dup2` onto 0-2, poll limits and close-on-exec behave as the kernel
+//! does, and a placeholder that escapes to a call this library does not
+//! serve fails with EBADF rather than touch some other file). This table
+//! maps a placeholder's number to its ulfs descriptor.
+//!
+//! The lookup is on the path of every `read` and `write` of the program,
+//! image or not, so it is one atomic load from a fixed array indexed by
+//! the descriptor number: no lock, no allocation. Numbers past the array
+//! (a process with more than `SLOTS` descriptors open) are not given to
+//! image files: opening one then fails with EMFILE.
+
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
+
+use crate::real::real;
+
+/// Kernel descriptor numbers the table covers.
+const SLOTS: usize = 1 << 16;
+
+/// Per kernel descriptor: -1 when it is not an image file's, else the ulfs
+/// descriptor.
+static TABLE: OnceLock<Box<[AtomicI64]>> = OnceLock::new();
+
+fn table() -> &'static [AtomicI64] {
+    TABLE.get_or_init(|| (0..SLOTS).map(|_| AtomicI64::new(-1)).collect())
+}
+
+/// The ulfs descriptor behind kernel descriptor `fd`, if it is an image
+/// file's.
+#[inline]
+pub fn ulfs_fd(fd: i32) -> Option<i32> {
+    let t = TABLE.get()?;
+    let v = t.get(usize::try_from(fd).ok()?)?.load(Ordering::Acquire);
+    (v >= 0).then_some(v as i32)
+}
+
+/// A fresh placeholder descriptor (`O_CLOEXEC` as asked), or -errno.
+pub fn placeholder(cloexec: bool) -> Result<i32, i32> {
+    let open = real!(open: unsafe extern "C" fn(*const libc::c_char, libc::c_int, libc::c_uint) -> libc::c_int);
+    let flags = libc::O_PATH | if cloexec { libc::O_CLOEXEC } else { 0 };
+    // SAFETY: a NUL-terminated literal path.
+    let fd = unsafe { open(c"/dev/null".as_ptr(), flags, 0) };
+    if fd < 0 {
+        return Err(crate::errno());
+    }
+    if fd as usize >= SLOTS {
+        close_kernel(fd);
+        return Err(libc::EMFILE);
+    }
+    Ok(fd)
+}
+
+/// How many kernel descriptors stand for image files.
+static OPEN: AtomicUsize = AtomicUsize::new(0);
+
+/// Records that kernel descriptor `fd` stands for ulfs descriptor `u`.
+pub fn bind(fd: i32, u: i32) {
+    if table()[fd as usize].swap(u as i64, Ordering::AcqRel) < 0 {
+        OPEN.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Forgets `fd`; returns the ulfs descriptor it stood for.
+pub fn unbind(fd: i32) -> Option<i32> {
+    let t = TABLE.get()?;
+    let v = t.get(usize::try_from(fd).ok()?)?.swap(-1, Ordering::AcqRel);
+    if v >= 0 {
+        OPEN.fetch_sub(1, Ordering::Relaxed);
+    }
+    (v >= 0).then_some(v as i32)
+}
+
+/// How many image descriptors are open.
+pub fn open_count() -> usize {
+    OPEN.load(Ordering::Relaxed)
+}
+
+/// Forgets every image descriptor (after a fork that did not take the
+/// image along, or before an exec): the kernel descriptors stay, as the
+/// placeholders they are, and fail with EBADF if used.
+pub fn forget_all() {
+    if let Some(t) = TABLE.get() {
+        for e in t.iter() {
+            e.store(-1, Ordering::Release);
+        }
+    }
+    OPEN.store(0, Ordering::Relaxed);
+}
+
+/// Closes a kernel descriptor, ignoring the outcome (a placeholder).
+pub fn close_kernel(fd: i32) {
+    let close = real!(close: unsafe extern "C" fn(libc::c_int) -> libc::c_int);
+    // SAFETY: closing a descriptor this library opened.
+    unsafe { close(fd) };
+}

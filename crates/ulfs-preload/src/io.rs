@@ -1,0 +1,698 @@
+//! The interposed calls that open files and work on descriptors: the
+//! `open` family (with glibc's `_2` FORTIFY forms and the `64` aliases),
+//! `close`, `read`/`write` and their positional and vectored forms,
+//! `lseek`, `fstat`, `fsync`, `ftruncate`, `fchmod`, `fchown`, `fallocate`,
+//! `posix_fadvise`, `dup`/`dup2`/`dup3` and `fcntl`.
+//! A descriptor that is not an image file's goes to libc after one atomic
+//! load (`fds::ulfs_fd`).
+//!
+//! `open` and `fcntl` are variadic in C. Stable Rust cannot define a
+//! variadic function, so they are defined with their optional argument
+//! as a plain one: on x86-64 and AArch64 Linux a variadic integer argument
+//! travels exactly like a named one, and it is read only when the call
+//! carries it (`O_CREAT`/`O_TMPFILE` for `open`, the commands that take an
+//! argument for `fcntl`).
+
+use std::ffi::{CStr, CString, c_char, c_int, c_long, c_uint, c_void};
+
+use libc::{iovec, mode_t, off_t, size_t, ssize_t};
+
+use crate::fds;
+use crate::real::real;
+use crate::route::{Route, route};
+use crate::state::{Image, image};
+use crate::{fail, ret};
+
+type OpenatFn = unsafe extern "C" fn(c_int, *const c_char, c_int, c_uint) -> c_int;
+
+/// Runs `f` on the file system behind a descriptor known to be an image
+/// file's.
+fn on_image<T>(f: impl FnOnce(&mut ulfs::Fs) -> ulfs::Result<T>) -> ulfs::Result<T> {
+    match image() {
+        Some(i) => i.with(f),
+        None => Err(ulfs::Errno::EBADF),
+    }
+}
+
+/// Bytes of a C string argument (NULL is left to the callee to refuse).
+///
+/// # Safety
+/// `p` NULL or NUL-terminated.
+pub unsafe fn arg<'a>(p: *const c_char) -> Option<&'a [u8]> {
+    // SAFETY: by the contract, a non-NULL `p` is NUL-terminated.
+    (!p.is_null()).then(|| unsafe { CStr::from_ptr(p) }.to_bytes())
+}
+
+/// A rewritten path as a C string.
+pub fn c_path(p: Vec<u8>) -> CString {
+    CString::new(p).unwrap_or_else(|_| c"".to_owned())
+}
+
+/// The common body of every open: routes the path, and for the image
+/// opens the file and binds a placeholder to it.
+///
+/// # Safety
+/// `path` NULL or NUL-terminated.
+unsafe fn open_at(dirfd: c_int, path: *const c_char, flags: c_int, mode: c_uint) -> c_int {
+    let real_openat = real!(openat: OpenatFn);
+    // SAFETY: by the contract.
+    let (Some(image), Some(p)) = (image(), unsafe { arg(path) }) else {
+        // SAFETY: the program's own arguments, passed on unchanged.
+        return unsafe { real_openat(dirfd, path, flags, mode) };
+    };
+    match route(image, dirfd, p) {
+        // SAFETY: the program's own arguments, passed on unchanged.
+        Route::Host { dirfd, path: None } => unsafe { real_openat(dirfd, path, flags, mode) },
+        Route::Host {
+            dirfd,
+            path: Some(abs),
+        } => {
+            let c = c_path(abs);
+            // SAFETY: a NUL-terminated path that outlives the call.
+            unsafe { real_openat(dirfd, c.as_ptr(), flags, mode) }
+        }
+        Route::Image { dirfd, path } => open_image(image, dirfd, &path, flags, mode),
+    }
+}
+
+/// Opens an image file behind a fresh placeholder descriptor.
+pub fn open_image(image: &Image, dirfd: c_int, path: &[u8], flags: c_int, mode: c_uint) -> c_int {
+    let ph = match fds::placeholder(flags & libc::O_CLOEXEC != 0) {
+        Ok(fd) => fd,
+        Err(e) => return fail(e),
+    };
+    match image.with(|fs| fs.openat(dirfd, path, flags & !libc::O_CLOEXEC, mode)) {
+        Ok(u) => {
+            fds::bind(ph, u);
+            ph
+        }
+        Err(e) => {
+            fds::close_kernel(ph);
+            fail(e.raw())
+        }
+    }
+}
+
+/// `open(2)`.
+///
+/// # Safety
+/// As libc's `open`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn open(path: *const c_char, flags: c_int, mode: c_uint) -> c_int {
+    // SAFETY: the caller's contract is open's.
+    unsafe { open_at(libc::AT_FDCWD, path, flags, mode) }
+}
+
+/// `open64`: `open` (off_t is 64 bits).
+///
+/// # Safety
+/// As libc's `open`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn open64(path: *const c_char, flags: c_int, mode: c_uint) -> c_int {
+    // SAFETY: the caller's contract is open's.
+    unsafe { open_at(libc::AT_FDCWD, path, flags, mode) }
+}
+
+/// `openat(2)`.
+///
+/// # Safety
+/// As libc's `openat`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn openat(
+    dirfd: c_int,
+    path: *const c_char,
+    flags: c_int,
+    mode: c_uint,
+) -> c_int {
+    // SAFETY: the caller's contract is openat's.
+    unsafe { open_at(dirfd, path, flags, mode) }
+}
+
+/// `openat64`: `openat`.
+///
+/// # Safety
+/// As libc's `openat`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn openat64(
+    dirfd: c_int,
+    path: *const c_char,
+    flags: c_int,
+    mode: c_uint,
+) -> c_int {
+    // SAFETY: the caller's contract is openat's.
+    unsafe { open_at(dirfd, path, flags, mode) }
+}
+
+/// glibc's FORTIFY `open` (no mode: the checked form refuses O_CREAT
+/// without one at compile time).
+///
+/// # Safety
+/// As libc's `open`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn __open_2(path: *const c_char, flags: c_int) -> c_int {
+    // SAFETY: the caller's contract is open's.
+    unsafe { open_at(libc::AT_FDCWD, path, flags, 0) }
+}
+
+/// # Safety
+/// As libc's `open`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn __open64_2(path: *const c_char, flags: c_int) -> c_int {
+    // SAFETY: the caller's contract is open's.
+    unsafe { open_at(libc::AT_FDCWD, path, flags, 0) }
+}
+
+/// # Safety
+/// As libc's `openat`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn __openat_2(dirfd: c_int, path: *const c_char, flags: c_int) -> c_int {
+    // SAFETY: the caller's contract is openat's.
+    unsafe { open_at(dirfd, path, flags, 0) }
+}
+
+/// # Safety
+/// As libc's `openat`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn __openat64_2(dirfd: c_int, path: *const c_char, flags: c_int) -> c_int {
+    // SAFETY: the caller's contract is openat's.
+    unsafe { open_at(dirfd, path, flags, 0) }
+}
+
+/// `creat(2)`.
+///
+/// # Safety
+/// As libc's `creat`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn creat(path: *const c_char, mode: mode_t) -> c_int {
+    let flags = libc::O_CREAT | libc::O_WRONLY | libc::O_TRUNC;
+    // SAFETY: the caller's contract is creat's.
+    unsafe { open_at(libc::AT_FDCWD, path, flags, mode) }
+}
+
+/// # Safety
+/// As libc's `creat`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn creat64(path: *const c_char, mode: mode_t) -> c_int {
+    // SAFETY: the caller's contract is creat's.
+    unsafe { creat(path, mode) }
+}
+
+/// `close(2)`.
+#[unsafe(no_mangle)]
+pub extern "C" fn close(fd: c_int) -> c_int {
+    match fds::unbind(fd) {
+        Some(u) => {
+            let r = on_image(|fs| fs.close(u));
+            fds::close_kernel(fd);
+            ret(r.map(|()| 0))
+        }
+        None => {
+            let real_close = real!(close: unsafe extern "C" fn(c_int) -> c_int);
+            // SAFETY: the program's own descriptor.
+            unsafe { real_close(fd) }
+        }
+    }
+}
+
+/// A mutable byte slice from a C buffer (EFAULT for NULL with a length).
+///
+/// # Safety
+/// `buf` NULL or valid for `n` bytes.
+unsafe fn buf_mut<'a>(buf: *mut c_void, n: size_t) -> ulfs::Result<&'a mut [u8]> {
+    if n == 0 {
+        return Ok(&mut []);
+    }
+    if buf.is_null() {
+        return Err(ulfs::Errno::EFAULT);
+    }
+    // SAFETY: non-NULL and valid for `n` bytes by the contract.
+    Ok(unsafe { std::slice::from_raw_parts_mut(buf.cast(), n) })
+}
+
+/// # Safety
+/// `buf` NULL or valid for `n` bytes.
+unsafe fn buf_ref<'a>(buf: *const c_void, n: size_t) -> ulfs::Result<&'a [u8]> {
+    if n == 0 {
+        return Ok(&[]);
+    }
+    if buf.is_null() {
+        return Err(ulfs::Errno::EFAULT);
+    }
+    // SAFETY: non-NULL and valid for `n` bytes by the contract.
+    Ok(unsafe { std::slice::from_raw_parts(buf.cast(), n) })
+}
+
+fn count(r: ulfs::Result<usize>) -> ssize_t {
+    ret(r.map(|n| n as ssize_t))
+}
+
+/// `read(2)`.
+///
+/// # Safety
+/// As libc's `read`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn read(fd: c_int, buf: *mut c_void, n: size_t) -> ssize_t {
+    let Some(u) = fds::ulfs_fd(fd) else {
+        let real_read = real!(read: unsafe extern "C" fn(c_int, *mut c_void, size_t) -> ssize_t);
+        // SAFETY: the program's own arguments.
+        return unsafe { real_read(fd, buf, n) };
+    };
+    // SAFETY: `buf` valid for `n` bytes by read's contract.
+    count(unsafe { buf_mut(buf, n) }.and_then(|b| on_image(|fs| fs.read(u, b))))
+}
+
+/// `write(2)`.
+///
+/// # Safety
+/// As libc's `write`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, n: size_t) -> ssize_t {
+    let Some(u) = fds::ulfs_fd(fd) else {
+        let real_write =
+            real!(write: unsafe extern "C" fn(c_int, *const c_void, size_t) -> ssize_t);
+        // SAFETY: the program's own arguments.
+        return unsafe { real_write(fd, buf, n) };
+    };
+    // SAFETY: `buf` valid for `n` bytes by write's contract.
+    count(unsafe { buf_ref(buf, n) }.and_then(|b| on_image(|fs| fs.write(u, b))))
+}
+
+/// A negative offset is EINVAL, as the kernel says.
+fn offset(off: off_t) -> ulfs::Result<u64> {
+    u64::try_from(off).map_err(|_| ulfs::Errno::EINVAL)
+}
+
+/// `pread(2)`.
+///
+/// # Safety
+/// As libc's `pread`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pread(fd: c_int, buf: *mut c_void, n: size_t, off: off_t) -> ssize_t {
+    let Some(u) = fds::ulfs_fd(fd) else {
+        let real_pread =
+            real!(pread: unsafe extern "C" fn(c_int, *mut c_void, size_t, off_t) -> ssize_t);
+        // SAFETY: the program's own arguments.
+        return unsafe { real_pread(fd, buf, n, off) };
+    };
+    // SAFETY: `buf` valid for `n` bytes by pread's contract.
+    let r = offset(off)
+        .and_then(|o| unsafe { buf_mut(buf, n) }.and_then(|b| on_image(|fs| fs.pread(u, b, o))));
+    count(r)
+}
+
+/// # Safety
+/// As libc's `pread`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pread64(fd: c_int, buf: *mut c_void, n: size_t, off: off_t) -> ssize_t {
+    // SAFETY: the caller's contract is pread's.
+    unsafe { pread(fd, buf, n, off) }
+}
+
+/// `pwrite(2)`.
+///
+/// # Safety
+/// As libc's `pwrite`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pwrite(fd: c_int, buf: *const c_void, n: size_t, off: off_t) -> ssize_t {
+    let Some(u) = fds::ulfs_fd(fd) else {
+        let real_pwrite =
+            real!(pwrite: unsafe extern "C" fn(c_int, *const c_void, size_t, off_t) -> ssize_t);
+        // SAFETY: the program's own arguments.
+        return unsafe { real_pwrite(fd, buf, n, off) };
+    };
+    // SAFETY: `buf` valid for `n` bytes by pwrite's contract.
+    let r = offset(off)
+        .and_then(|o| unsafe { buf_ref(buf, n) }.and_then(|b| on_image(|fs| fs.pwrite(u, b, o))));
+    count(r)
+}
+
+/// # Safety
+/// As libc's `pwrite`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pwrite64(fd: c_int, buf: *const c_void, n: size_t, off: off_t) -> ssize_t {
+    // SAFETY: the caller's contract is pwrite's.
+    unsafe { pwrite(fd, buf, n, off) }
+}
+
+/// The iovecs of a vectored call as slices.
+///
+/// # Safety
+/// `iov` NULL or valid for `n` iovecs, each valid for its length.
+unsafe fn iovecs<'a>(iov: *const iovec, n: c_int) -> ulfs::Result<Vec<&'a mut [u8]>> {
+    let n = usize::try_from(n).map_err(|_| ulfs::Errno::EINVAL)?;
+    if n > libc::UIO_MAXIOV as usize {
+        return Err(ulfs::Errno::EINVAL);
+    }
+    if n == 0 {
+        return Ok(Vec::new());
+    }
+    if iov.is_null() {
+        return Err(ulfs::Errno::EFAULT);
+    }
+    // SAFETY: `iov` valid for `n` iovecs by the contract.
+    let v = unsafe { std::slice::from_raw_parts(iov, n) };
+    // SAFETY: each iovec valid for its length by the contract.
+    v.iter()
+        .map(|i| unsafe { buf_mut(i.iov_base, i.iov_len) })
+        .collect()
+}
+
+/// `readv(2)`: the buffers filled in order, one read per buffer (a short
+/// read ends the call), as a file read behaves.
+///
+/// # Safety
+/// As libc's `readv`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn readv(fd: c_int, iov: *const iovec, n: c_int) -> ssize_t {
+    let Some(u) = fds::ulfs_fd(fd) else {
+        let real_readv = real!(readv: unsafe extern "C" fn(c_int, *const iovec, c_int) -> ssize_t);
+        // SAFETY: the program's own arguments.
+        return unsafe { real_readv(fd, iov, n) };
+    };
+    // SAFETY: readv's contract.
+    let r = unsafe { iovecs(iov, n) }.and_then(|bufs| {
+        on_image(|fs| {
+            let mut total = 0;
+            for b in bufs {
+                let want = b.len();
+                let got = fs.read(u, b)?;
+                total += got;
+                if got < want {
+                    break;
+                }
+            }
+            Ok(total)
+        })
+    });
+    count(r)
+}
+
+/// `writev(2)`: the buffers written in order.
+///
+/// # Safety
+/// As libc's `writev`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn writev(fd: c_int, iov: *const iovec, n: c_int) -> ssize_t {
+    let Some(u) = fds::ulfs_fd(fd) else {
+        let real_writev =
+            real!(writev: unsafe extern "C" fn(c_int, *const iovec, c_int) -> ssize_t);
+        // SAFETY: the program's own arguments.
+        return unsafe { real_writev(fd, iov, n) };
+    };
+    // SAFETY: writev's contract.
+    let r = unsafe { iovecs(iov, n) }.and_then(|bufs| {
+        on_image(|fs| {
+            let slices: Vec<std::io::IoSlice> =
+                bufs.iter().map(|b| std::io::IoSlice::new(b)).collect();
+            fs.writev(u, &slices)
+        })
+    });
+    count(r)
+}
+
+/// `lseek(2)`.
+#[unsafe(no_mangle)]
+pub extern "C" fn lseek(fd: c_int, off: off_t, whence: c_int) -> off_t {
+    let Some(u) = fds::ulfs_fd(fd) else {
+        let real_lseek = real!(lseek: unsafe extern "C" fn(c_int, off_t, c_int) -> off_t);
+        // SAFETY: the program's own arguments.
+        return unsafe { real_lseek(fd, off, whence) };
+    };
+    ret(on_image(|fs| fs.lseek(u, off, whence)).map(|o| o as off_t))
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn lseek64(fd: c_int, off: off_t, whence: c_int) -> off_t {
+    lseek(fd, off, whence)
+}
+
+/// `fstat(2)` of an image descriptor into `st`.
+///
+/// # Safety
+/// `st` NULL or writable for one `struct stat`.
+pub unsafe fn fstat_image(u: c_int, st: *mut libc::stat) -> c_int {
+    if st.is_null() {
+        return fail(libc::EFAULT);
+    }
+    match on_image(|fs| fs.fstat(u)) {
+        Ok(s) => {
+            // SAFETY: `st` is non-NULL and writable by the contract.
+            unsafe { st.write(s.to_libc()) };
+            0
+        }
+        Err(e) => fail(e.raw()),
+    }
+}
+
+/// `fstat(2)`.
+///
+/// # Safety
+/// As libc's `fstat`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fstat(fd: c_int, st: *mut libc::stat) -> c_int {
+    match fds::ulfs_fd(fd) {
+        // SAFETY: fstat's contract.
+        Some(u) => unsafe { fstat_image(u, st) },
+        None => {
+            let real_fstat = real!(fstat: unsafe extern "C" fn(c_int, *mut libc::stat) -> c_int);
+            // SAFETY: the program's own arguments.
+            unsafe { real_fstat(fd, st) }
+        }
+    }
+}
+
+/// # Safety
+/// As libc's `fstat`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fstat64(fd: c_int, st: *mut libc::stat) -> c_int {
+    // SAFETY: the caller's contract is fstat's (the structs are one on 64-bit).
+    unsafe { fstat(fd, st) }
+}
+
+/// glibc before 2.33 compiled `fstat` into this.
+///
+/// # Safety
+/// As libc's `fstat`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn __fxstat(ver: c_int, fd: c_int, st: *mut libc::stat) -> c_int {
+    match fds::ulfs_fd(fd) {
+        // SAFETY: fstat's contract.
+        Some(u) => unsafe { fstat_image(u, st) },
+        None => {
+            let real_fxstat =
+                real!(__fxstat: unsafe extern "C" fn(c_int, c_int, *mut libc::stat) -> c_int);
+            // SAFETY: the program's own arguments.
+            unsafe { real_fxstat(ver, fd, st) }
+        }
+    }
+}
+
+/// # Safety
+/// As libc's `fstat`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn __fxstat64(ver: c_int, fd: c_int, st: *mut libc::stat) -> c_int {
+    // SAFETY: the caller's contract.
+    unsafe { __fxstat(ver, fd, st) }
+}
+
+/// Defines a call on one descriptor: image descriptors go to `$image`,
+/// others to libc's `$name`.
+macro_rules! fd_call {
+    ($(#[$doc:meta])* $name:ident($($a:ident: $t:ty),*) => |$fs:ident, $u:ident| $image:expr) => {
+        $(#[$doc])*
+        #[unsafe(no_mangle)]
+        pub extern "C" fn $name(fd: c_int $(, $a: $t)*) -> c_int {
+            match fds::ulfs_fd(fd) {
+                Some($u) => ret(on_image(|$fs| $image).map(|_| 0)),
+                None => {
+                    let f = real!($name: unsafe extern "C" fn(c_int $(, $t)*) -> c_int);
+                    // SAFETY: the program's own arguments.
+                    unsafe { f(fd $(, $a)*) }
+                }
+            }
+        }
+    };
+}
+
+fd_call!(
+    /// `fsync(2)`.
+    fsync() => |fs, u| fs.fsync(u)
+);
+fd_call!(
+    /// `fdatasync(2)`.
+    fdatasync() => |fs, u| fs.fdatasync(u)
+);
+fd_call!(
+    /// `ftruncate(2)`.
+    ftruncate(len: off_t) => |fs, u| offset(len).and_then(|l| fs.ftruncate(u, l))
+);
+fd_call!(
+    /// `ftruncate64`: `ftruncate`.
+    ftruncate64(len: off_t) => |fs, u| offset(len).and_then(|l| fs.ftruncate(u, l))
+);
+fd_call!(
+    /// `fchmod(2)`.
+    fchmod(mode: mode_t) => |fs, u| fs.fchmod(u, mode)
+);
+fd_call!(
+    /// `fchown(2)`.
+    fchown(uid: libc::uid_t, gid: libc::gid_t) => |fs, u| fs.fchown(u, uid, gid)
+);
+fd_call!(
+    /// `fallocate(2)`.
+    fallocate(mode: c_int, off: off_t, len: off_t) => |fs, u| {
+        let (o, l) = (offset(off)?, offset(len)?);
+        fs.fallocate(u, mode, o, l)
+    }
+);
+fd_call!(
+    /// `fallocate64`: `fallocate`.
+    fallocate64(mode: c_int, off: off_t, len: off_t) => |fs, u| {
+        let (o, l) = (offset(off)?, offset(len)?);
+        fs.fallocate(u, mode, o, l)
+    }
+);
+fd_call!(
+    /// `futimens(3)`.
+    futimens(times: *const libc::timespec) => |fs, u| {
+        // SAFETY: NULL or two timespecs, by futimens's contract.
+        let t = unsafe { crate::paths::times_of(times) };
+        fs.futimens(u, t)
+    }
+);
+fd_call!(
+    /// `futimes(3)`: microseconds.
+    futimes(tv: *const libc::timeval) => |fs, u| {
+        // SAFETY: NULL or two timevals, by futimes's contract.
+        let t = unsafe { crate::paths::times_of_timeval(tv) }?;
+        fs.futimens(u, t)
+    }
+);
+
+/// `posix_fadvise(2)` on an image file: advice only, taken as given. It
+/// returns the error number rather than setting errno.
+#[unsafe(no_mangle)]
+pub extern "C" fn posix_fadvise(fd: c_int, off: off_t, len: off_t, advice: c_int) -> c_int {
+    match fds::ulfs_fd(fd) {
+        Some(_) if off < 0 || len < 0 || !(0..=5).contains(&advice) => libc::EINVAL,
+        Some(_) => 0,
+        None => {
+            let f = real!(posix_fadvise: unsafe extern "C" fn(c_int, off_t, off_t, c_int) -> c_int);
+            // SAFETY: the program's own arguments.
+            unsafe { f(fd, off, len, advice) }
+        }
+    }
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn posix_fadvise64(fd: c_int, off: off_t, len: off_t, advice: c_int) -> c_int {
+    posix_fadvise(fd, off, len, advice)
+}
+
+/// Makes kernel descriptor `new` (already a placeholder) another
+/// descriptor of image descriptor `u`.
+fn bind_dup(new: c_int, u: c_int) -> c_int {
+    match on_image(|fs| fs.dup(u)) {
+        Ok(u2) => {
+            fds::bind(new, u2);
+            new
+        }
+        Err(e) => {
+            fds::close_kernel(new);
+            fail(e.raw())
+        }
+    }
+}
+
+/// Before the kernel reuses descriptor `fd` (dup2 and dup3 close their
+/// target): an image file it stood for is closed.
+fn release(fd: c_int) {
+    if let Some(u) = fds::unbind(fd) {
+        let _ = on_image(|fs| fs.close(u));
+    }
+}
+
+/// `dup(2)`.
+#[unsafe(no_mangle)]
+pub extern "C" fn dup(fd: c_int) -> c_int {
+    let real_dup = real!(dup: unsafe extern "C" fn(c_int) -> c_int);
+    // SAFETY: the program's own descriptor (or a placeholder of it).
+    let new = unsafe { real_dup(fd) };
+    match fds::ulfs_fd(fd) {
+        Some(u) if new >= 0 => bind_dup(new, u),
+        _ => new,
+    }
+}
+
+/// `dup3(2)` (and `dup2` with flags 0, and the same descriptor twice
+/// checked as dup2 does).
+fn dup_onto(old: c_int, new: c_int, flags: c_int, is_dup2: bool) -> c_int {
+    if is_dup2 && old == new {
+        let real_fcntl = real!(fcntl: unsafe extern "C" fn(c_int, c_int, c_long) -> c_int);
+        // SAFETY: F_GETFD takes no argument.
+        return if unsafe { real_fcntl(old, libc::F_GETFD, 0) } < 0 {
+            -1
+        } else {
+            new
+        };
+    }
+    let real_dup3 = real!(dup3: unsafe extern "C" fn(c_int, c_int, c_int) -> c_int);
+    let src = fds::ulfs_fd(old);
+    // SAFETY: the program's own descriptors.
+    let r = unsafe { real_dup3(old, new, flags) };
+    if r < 0 {
+        return r;
+    }
+    release(new);
+    match src {
+        Some(u) => bind_dup(new, u),
+        None => new,
+    }
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn dup2(old: c_int, new: c_int) -> c_int {
+    dup_onto(old, new, 0, true)
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn dup3(old: c_int, new: c_int, flags: c_int) -> c_int {
+    dup_onto(old, new, flags, false)
+}
+
+/// `fcntl(2)`: on an image descriptor, F_DUPFD / F_DUPFD_CLOEXEC give a
+/// new image descriptor, F_GETFD / F_SETFD work on the placeholder (the
+/// close-on-exec flag is the kernel descriptor's), F_GETFL / F_SETFL on
+/// the open file. Record locks are not served yet: ENOLCK, so a program
+/// sees that locking is unavailable. Other descriptors go to libc.
+#[unsafe(no_mangle)]
+pub extern "C" fn fcntl(fd: c_int, cmd: c_int, arg: c_long) -> c_int {
+    let real_fcntl = real!(fcntl: unsafe extern "C" fn(c_int, c_int, c_long) -> c_int);
+    let Some(u) = fds::ulfs_fd(fd) else {
+        // SAFETY: the program's own arguments.
+        return unsafe { real_fcntl(fd, cmd, arg) };
+    };
+    match cmd {
+        libc::F_DUPFD | libc::F_DUPFD_CLOEXEC => {
+            // SAFETY: duplicating the placeholder.
+            let new = unsafe { real_fcntl(fd, cmd, arg) };
+            if new < 0 { new } else { bind_dup(new, u) }
+        }
+        // SAFETY: the close-on-exec flag of the placeholder.
+        libc::F_GETFD | libc::F_SETFD => unsafe { real_fcntl(fd, cmd, arg) },
+        libc::F_GETFL => ret(on_image(|fs| fs.fcntl_getfl(u))),
+        libc::F_SETFL => ret(on_image(|fs| fs.fcntl_setfl(u, arg as c_int)).map(|()| 0)),
+        libc::F_GETLK
+        | libc::F_SETLK
+        | libc::F_SETLKW
+        | libc::F_OFD_GETLK
+        | libc::F_OFD_SETLK
+        | libc::F_OFD_SETLKW => fail(libc::ENOLCK),
+        _ => fail(libc::EINVAL),
+    }
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn fcntl64(fd: c_int, cmd: c_int, arg: c_long) -> c_int {
+    fcntl(fd, cmd, arg)
+}

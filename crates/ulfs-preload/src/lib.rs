@@ -1,0 +1,86 @@
+//! `libulfs_preload.so`: the library `ulfs run` puts in `LD_PRELOAD` so an
+//! unmodified, dynamically linked program reads and writes an image's
+//! files in its own process. It defines libc's file functions (`open`,
+//! `read`, `stat`, `opendir`, ...); a call naming a path under the prefix
+//! (or a descriptor of an image file) is served by `ulfs::Fs` as a plain
+//! function call, everything else goes on to libc unchanged.
+//!
+//! - `state`: the image mounted at load time from the environment, and the
+//!   program's working directory; committed at exit (`exit.rs`);
+//! - `route`: which side serves a path;
+//! - `fds`: image descriptors as real kernel descriptor numbers;
+//! - `real`: libc's own definitions, for everything not ours;
+//! - `io`, `paths`, `dirs`, `stdio`, `xattr`: the interposed calls on
+//!   descriptors, on paths, on directory streams, on stdio streams, and
+//!   for extended attributes;
+//! - `process`: `fork`, `vfork` and the `exec` calls, which hand the image
+//!   over between processes (one writer at a time);
+//! - `exit`: committing the image when the program ends.
+//!
+//! What is covered and what is not: docs/RUN.md.
+
+mod real;
+
+mod dirs;
+mod exit;
+mod fds;
+mod io;
+mod paths;
+mod process;
+mod route;
+mod state;
+mod stdio;
+mod xattr;
+
+/// Sets errno and returns -1, the libc convention for a failed call.
+fn fail<T: From<i8>>(e: i32) -> T {
+    // SAFETY: __errno_location returns this thread's errno slot.
+    unsafe { *libc::__errno_location() = e };
+    T::from(-1)
+}
+
+/// This thread's errno.
+fn errno() -> i32 {
+    // SAFETY: __errno_location returns this thread's errno slot.
+    unsafe { *libc::__errno_location() }
+}
+
+/// A ulfs result as libc returns it: the value, or -1 with errno set.
+fn ret<T: From<i8>>(r: ulfs::Result<T>) -> T {
+    match r {
+        Ok(v) => v,
+        Err(e) => fail(e.raw()),
+    }
+}
+
+/// Writes a message to standard error without going through anything this
+/// library interposes.
+fn warn(msg: &str) {
+    let mut line = Vec::with_capacity(msg.len() + 1);
+    line.extend_from_slice(msg.as_bytes());
+    line.push(b'\n');
+    // SAFETY: a valid buffer of that length; descriptor 2 may be closed,
+    // which only makes the write fail.
+    unsafe { libc::syscall(libc::SYS_write, 2, line.as_ptr(), line.len()) };
+}
+
+/// Reports a condition the program cannot run under, and exits with 127
+/// (as a shell does for a command that cannot be run).
+fn fatal(parts: &[&str]) -> ! {
+    warn(&parts.concat());
+    // SAFETY: ends the process. A raw system call: this library defines
+    // `_exit` itself, to commit the image first.
+    unsafe { libc::syscall(libc::SYS_exit_group, 127) };
+    unreachable!("exit_group returned")
+}
+
+/// Runs when the dynamic linker loads the library, before the program's
+/// `main`.
+extern "C" fn load() {
+    state::init();
+    exit::install();
+}
+
+#[used]
+#[unsafe(link_section = ".init_array")]
+static LOAD: extern "C" fn() = load;

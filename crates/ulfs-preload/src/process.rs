@@ -1,0 +1,155 @@
+//! Processes the program starts: `fork` hands the image over as
+//! `state.rs` describes; `vfork` is served by `fork` (a vfork child shares
+//! the parent's memory, and with it the parent's mounted file system,
+//! which it must not touch: an `_exit` there would unmount the parent's
+//! image); the `exec` calls commit and let go of the image first, so the
+//! new program (which inherits `LD_PRELOAD` and the image's environment)
+//! mounts it itself; a working directory inside the image goes along in
+//! the environment (`ULFS_RUN_CWD`), as the kernel's would. Image
+//! descriptors do not survive an exec: the new program's copies are
+//! placeholders that fail with EBADF.
+
+use std::ffi::{CStr, CString, c_char, c_int};
+
+use crate::real::real;
+use crate::state::{ENV_CWD, image};
+
+/// `fork(2)`.
+#[unsafe(no_mangle)]
+pub extern "C" fn fork() -> libc::pid_t {
+    let kept = image().is_some_and(|i| i.before_fork());
+    let real_fork = real!(fork: unsafe extern "C" fn() -> libc::pid_t);
+    // SAFETY: libc's fork.
+    let pid = unsafe { real_fork() };
+    if pid == 0
+        && kept
+        && let Some(i) = image()
+    {
+        i.after_fork_in_child();
+    }
+    pid
+}
+
+/// `vfork(2)`, served by `fork` (which POSIX allows).
+#[unsafe(no_mangle)]
+pub extern "C" fn vfork() -> libc::pid_t {
+    fork()
+}
+
+/// Before an exec: commit, let go, and forget image descriptors.
+fn before_exec() {
+    if let Some(i) = image() {
+        i.before_exec();
+    }
+}
+
+/// The environment an exec passes on: `envp` (or this process's) with
+/// `ULFS_RUN_CWD` saying where in the image the working directory is, or
+/// without it when it is on the host. `None` when there is no image.
+///
+/// # Safety
+/// `envp` NULL or a NULL-terminated array of NUL-terminated strings.
+unsafe fn env_for_exec(envp: *const *const c_char) -> Option<Vec<CString>> {
+    let image = image()?;
+    let envp = if envp.is_null() {
+        // SAFETY: `environ` is this process's environment array.
+        unsafe { environ }.cast_const()
+    } else {
+        envp
+    };
+    let key = [ENV_CWD.as_bytes(), b"="].concat();
+    let mut out = Vec::new();
+    let mut i = 0;
+    loop {
+        // SAFETY: a NULL-terminated array, by the contract.
+        let e = unsafe { *envp.add(i) };
+        if e.is_null() {
+            break;
+        }
+        // SAFETY: each entry is NUL-terminated.
+        let s = unsafe { CStr::from_ptr(e) };
+        if !s.to_bytes().starts_with(&key) {
+            out.push(s.to_owned());
+        }
+        i += 1;
+    }
+    let cwd = image.cwd();
+    if cwd.in_image {
+        out.push(CString::new([key.as_slice(), &cwd.path].concat()).ok()?);
+    }
+    Some(out)
+}
+
+/// A NULL-terminated pointer array over `v`.
+fn ptrs(v: &[CString]) -> Vec<*const c_char> {
+    v.iter()
+        .map(|c| c.as_ptr())
+        .chain([std::ptr::null()])
+        .collect()
+}
+
+unsafe extern "C" {
+    static environ: *mut *const c_char;
+}
+
+type ExecFn =
+    unsafe extern "C" fn(*const c_char, *const *const c_char, *const *const c_char) -> c_int;
+
+/// `execve(2)`.
+///
+/// # Safety
+/// As libc's `execve`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn execve(
+    path: *const c_char,
+    argv: *const *const c_char,
+    envp: *const *const c_char,
+) -> c_int {
+    // SAFETY: execve's contract.
+    let env = unsafe { env_for_exec(envp) };
+    before_exec();
+    let f = real!(execve: ExecFn);
+    let envp = env.as_deref().map_or(envp, |e| ptrs(e).leak().as_ptr());
+    // SAFETY: the program's own arguments, and an environment array that
+    // lives on (leaked: it is needed until the exec, which replaces us).
+    unsafe { f(path, argv, envp) }
+}
+
+/// `execvpe(3)`.
+///
+/// # Safety
+/// As libc's `execvpe`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn execvpe(
+    file: *const c_char,
+    argv: *const *const c_char,
+    envp: *const *const c_char,
+) -> c_int {
+    // SAFETY: execvpe's contract.
+    let env = unsafe { env_for_exec(envp) };
+    before_exec();
+    let f = real!(execvpe: ExecFn);
+    let envp = env.as_deref().map_or(envp, |e| ptrs(e).leak().as_ptr());
+    // SAFETY: as in execve.
+    unsafe { f(file, argv, envp) }
+}
+
+/// `execv(3)`.
+///
+/// # Safety
+/// As libc's `execv`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn execv(path: *const c_char, argv: *const *const c_char) -> c_int {
+    // SAFETY: execv takes this process's environment.
+    unsafe { execve(path, argv, environ.cast_const()) }
+}
+
+/// `execvp(3)`.
+///
+/// # Safety
+/// As libc's `execvp`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn execvp(file: *const c_char, argv: *const *const c_char) -> c_int {
+    // SAFETY: execvp takes this process's environment.
+    unsafe { execvpe(file, argv, environ.cast_const()) }
+}

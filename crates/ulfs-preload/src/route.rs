@@ -1,0 +1,196 @@
+//! Which side serves a path: the image (paths under the prefix, and paths
+//! relative to a directory inside it) or the kernel (everything else).
+//!
+//! An absolute path is judged after lexical normalisation (`//`, `.` and
+//! `..` folded), so `/ulfs/../etc` is the host's `/etc` and `//ulfs/a` the
+//! image's `/a`. A relative path is judged against the working directory
+//! the program believes in: from inside the image it stays with ulfs
+//! (whose working directory follows its directory by inode, as Linux's
+//! does) unless it climbs with `..`, in which case it is made absolute and
+//! judged again, so `cd /ulfs/a && cat ../../etc/passwd` reads the host's
+//! file. From a host directory a relative path goes to the kernel unless
+//! it can reach the prefix (from `/`, `ulfs/x` is the image's `/x`).
+//! Lexical `..` differs from the kernel's only across a symlink to a
+//! directory, which the kernel resolves before climbing.
+
+use crate::fds;
+use crate::state::Image;
+
+/// Where a path argument goes.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Route {
+    /// To the kernel, with `dirfd` and the path as given, or rewritten to
+    /// an absolute path (when the working directory is in the image).
+    Host { dirfd: i32, path: Option<Vec<u8>> },
+    /// To ulfs: a ulfs directory descriptor (or `AT_FDCWD`) and a path in
+    /// the image's name space.
+    Image { dirfd: i32, path: Vec<u8> },
+}
+
+/// Folds `//`, `.` and `..` out of an absolute or relative path, keeping a
+/// trailing slash (it means "must be a directory"). `..` never climbs
+/// above `/`; a relative path keeps leading `..`s it cannot fold.
+pub fn normalize(p: &[u8]) -> Vec<u8> {
+    let absolute = p.first() == Some(&b'/');
+    let mut parts: Vec<&[u8]> = Vec::new();
+    for c in p.split(|&b| b == b'/') {
+        match c {
+            b"" | b"." => {}
+            b".." => {
+                if parts.last().is_some_and(|l| *l != b"..") {
+                    parts.pop();
+                } else if !absolute {
+                    parts.push(c);
+                }
+            }
+            _ => parts.push(c),
+        }
+    }
+    let mut out = Vec::with_capacity(p.len() + 1);
+    if absolute {
+        out.push(b'/');
+    }
+    out.extend(parts.join(&b'/'));
+    let trailing = (p.len() > 1 && p.ends_with(b"/")) || p.ends_with(b"/.") || p.ends_with(b"/..");
+    if trailing && out.last().is_some_and(|&b| b != b'/') {
+        out.push(b'/');
+    }
+    if out.is_empty() {
+        out.push(b'.');
+    }
+    out
+}
+
+/// `//` and `.` folded out of a path, `..` kept.
+fn fold_dots(p: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(p.len());
+    for c in p
+        .split(|&b| b == b'/')
+        .filter(|c| !c.is_empty() && *c != b".")
+    {
+        out.push(b'/');
+        out.extend_from_slice(c);
+    }
+    out
+}
+
+/// The image path of a normalised absolute host path, if it is under
+/// `prefix`.
+fn under_prefix(prefix: &[u8], abs: &[u8]) -> Option<Vec<u8>> {
+    let rest = abs.strip_prefix(prefix)?;
+    match rest.first() {
+        None => Some(b"/".to_vec()),
+        Some(b'/') => Some(rest.to_vec()),
+        _ => None,
+    }
+}
+
+/// Routes `path` (as passed with `dirfd`, a kernel descriptor or
+/// `AT_FDCWD`).
+pub fn route(image: &Image, dirfd: i32, path: &[u8]) -> Route {
+    if path.first() == Some(&b'/') {
+        let n = normalize(path);
+        return match under_prefix(&image.prefix, &n) {
+            Some(p) => Route::Image {
+                dirfd: libc::AT_FDCWD,
+                path: p,
+            },
+            // `/ulfs/../etc`: the kernel would look for the prefix, which
+            // does not exist on the host; the folded path is what is meant.
+            None if under_prefix(&image.prefix, &fold_dots(path)).is_some() => Route::Host {
+                dirfd,
+                path: Some(n),
+            },
+            None => Route::Host { dirfd, path: None },
+        };
+    }
+    if dirfd != libc::AT_FDCWD {
+        // Relative to a directory descriptor: its side serves the call.
+        return match fds::ulfs_fd(dirfd) {
+            Some(u) => Route::Image {
+                dirfd: u,
+                path: path.to_vec(),
+            },
+            None => Route::Host { dirfd, path: None },
+        };
+    }
+    let cwd = image.cwd();
+    let climbs = path.split(|&b| b == b'/').any(|c| c == b"..");
+    if cwd.in_image && !climbs {
+        return Route::Image {
+            dirfd: libc::AT_FDCWD,
+            path: path.to_vec(),
+        };
+    }
+    if path.is_empty() || (!cwd.in_image && !could_reach(&cwd.path, &image.prefix, path)) {
+        return Route::Host { dirfd, path: None };
+    }
+    let mut abs = cwd.path.clone();
+    abs.push(b'/');
+    abs.extend_from_slice(path);
+    let n = normalize(&abs);
+    match under_prefix(&image.prefix, &n) {
+        Some(p) => Route::Image {
+            dirfd: libc::AT_FDCWD,
+            path: p,
+        },
+        None if cwd.in_image => Route::Host {
+            dirfd,
+            path: Some(n),
+        },
+        None => Route::Host { dirfd, path: None },
+    }
+}
+
+/// Whether a relative path from host directory `cwd` can land under
+/// `prefix`: it climbs, or `cwd` is an ancestor of the prefix.
+fn could_reach(cwd: &[u8], prefix: &[u8], path: &[u8]) -> bool {
+    path.split(|&b| b == b'/').any(|c| c == b"..")
+        || cwd == b"/"
+        || prefix
+            .strip_prefix(cwd)
+            .is_some_and(|r| r.first() == Some(&b'/'))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn normalize_folds_lexically() {
+        let n = |p: &str| String::from_utf8(normalize(p.as_bytes())).unwrap();
+        assert_eq!(n("/ulfs/../etc"), "/etc");
+        assert_eq!(n("//ulfs//a/./b"), "/ulfs/a/b");
+        assert_eq!(n("/.."), "/");
+        assert_eq!(n("/a/b/"), "/a/b/");
+        assert_eq!(n("/a/b/.."), "/a/");
+        assert_eq!(n("a/../../b"), "../b");
+        assert_eq!(n("a/.."), ".");
+        assert_eq!(n("/"), "/");
+    }
+
+    #[test]
+    fn a_path_through_the_prefix_is_seen_as_one() {
+        assert_eq!(fold_dots(b"//ulfs/./../etc"), b"/ulfs/../etc");
+        assert!(under_prefix(b"/ulfs", &fold_dots(b"/ulfs/..")).is_some());
+        assert!(under_prefix(b"/ulfs", &fold_dots(b"/usr/../ulfs")).is_none());
+    }
+
+    #[test]
+    fn prefix_matches_whole_components() {
+        let p = b"/ulfs";
+        assert_eq!(under_prefix(p, b"/ulfs"), Some(b"/".to_vec()));
+        assert_eq!(under_prefix(p, b"/ulfs/a/"), Some(b"/a/".to_vec()));
+        assert_eq!(under_prefix(p, b"/ulfsx/a"), None);
+        assert_eq!(under_prefix(p, b"/etc"), None);
+    }
+
+    #[test]
+    fn relative_paths_reach_the_prefix_only_from_its_ancestors() {
+        assert!(could_reach(b"/", b"/ulfs", b"ulfs/a"));
+        assert!(could_reach(b"/mnt", b"/mnt/img", b"img"));
+        assert!(!could_reach(b"/tmp", b"/ulfs", b"a/b"));
+        assert!(could_reach(b"/tmp", b"/ulfs", b"../ulfs/a"));
+        assert!(!could_reach(b"/mn", b"/mnt/img", b"t/img"));
+    }
+}

@@ -1,0 +1,237 @@
+//! The image a program runs on, and the program's logical working
+//! directory (which may be inside the image, where the kernel cannot
+//! follow it).
+//!
+//! The image is mounted when the program first touches a path in it (so
+//! the processes of a pipeline that never do, such as `sort`, never hold
+//! it; `ulfs run` checked that it mounts before starting the program) and
+//! committed at exit (`exit.rs`). Only one process writes an image at a
+//! time (the image lock), so across `fork` the image is handed over: a
+//! process with no image file open commits and lets go of it before
+//! forking, and whichever process next touches an image path mounts it
+//! again, waiting up to `LOCK_WAIT` for the other to let go (a shell
+//! running `mkdir /ulfs/d` forks, the child execs `mkdir`, which mounts,
+//! works and exits; then the shell mounts again). A process that forks
+//! while it holds image files open keeps the image; its child cannot use
+//! them (they fail with EBADF) and waits like anyone else to mount.
+
+use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::time::{Duration, Instant};
+
+use ulfs::{Errno, Fs, MountOptions};
+
+/// The environment `ulfs run` hands to the program.
+pub const ENV_IMAGE: &str = "ULFS_RUN_IMAGE";
+pub const ENV_AT: &str = "ULFS_RUN_AT";
+pub const ENV_RO: &str = "ULFS_RUN_RO";
+/// The working directory, when an exec'ing program had it in the image.
+pub const ENV_CWD: &str = "ULFS_RUN_CWD";
+
+/// How long a mount waits for another process of the same run to let go
+/// of the image.
+const LOCK_WAIT: Duration = Duration::from_secs(10);
+
+pub struct Image {
+    fs: Mutex<Slot>,
+    /// Where the image appears, absolute, without a trailing slash.
+    pub prefix: Vec<u8>,
+    path: std::path::PathBuf,
+    read_only: bool,
+    cwd: Mutex<Cwd>,
+}
+
+enum Slot {
+    /// Boxed: the slot lives in a static, and the other states are empty.
+    Mounted(Box<Fs>),
+    /// Committed and let go (before a fork), or not yet mounted again.
+    Unmounted,
+    /// The process is exiting: nothing more is served.
+    Closed,
+}
+
+/// The working directory the program believes in.
+pub struct Cwd {
+    /// Absolute and normalised: in the host's name space, which for a
+    /// directory inside the image starts with the prefix.
+    pub path: Vec<u8>,
+    /// The working directory is inside the image: the kernel's stays where
+    /// it was, and ulfs's is this one.
+    pub in_image: bool,
+}
+
+static IMAGE: OnceLock<Image> = OnceLock::new();
+
+/// The image (`None` when the program was not started by `ulfs run`).
+pub fn image() -> Option<&'static Image> {
+    IMAGE.get()
+}
+
+/// Reads the image's settings from the environment (mounting waits for
+/// the first call that needs it).
+pub fn init() {
+    let Some(path) = std::env::var_os(ENV_IMAGE) else {
+        return;
+    };
+    let prefix = std::env::var_os(ENV_AT)
+        .map(|p| p.into_encoded_bytes())
+        .unwrap_or_else(|| b"/ulfs".to_vec());
+    let prefix = crate::route::normalize(&prefix);
+    let prefix = prefix
+        .strip_suffix(b"/")
+        .map_or(prefix.clone(), <[u8]>::to_vec);
+    if prefix.first() != Some(&b'/') || prefix.is_empty() {
+        crate::fatal(&["ulfs run: the prefix must be an absolute path below /"]);
+    }
+    let host_cwd = std::env::current_dir()
+        .map(|p| p.into_os_string().into_encoded_bytes())
+        .unwrap_or_else(|_| b"/".to_vec());
+    let image = Image {
+        fs: Mutex::new(Slot::Unmounted),
+        prefix,
+        path: path.into(),
+        read_only: std::env::var_os(ENV_RO).is_some_and(|v| v == "1"),
+        cwd: Mutex::new(Cwd {
+            path: host_cwd,
+            in_image: false,
+        }),
+    };
+    if let Some(c) = std::env::var_os(ENV_CWD) {
+        let c = crate::route::normalize(c.as_encoded_bytes());
+        let mut cwd = image.cwd();
+        cwd.path = c.strip_suffix(b"/").map_or(c.clone(), <[u8]>::to_vec);
+        cwd.in_image = true;
+    }
+    if IMAGE.set(image).is_err() {
+        crate::fatal(&["ulfs run: the image was mounted twice"]);
+    }
+}
+
+impl Image {
+    /// Mounts the image, waiting up to `LOCK_WAIT` while another process
+    /// holds it.
+    fn mount(&self) -> Result<Fs, ulfs::Error> {
+        let opts = MountOptions {
+            read_only: self.read_only,
+            ..Default::default()
+        };
+        let start = Instant::now();
+        loop {
+            match Fs::mount(&self.path, opts) {
+                Err(e) if e.errno == Errno::EBUSY && start.elapsed() < LOCK_WAIT => {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                r => return r,
+            }
+        }
+    }
+
+    /// Runs `f` on the file system, mounting it again first if it was let
+    /// go. EIO once the process is exiting, or if it cannot be mounted
+    /// (said on standard error).
+    pub fn with<T>(&self, f: impl FnOnce(&mut Fs) -> ulfs::Result<T>) -> ulfs::Result<T> {
+        let mut g = lock(&self.fs);
+        if matches!(*g, Slot::Unmounted) {
+            let mut fs = match self.mount() {
+                Ok(fs) => fs,
+                Err(e) => {
+                    crate::warn(&format!("ulfs run: cannot mount the image again: {e}"));
+                    return Err(Errno::EIO);
+                }
+            };
+            self.restore_cwd(&mut fs);
+            *g = Slot::Mounted(Box::new(fs));
+        }
+        match &mut *g {
+            Slot::Mounted(fs) => f(fs),
+            _ => Err(Errno::EIO),
+        }
+    }
+
+    /// After mounting again: a working directory inside the image is set
+    /// again from its path.
+    fn restore_cwd(&self, fs: &mut Fs) {
+        let cwd = self.cwd();
+        if cwd.in_image {
+            let inner = cwd
+                .path
+                .strip_prefix(self.prefix.as_slice())
+                .unwrap_or(b"/");
+            let inner = if inner.is_empty() { b"/" } else { inner };
+            let _ = fs.chdir(inner);
+        }
+    }
+
+    pub fn cwd(&self) -> MutexGuard<'_, Cwd> {
+        lock(&self.cwd)
+    }
+
+    /// Commits and unmounts for good (at exit); later calls get EIO.
+    pub fn close(&self) {
+        let slot = std::mem::replace(&mut *lock(&self.fs), Slot::Closed);
+        if let Slot::Mounted(fs) = slot
+            && let Err(e) = fs.unmount()
+        {
+            crate::warn(&format!(
+                "ulfs run: committing the image at exit failed: {e}"
+            ));
+        }
+    }
+
+    /// Before `fork`: with no image file open, commits and lets go of the
+    /// image (so the child, or what it execs, can mount it). Returns
+    /// whether this process still holds it.
+    pub fn before_fork(&self) -> bool {
+        let mut g = lock(&self.fs);
+        if !matches!(*g, Slot::Mounted(_)) {
+            return false;
+        }
+        if crate::fds::open_count() > 0 {
+            if let Slot::Mounted(fs) = &mut *g {
+                let _ = fs.sync();
+            }
+            return true;
+        }
+        if let Slot::Mounted(fs) = std::mem::replace(&mut *g, Slot::Unmounted)
+            && let Err(e) = fs.unmount()
+        {
+            crate::warn(&format!(
+                "ulfs run: committing the image before fork failed: {e}"
+            ));
+        }
+        false
+    }
+
+    /// Before an exec: commits and lets go of the image (mounted again if
+    /// the exec fails and the program goes on), and forgets image
+    /// descriptors, which the new program cannot use.
+    pub fn before_exec(&self) {
+        let slot = std::mem::replace(&mut *lock(&self.fs), Slot::Unmounted);
+        if let Slot::Mounted(fs) = slot
+            && let Err(e) = fs.unmount()
+        {
+            crate::warn(&format!(
+                "ulfs run: committing the image before exec failed: {e}"
+            ));
+        }
+        crate::fds::forget_all();
+    }
+
+    /// In the child of a fork whose parent kept the image: the parent's
+    /// file system is not the child's to use (two writers), so it is
+    /// dropped without a word to the image, and the child's copies of the
+    /// image descriptors stop being image files.
+    pub fn after_fork_in_child(&self) {
+        let slot = std::mem::replace(&mut *lock(&self.fs), Slot::Unmounted);
+        if let Slot::Mounted(fs) = slot {
+            // Dropping would unmount, writing to the parent's image.
+            std::mem::forget(fs);
+        }
+        crate::fds::forget_all();
+    }
+}
+
+/// A poisoned lock means a panic inside a call, which `ulfs` already turned
+/// into a read-only volume: carrying on is safe.
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}

@@ -1,0 +1,284 @@
+//! stdio streams on image files. glibc's `fopen` opens through an
+//! internal call this library cannot see, and its streams read and write
+//! their descriptor the same way, so a stream on an image file is a
+//! `fopencookie` stream whose reads, writes, seeks and close go through
+//! this library's own `read`, `write`, `lseek` and `close` (`fopen`,
+//! `fopen64`, `fdopen`). `fileno` of such a stream is its image
+//! descriptor (glibc would say -1 for a cookie stream), so the common
+//! `fstat(fileno(f))` works. `freopen` onto an image path cannot keep the
+//! stream object and is refused with EOPNOTSUPP (docs/RUN.md).
+
+use std::collections::HashMap;
+use std::ffi::{c_char, c_int, c_void};
+use std::sync::{LazyLock, Mutex};
+
+use libc::{size_t, ssize_t};
+
+use crate::fds;
+use crate::io::{arg, c_path, open_image};
+use crate::real::real;
+use crate::route::{Route, route};
+use crate::state::image;
+
+/// glibc's `cookie_io_functions_t`.
+#[repr(C)]
+struct CookieIo {
+    read: unsafe extern "C" fn(*mut c_void, *mut c_char, size_t) -> ssize_t,
+    write: unsafe extern "C" fn(*mut c_void, *const c_char, size_t) -> ssize_t,
+    seek: unsafe extern "C" fn(*mut c_void, *mut i64, c_int) -> c_int,
+    close: unsafe extern "C" fn(*mut c_void) -> c_int,
+}
+
+unsafe extern "C" {
+    fn fopencookie(cookie: *mut c_void, mode: *const c_char, io: CookieIo) -> *mut libc::FILE;
+}
+
+/// The cookie is the stream's kernel descriptor (a placeholder of an image
+/// file), carried in the pointer.
+fn fd_of(cookie: *mut c_void) -> c_int {
+    cookie as usize as c_int
+}
+
+unsafe extern "C" fn cookie_read(cookie: *mut c_void, buf: *mut c_char, n: size_t) -> ssize_t {
+    // SAFETY: glibc hands a buffer valid for `n` bytes.
+    unsafe { crate::io::read(fd_of(cookie), buf.cast(), n) }
+}
+
+unsafe extern "C" fn cookie_write(cookie: *mut c_void, buf: *const c_char, n: size_t) -> ssize_t {
+    // SAFETY: glibc hands a buffer valid for `n` bytes.
+    let r = unsafe { crate::io::write(fd_of(cookie), buf.cast(), n) };
+    // A cookie write must not return -1 for a partial failure with data
+    // taken; 0 tells glibc the write failed (it sets the error flag).
+    r.max(0)
+}
+
+unsafe extern "C" fn cookie_seek(cookie: *mut c_void, off: *mut i64, whence: c_int) -> c_int {
+    // SAFETY: glibc hands a valid offset to read and update.
+    let pos = crate::io::lseek(fd_of(cookie), unsafe { *off }, whence);
+    if pos < 0 {
+        return -1;
+    }
+    // SAFETY: as above.
+    unsafe { *off = pos };
+    0
+}
+
+unsafe extern "C" fn cookie_close(cookie: *mut c_void) -> c_int {
+    let fd = fd_of(cookie);
+    streams().retain(|_, v| *v != fd);
+    crate::io::close(fd)
+}
+
+/// The cookie streams made here: `FILE *` -> image descriptor.
+fn streams() -> std::sync::MutexGuard<'static, HashMap<usize, c_int>> {
+    static STREAMS: LazyLock<Mutex<HashMap<usize, c_int>>> = LazyLock::new(Default::default);
+    STREAMS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// `open` flags for an `fopen` mode ("r", "w+", "ae", "wx", ...); EINVAL
+/// for a mode that starts with anything else.
+fn mode_flags(mode: &[u8]) -> Option<c_int> {
+    let plus = mode.iter().take_while(|&&b| b != b',').any(|&b| b == b'+');
+    let mut flags = match (mode.first()?, plus) {
+        (b'r', false) => libc::O_RDONLY,
+        (b'r', true) => libc::O_RDWR,
+        (b'w', false) => libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC,
+        (b'w', true) => libc::O_RDWR | libc::O_CREAT | libc::O_TRUNC,
+        (b'a', false) => libc::O_WRONLY | libc::O_CREAT | libc::O_APPEND,
+        (b'a', true) => libc::O_RDWR | libc::O_CREAT | libc::O_APPEND,
+        _ => return None,
+    };
+    for &b in mode.iter().skip(1).take_while(|&&b| b != b',') {
+        match b {
+            b'e' => flags |= libc::O_CLOEXEC,
+            b'x' => flags |= libc::O_EXCL,
+            _ => {}
+        }
+    }
+    Some(flags)
+}
+
+/// A cookie stream over image descriptor `fd` (closed with the stream).
+fn stream(fd: c_int, mode: *const c_char) -> *mut libc::FILE {
+    let io = CookieIo {
+        read: cookie_read,
+        write: cookie_write,
+        seek: cookie_seek,
+        close: cookie_close,
+    };
+    // SAFETY: `mode` is the program's NUL-terminated mode string; the
+    // cookie is a plain integer.
+    let f = unsafe { fopencookie(fd as usize as *mut c_void, mode, io) };
+    if !f.is_null() {
+        streams().insert(f as usize, fd);
+    }
+    f
+}
+
+/// `fileno(3)`: a stream on an image file shows its image descriptor.
+///
+/// # Safety
+/// As libc's `fileno`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fileno(f: *mut libc::FILE) -> c_int {
+    if let Some(&fd) = streams().get(&(f as usize)) {
+        return fd;
+    }
+    let real_fileno = real!(fileno: unsafe extern "C" fn(*mut libc::FILE) -> c_int);
+    // SAFETY: the program's own stream.
+    unsafe { real_fileno(f) }
+}
+
+/// # Safety
+/// As libc's `fileno_unlocked`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fileno_unlocked(f: *mut libc::FILE) -> c_int {
+    if let Some(&fd) = streams().get(&(f as usize)) {
+        return fd;
+    }
+    let real_fileno = real!(fileno_unlocked: unsafe extern "C" fn(*mut libc::FILE) -> c_int);
+    // SAFETY: the program's own stream.
+    unsafe { real_fileno(f) }
+}
+
+/// `fopen(3)`.
+///
+/// # Safety
+/// As libc's `fopen`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fopen(path: *const c_char, mode: *const c_char) -> *mut libc::FILE {
+    let real_fopen =
+        real!(fopen: unsafe extern "C" fn(*const c_char, *const c_char) -> *mut libc::FILE);
+    // SAFETY: by fopen's contract.
+    let (Some(image), Some(p), Some(m)) = (image(), unsafe { arg(path) }, unsafe { arg(mode) })
+    else {
+        // SAFETY: the program's own arguments.
+        return unsafe { real_fopen(path, mode) };
+    };
+    match route(image, libc::AT_FDCWD, p) {
+        // SAFETY: the program's own arguments.
+        Route::Host { path: None, .. } => unsafe { real_fopen(path, mode) },
+        Route::Host {
+            path: Some(abs), ..
+        } => {
+            let c = c_path(abs);
+            // SAFETY: a NUL-terminated path and the program's mode.
+            unsafe { real_fopen(c.as_ptr(), mode) }
+        }
+        Route::Image { dirfd, path } => {
+            let Some(flags) = mode_flags(m) else {
+                crate::fail::<c_int>(libc::EINVAL);
+                return std::ptr::null_mut();
+            };
+            let fd = open_image(image, dirfd, &path, flags, 0o666);
+            if fd < 0 {
+                return std::ptr::null_mut();
+            }
+            let f = stream(fd, mode);
+            if f.is_null() {
+                crate::io::close(fd);
+            }
+            f
+        }
+    }
+}
+
+/// `fopen64`: `fopen`.
+///
+/// # Safety
+/// As libc's `fopen`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fopen64(path: *const c_char, mode: *const c_char) -> *mut libc::FILE {
+    // SAFETY: the caller's contract.
+    unsafe { fopen(path, mode) }
+}
+
+/// `fdopen(3)`.
+///
+/// # Safety
+/// As libc's `fdopen`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fdopen(fd: c_int, mode: *const c_char) -> *mut libc::FILE {
+    if fds::ulfs_fd(fd).is_some() {
+        // SAFETY: by fdopen's contract.
+        if unsafe { arg(mode) }.and_then(mode_flags).is_none() {
+            crate::fail::<c_int>(libc::EINVAL);
+            return std::ptr::null_mut();
+        }
+        return stream(fd, mode);
+    }
+    let f = real!(fdopen: unsafe extern "C" fn(c_int, *const c_char) -> *mut libc::FILE);
+    // SAFETY: the program's own arguments.
+    unsafe { f(fd, mode) }
+}
+
+/// `freopen(3)`: onto a host path as libc does; onto an image path
+/// EOPNOTSUPP (the stream object would have to become a cookie stream).
+///
+/// # Safety
+/// As libc's `freopen`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn freopen(
+    path: *const c_char,
+    mode: *const c_char,
+    stream: *mut libc::FILE,
+) -> *mut libc::FILE {
+    let real_freopen = real!(freopen: unsafe extern "C" fn(*const c_char, *const c_char, *mut libc::FILE) -> *mut libc::FILE);
+    // SAFETY: by freopen's contract.
+    let (Some(image), Some(p)) = (image(), unsafe { arg(path) }) else {
+        // SAFETY: the program's own arguments.
+        return unsafe { real_freopen(path, mode, stream) };
+    };
+    match route(image, libc::AT_FDCWD, p) {
+        // SAFETY: the program's own arguments.
+        Route::Host { path: None, .. } => unsafe { real_freopen(path, mode, stream) },
+        Route::Host {
+            path: Some(abs), ..
+        } => {
+            let c = c_path(abs);
+            // SAFETY: a NUL-terminated path and the program's arguments.
+            unsafe { real_freopen(c.as_ptr(), mode, stream) }
+        }
+        Route::Image { .. } => {
+            crate::warn("ulfs run: freopen onto a path in the image is not supported");
+            crate::fail::<c_int>(libc::EOPNOTSUPP);
+            std::ptr::null_mut()
+        }
+    }
+}
+
+/// # Safety
+/// As libc's `freopen`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn freopen64(
+    path: *const c_char,
+    mode: *const c_char,
+    stream: *mut libc::FILE,
+) -> *mut libc::FILE {
+    // SAFETY: the caller's contract.
+    unsafe { freopen(path, mode, stream) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fopen_modes_become_open_flags() {
+        let m = |s: &str| mode_flags(s.as_bytes());
+        assert_eq!(m("r"), Some(libc::O_RDONLY));
+        assert_eq!(m("rb+"), Some(libc::O_RDWR));
+        assert_eq!(m("w"), Some(libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC));
+        assert_eq!(
+            m("a+e"),
+            Some(libc::O_RDWR | libc::O_CREAT | libc::O_APPEND | libc::O_CLOEXEC)
+        );
+        assert_eq!(
+            m("wx"),
+            Some(libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC | libc::O_EXCL)
+        );
+        assert_eq!(m("r,ccs=UTF-8"), Some(libc::O_RDONLY));
+        assert_eq!(m("q"), None);
+        assert_eq!(m(""), None);
+    }
+}
