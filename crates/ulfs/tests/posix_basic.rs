@@ -444,3 +444,58 @@ fn huge_operations_fit_a_small_journal() {
     let report = ulfs::fsck(&img, &mut Default::default()).unwrap();
     assert!(report.is_clean(), "{:#?}", report.problems);
 }
+
+/// `fcntl_getfl`/`fcntl_setfl` report and change what Linux's F_GETFL and
+/// F_SETFL do, checked against a host tmpfs file opened the same ways.
+#[test]
+fn status_flags_match_linux() {
+    let (_d, _img, mut fs) = fresh(16 << 20);
+    let host = tempfile::tempdir_in("/dev/shm").unwrap_or_else(|_| tempfile::tempdir().unwrap());
+    let hpath = std::ffi::CString::new(host.path().join("f").to_str().unwrap()).unwrap();
+    let opens = [
+        libc::O_RDONLY | libc::O_CREAT,
+        libc::O_WRONLY | libc::O_APPEND,
+        libc::O_RDWR | libc::O_NONBLOCK | libc::O_CLOEXEC | libc::O_TRUNC,
+        libc::O_RDWR | libc::O_SYNC | libc::O_NOATIME,
+    ];
+    for flags in opens {
+        let u = fs.open("/f", flags | libc::O_CREAT, 0o644).unwrap();
+        // SAFETY: a NUL-terminated path; the descriptor is closed below.
+        let h = unsafe { libc::open(hpath.as_ptr(), flags | libc::O_CREAT, 0o644) };
+        assert!(h >= 0);
+        // SAFETY: F_GETFL takes no argument.
+        let host_fl = unsafe { libc::fcntl(h, libc::F_GETFL) };
+        assert_eq!(fs.fcntl_getfl(u).unwrap(), host_fl, "flags {flags:#o}");
+        for set in [
+            libc::O_APPEND,
+            libc::O_NONBLOCK | libc::O_RDWR | libc::O_TRUNC,
+            0,
+        ] {
+            fs.fcntl_setfl(u, set).unwrap();
+            // SAFETY: F_SETFL with an int argument.
+            unsafe { libc::fcntl(h, libc::F_SETFL, set) };
+            // SAFETY: as above.
+            let host_fl = unsafe { libc::fcntl(h, libc::F_GETFL) };
+            assert_eq!(
+                fs.fcntl_getfl(u).unwrap(),
+                host_fl,
+                "{flags:#o} then {set:#o}"
+            );
+        }
+        // SAFETY: closing our own descriptor.
+        unsafe { libc::close(h) };
+        fs.close(u).unwrap();
+    }
+    // O_APPEND set later makes writes append, for every descriptor of the
+    // open file description.
+    let u = fs.open("/g", CREAT, 0o644).unwrap();
+    fs.write(u, b"abc").unwrap();
+    let dup = fs.dup(u).unwrap();
+    fs.lseek(u, 0, libc::SEEK_SET).unwrap();
+    fs.fcntl_setfl(dup, libc::O_APPEND).unwrap();
+    fs.write(u, b"d").unwrap();
+    let mut buf = [0u8; 8];
+    assert_eq!(fs.pread(u, &mut buf, 0).unwrap(), 4);
+    assert_eq!(&buf[..4], b"abcd");
+    assert_eq!(fs.fcntl_getfl(9999), Err(Errno::EBADF));
+}

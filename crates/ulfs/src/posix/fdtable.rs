@@ -40,6 +40,14 @@ pub const STATUS_FLAGS: i32 = libc::O_APPEND
     | libc::O_SYNC
     | libc::O_DSYNC;
 
+/// The kernel's `O_LARGEFILE`, which F_GETFL shows on every file of a
+/// 64-bit process (glibc's headers define the flag as 0 there, so the
+/// `libc` constant cannot be used).
+#[cfg(any(target_arch = "aarch64", target_arch = "arm"))]
+pub const O_LARGEFILE_KERNEL: i32 = 0o400000;
+#[cfg(not(any(target_arch = "aarch64", target_arch = "arm")))]
+pub const O_LARGEFILE_KERNEL: i32 = 0o100000;
+
 /// What F_SETFL may change (Linux's SETFL_MASK).
 pub const SETFL_FLAGS: i32 =
     libc::O_APPEND | libc::O_NONBLOCK | libc::O_DIRECT | libc::O_NOATIME | libc::O_ASYNC;
@@ -54,7 +62,7 @@ impl OpenFile {
             append: flags & libc::O_APPEND != 0,
             is_dir,
             offset: 0,
-            status: (flags & (libc::O_ACCMODE | STATUS_FLAGS)) | libc::O_LARGEFILE,
+            status: (flags & (libc::O_ACCMODE | STATUS_FLAGS)) | O_LARGEFILE_KERNEL,
             refs: 1,
         }
     }
