@@ -363,3 +363,115 @@ fn is_setuid(p: &Path) -> bool {
 fn is_dynamic(p: &Path) -> bool {
     std::fs::read(p).is_ok_and(|b| b.windows(11).any(|w| w == b"ld-linux-x8"))
 }
+
+/// sqlite3 in both journal modes: 10,000 inserts in transactions, an index,
+/// VACUUM and an integrity check (record locks and, for WAL, a shared
+/// writable mapping of the -shm file, both emulated in the process).
+#[test]
+fn sqlite3_agrees_with_tmpfs() {
+    let script = r#"
+set -e
+for mode in delete wal; do
+    {
+        echo "pragma journal_mode=$mode;"
+        echo "create table t(id integer primary key, name text, n integer);"
+        for chunk in 0 1 2 3 4 5 6 7 8 9; do
+            echo "begin;"
+            seq $((chunk * 1000)) $((chunk * 1000 + 999)) |
+                awk '{ printf "insert into t(name, n) values(%cname %d%c, %d);\n", 39, $1, 39, ($1 * 7) % 1000 }'
+            echo "commit;"
+        done
+        echo "create index tn on t(n);"
+        echo "select count(*), sum(n), max(name) from t;"
+        echo "select n, count(*) from t where n < 5 group by n;"
+        echo "delete from t where id % 3 = 0;"
+        echo "vacuum;"
+        echo "select count(*) from t;"
+        echo "pragma integrity_check;"
+    } | sqlite3 "$1/$mode.db"
+    sqlite3 "$1/$mode.db" 'select count(*), sum(n) from t; pragma integrity_check;'
+done
+ls "$1"
+"#;
+    same_as_tmpfs(script);
+}
+
+/// mmap of image files through python: private and shared read-only
+/// mappings see the file, a shared writable one writes it back.
+#[test]
+fn mmap_agrees_with_tmpfs() {
+    let script = r#"
+set -e
+python3 - "$1" <<'EOF'
+import mmap, os, sys
+p = os.path.join(sys.argv[1], "m.bin")
+with open(p, "wb") as f:
+    f.write(bytes(range(256)) * 64)
+with open(p, "r+b") as f:
+    ro = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    print(len(ro), ro[:4].hex(), ro[-4:].hex(), ro.find(b"\xfe\xff\x00"))
+    cp = mmap.mmap(f.fileno(), 4096, access=mmap.ACCESS_COPY, offset=4096)
+    cp[0:5] = b"COPY!"
+    print(cp[:8])
+    rw = mmap.mmap(f.fileno(), 8192)
+    rw[10:15] = b"HELLO"
+    rw.flush()
+    rw[8000:8003] = b"END"
+    rw.close()
+    cp.close()
+    ro.close()
+with open(p, "rb") as f:
+    data = f.read()
+print(len(data), data[8:17], data[7998:8005], data[4096:4101])
+EOF
+"#;
+    same_as_tmpfs(script);
+}
+
+/// File locks between open file descriptions of one process (OFD locks
+/// and flock conflict; POSIX locks of the process never do).
+#[test]
+fn locks_agree_with_tmpfs() {
+    let script = r#"
+set -e
+python3 - "$1" <<'EOF'
+import fcntl, os, sys, struct
+p = os.path.join(sys.argv[1], "lock")
+a = os.open(p, os.O_RDWR | os.O_CREAT, 0o644)
+b = os.open(p, os.O_RDWR)
+fcntl.flock(a, fcntl.LOCK_EX)
+try:
+    fcntl.flock(b, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    print("flock: no conflict")
+except BlockingIOError:
+    print("flock: conflict")
+fcntl.flock(a, fcntl.LOCK_UN)
+fcntl.flock(b, fcntl.LOCK_SH | fcntl.LOCK_NB)
+print("flock: shared after unlock")
+fcntl.lockf(a, fcntl.LOCK_EX, 10, 0)
+fcntl.lockf(b, fcntl.LOCK_EX | fcntl.LOCK_NB, 10, 0)
+print("posix: same process never conflicts")
+F_OFD_SETLK, F_OFD_GETLK = 37, 36
+fl = struct.pack("hhqqi", fcntl.F_WRLCK, 0, 100, 10, 0)
+fcntl.fcntl(a, F_OFD_SETLK, fl)
+try:
+    fcntl.fcntl(b, F_OFD_SETLK, fl)
+    print("ofd: no conflict")
+except BlockingIOError:
+    print("ofd: conflict")
+got = struct.unpack("hhqqi", fcntl.fcntl(b, F_OFD_GETLK, fl))
+print("ofd getlk:", got[0] == fcntl.F_WRLCK, got[2], got[3], got[4])
+os.close(a)
+fcntl.fcntl(b, F_OFD_SETLK, fl)
+print("ofd: free after close")
+ro = os.open(p, os.O_RDONLY)
+try:
+    fcntl.lockf(ro, fcntl.LOCK_EX | fcntl.LOCK_NB)
+except OSError as e:
+    print("write lock on read-only fd:", e.strerror)
+os.close(b)
+os.close(ro)
+EOF
+"#;
+    same_as_tmpfs(script);
+}

@@ -13,6 +13,7 @@ extern "C" fn at_exit() {
     if let Some(image) = crate::state::image() {
         // SAFETY: fflush(NULL) flushes every open stream.
         unsafe { libc::fflush(std::ptr::null_mut()) };
+        crate::mmap::write_back_all();
         image.close();
     }
 }

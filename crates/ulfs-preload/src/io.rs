@@ -18,6 +18,7 @@ use std::ffi::{CStr, CString, c_char, c_int, c_long, c_uint, c_void};
 use libc::{iovec, mode_t, off_t, size_t, ssize_t};
 
 use crate::fds;
+use crate::locks::{self, Kind, Owner};
 use crate::real::real;
 use crate::route::{Route, route};
 use crate::state::{Image, image};
@@ -202,7 +203,7 @@ pub unsafe extern "C" fn creat64(path: *const c_char, mode: mode_t) -> c_int {
 pub extern "C" fn close(fd: c_int) -> c_int {
     match fds::unbind(fd) {
         Some(u) => {
-            let r = on_image(|fs| fs.close(u));
+            let r = close_image(u);
             fds::close_kernel(fd);
             ret(r.map(|()| 0))
         }
@@ -212,6 +213,23 @@ pub extern "C" fn close(fd: c_int) -> c_int {
             unsafe { real_close(fd) }
         }
     }
+}
+
+/// Closes image descriptor `u`, with the locks the close ends: the
+/// process's POSIX locks on the file, and the description's OFD and
+/// `flock` locks when it was its last descriptor.
+fn close_image(u: c_int) -> ulfs::Result<()> {
+    let d = on_image(|fs| {
+        let d = fs.file_description(u)?;
+        fs.close(u)?;
+        Ok(d)
+    })?;
+    locks::release_process(d.ino);
+    if d.refs == 1 {
+        locks::release_owner(Owner::Ofd(d.id));
+        locks::release_owner(Owner::Flock(d.id));
+    }
+    Ok(())
 }
 
 /// A mutable byte slice from a C buffer (EFAULT for NULL with a length).
@@ -608,7 +626,7 @@ fn bind_dup(new: c_int, u: c_int) -> c_int {
 /// target): an image file it stood for is closed.
 fn release(fd: c_int) {
     if let Some(u) = fds::unbind(fd) {
-        let _ = on_image(|fs| fs.close(u));
+        let _ = close_image(u);
     }
 }
 
@@ -663,8 +681,8 @@ pub extern "C" fn dup3(old: c_int, new: c_int, flags: c_int) -> c_int {
 /// `fcntl(2)`: on an image descriptor, F_DUPFD / F_DUPFD_CLOEXEC give a
 /// new image descriptor, F_GETFD / F_SETFD work on the placeholder (the
 /// close-on-exec flag is the kernel descriptor's), F_GETFL / F_SETFL on
-/// the open file. Record locks are not served yet: ENOLCK, so a program
-/// sees that locking is unavailable. Other descriptors go to libc.
+/// the open file, and the record-lock commands (POSIX and OFD) on the
+/// process's own lock table (`locks.rs`). Other descriptors go to libc.
 #[unsafe(no_mangle)]
 pub extern "C" fn fcntl(fd: c_int, cmd: c_int, arg: c_long) -> c_int {
     let real_fcntl = real!(fcntl: unsafe extern "C" fn(c_int, c_int, c_long) -> c_int);
@@ -687,7 +705,7 @@ pub extern "C" fn fcntl(fd: c_int, cmd: c_int, arg: c_long) -> c_int {
         | libc::F_SETLKW
         | libc::F_OFD_GETLK
         | libc::F_OFD_SETLK
-        | libc::F_OFD_SETLKW => fail(libc::ENOLCK),
+        | libc::F_OFD_SETLKW => ret(record_lock(u, cmd, arg as *mut libc::flock).map(|()| 0)),
         _ => fail(libc::EINVAL),
     }
 }
@@ -695,4 +713,111 @@ pub extern "C" fn fcntl(fd: c_int, cmd: c_int, arg: c_long) -> c_int {
 #[unsafe(no_mangle)]
 pub extern "C" fn fcntl64(fd: c_int, cmd: c_int, arg: c_long) -> c_int {
     fcntl(fd, cmd, arg)
+}
+
+/// A record-lock command on image descriptor `u` (`struct flock` at `fl`).
+fn record_lock(u: c_int, cmd: c_int, fl: *mut libc::flock) -> ulfs::Result<()> {
+    if fl.is_null() {
+        return Err(ulfs::Errno::EFAULT);
+    }
+    // SAFETY: non-NULL, and a `struct flock` by fcntl's contract.
+    let req = unsafe { fl.read() };
+    let ofd = matches!(
+        cmd,
+        libc::F_OFD_GETLK | libc::F_OFD_SETLK | libc::F_OFD_SETLKW
+    );
+    if ofd && req.l_pid != 0 {
+        return Err(ulfs::Errno::EINVAL);
+    }
+    let (d, size, pos, acc) = on_image(|fs| {
+        let d = fs.file_description(u)?;
+        let size = fs.fstat(u)?.size;
+        let pos = fs.lseek(u, 0, libc::SEEK_CUR)?;
+        let acc = fs.fcntl_getfl(u)? & libc::O_ACCMODE;
+        Ok((d, size, pos, acc))
+    })?;
+    let base = match req.l_whence as c_int {
+        libc::SEEK_SET => 0i128,
+        libc::SEEK_CUR => pos as i128,
+        libc::SEEK_END => size as i128,
+        _ => return Err(ulfs::Errno::EINVAL),
+    };
+    let start = base + req.l_start as i128;
+    let (start, end) = match req.l_len {
+        0 => (start, u64::MAX as i128),
+        n if n > 0 => (start, start + n as i128),
+        n => (start + n as i128, start),
+    };
+    if start < 0 {
+        return Err(ulfs::Errno::EINVAL);
+    }
+    let (start, end) = (start as u64, end.min(u64::MAX as i128) as u64);
+    let owner = if ofd {
+        Owner::Ofd(d.id)
+    } else {
+        Owner::Process
+    };
+    let kind = match req.l_type as c_int {
+        libc::F_UNLCK => Kind::Unlock,
+        libc::F_RDLCK => Kind::Read,
+        libc::F_WRLCK => Kind::Write,
+        _ => return Err(ulfs::Errno::EINVAL),
+    };
+    if matches!(cmd, libc::F_GETLK | libc::F_OFD_GETLK) {
+        if kind == Kind::Unlock {
+            return Err(ulfs::Errno::EINVAL);
+        }
+        let mut out = req;
+        match locks::conflict(d.ino, owner, kind == Kind::Write, start, end) {
+            Some(h) => {
+                out.l_type = if h.write {
+                    libc::F_WRLCK
+                } else {
+                    libc::F_RDLCK
+                } as i16;
+                out.l_whence = libc::SEEK_SET as i16;
+                out.l_start = h.start as i64;
+                out.l_len = if h.end == u64::MAX {
+                    0
+                } else {
+                    (h.end - h.start) as i64
+                };
+                // The holder is this process, through an open file
+                // description (an OFD lock): Linux reports -1 for those.
+                out.l_pid = -1;
+            }
+            None => out.l_type = libc::F_UNLCK as i16,
+        }
+        // SAFETY: writable by fcntl's contract.
+        unsafe { fl.write(out) };
+        return Ok(());
+    }
+    match kind {
+        Kind::Read if acc == libc::O_WRONLY => return Err(ulfs::Errno::EBADF),
+        Kind::Write if acc == libc::O_RDONLY => return Err(ulfs::Errno::EBADF),
+        _ => {}
+    }
+    let wait = matches!(cmd, libc::F_SETLKW | libc::F_OFD_SETLKW);
+    locks::set(d.ino, owner, kind, start, end, wait)
+}
+
+/// `flock(2)`.
+#[unsafe(no_mangle)]
+pub extern "C" fn flock(fd: c_int, op: c_int) -> c_int {
+    let Some(u) = fds::ulfs_fd(fd) else {
+        let f = real!(flock: unsafe extern "C" fn(c_int, c_int) -> c_int);
+        // SAFETY: the program's own arguments.
+        return unsafe { f(fd, op) };
+    };
+    let kind = match op & !libc::LOCK_NB {
+        libc::LOCK_SH => Kind::Read,
+        libc::LOCK_EX => Kind::Write,
+        libc::LOCK_UN => Kind::Unlock,
+        _ => return fail(libc::EINVAL),
+    };
+    let r = on_image(|fs| fs.file_description(u)).and_then(|d| {
+        let wait = op & libc::LOCK_NB == 0;
+        locks::set(d.ino, Owner::Flock(d.id), kind, 0, u64::MAX, wait)
+    });
+    ret(r.map(|()| 0))
 }

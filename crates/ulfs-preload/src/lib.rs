@@ -15,6 +15,10 @@
 //!   for extended attributes;
 //! - `process`: `fork`, `vfork` and the `exec` calls, which hand the image
 //!   over between processes (one writer at a time);
+//! - `locks`: record locks and `flock` on image files, emulated in the
+//!   process;
+//! - `mmap`: mappings of image files, as filled anonymous memory (shared
+//!   writable ones written back);
 //! - `exit`: committing the image when the program ends.
 //!
 //! What is covered and what is not: docs/RUN.md.
@@ -25,6 +29,8 @@ mod dirs;
 mod exit;
 mod fds;
 mod io;
+mod locks;
+mod mmap;
 mod paths;
 mod process;
 mod route;

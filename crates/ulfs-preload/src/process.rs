@@ -39,6 +39,7 @@ pub extern "C" fn vfork() -> libc::pid_t {
 /// Before an exec: commit, let go, and forget image descriptors.
 fn before_exec() {
     if let Some(i) = image() {
+        crate::mmap::write_back_all();
         i.before_exec();
     }
 }

@@ -151,6 +151,17 @@ impl Statx {
     }
 }
 
+/// An open file description, as `Fs::file_description` shows it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FileDescription {
+    /// Shared by every descriptor of the description; reused only after
+    /// its last descriptor is closed.
+    pub id: u64,
+    pub ino: Ino,
+    /// Descriptors referring to it.
+    pub refs: u32,
+}
+
 /// What `statfs` reports.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct StatFs {

@@ -159,6 +159,14 @@ impl FdTable {
         self.files[i as usize].as_mut().ok_or(Errno::EBADF)
     }
 
+    /// The open file description behind `fd`: its slot (stable while any
+    /// descriptor refers to it) and how many descriptors do.
+    pub fn description(&self, fd: Fd) -> Result<(u32, u32)> {
+        let i = self.index(fd)?;
+        let f = self.files[i as usize].as_ref().ok_or(Errno::EBADF)?;
+        Ok((i, f.refs))
+    }
+
     /// Closes `fd`; returns the inode when this was the description's last
     /// descriptor (the caller drops its open reference).
     pub fn close(&mut self, fd: Fd) -> Result<Option<Ino>> {

@@ -334,6 +334,20 @@ impl Fs {
         self.proc.fds.dup_from(fd, 0)
     }
 
+    /// The open file description `fd` refers to: an id shared by every
+    /// descriptor `dup`ed from it (and reused only after its last one is
+    /// closed), its inode, and how many descriptors refer to it. What
+    /// owns an OFD or `flock` lock, for a layer that emulates them.
+    pub fn file_description(&mut self, fd: Fd) -> Result<FileDescription> {
+        let (id, refs) = self.proc.fds.description(fd)?;
+        let ino = self.proc.fds.get(fd)?.ino;
+        Ok(FileDescription {
+            id: id as u64,
+            ino,
+            refs,
+        })
+    }
+
     /// `fcntl(fd, F_GETFL)`: the access mode and file status flags.
     pub fn fcntl_getfl(&mut self, fd: Fd) -> Result<i32> {
         Ok(self.proc.fds.get(fd)?.status)

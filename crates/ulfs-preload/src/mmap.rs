@@ -1,0 +1,298 @@
+//! Memory mappings of image files. The kernel cannot map an image file
+//! (it is bytes inside the image, not a host file), so a mapping is made
+//! of anonymous memory filled from the file with `pread`:
+//!
+//! - private mappings, and shared read-only ones, are copies taken at
+//!   `mmap` time (what a program sees until it writes, or until the file
+//!   changes under a shared read-only mapping, which is the one difference
+//!   from the kernel's page cache);
+//! - shared writable mappings (SQLite's WAL index, gdbm) are written back
+//!   to the file with `pwrite` at `msync`, `munmap` and exit, clamped to
+//!   the file's size (a shared mapping never extends a file).
+//!
+//! Each mapping keeps a descriptor of its own (a `dup` of the program's),
+//! so it outlives a `close`, as a kernel mapping does. Mappings made by
+//! the dynamic linker (`dlopen` of a library inside the image) do not come
+//! through here.
+
+use std::ffi::{c_int, c_void};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{LazyLock, Mutex, MutexGuard};
+
+use libc::{off_t, size_t};
+
+use crate::fail;
+use crate::fds;
+use crate::real::real;
+use crate::state::image;
+
+type MmapFn = unsafe extern "C" fn(*mut c_void, size_t, c_int, c_int, c_int, off_t) -> *mut c_void;
+
+/// One mapping of an image file.
+#[derive(Clone, Copy)]
+struct Mapping {
+    addr: usize,
+    len: usize,
+    /// The mapping's own ulfs descriptor.
+    ufd: c_int,
+    /// File offset of `addr`.
+    off: u64,
+    /// Shared and writable: written back.
+    write_back: bool,
+}
+
+/// The mappings of image files. Its lock is never held while the file
+/// system's is taken (the file system itself maps and unmaps the image
+/// under its own lock, which comes through `munmap` here).
+static MAPS: LazyLock<Mutex<Vec<Mapping>>> = LazyLock::new(Default::default);
+
+/// How many mappings `MAPS` holds: `munmap` and `msync` of other memory
+/// (most of them) look at this alone.
+static COUNT: AtomicUsize = AtomicUsize::new(0);
+
+fn maps() -> MutexGuard<'static, Vec<Mapping>> {
+    MAPS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn page() -> usize {
+    // SAFETY: sysconf has no memory effects.
+    unsafe { libc::sysconf(libc::_SC_PAGESIZE) as usize }
+}
+
+/// `mmap(2)`.
+///
+/// # Safety
+/// As libc's `mmap`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn mmap(
+    addr: *mut c_void,
+    len: size_t,
+    prot: c_int,
+    flags: c_int,
+    fd: c_int,
+    off: off_t,
+) -> *mut c_void {
+    let real_mmap = real!(mmap: MmapFn);
+    let anonymous = flags & libc::MAP_ANONYMOUS != 0;
+    let (Some(u), false) = (fds::ulfs_fd(fd), anonymous) else {
+        // SAFETY: the program's own arguments.
+        return unsafe { real_mmap(addr, len, prot, flags, fd, off) };
+    };
+    match map_image(addr, len, prot, flags, u, off) {
+        Ok(p) => p,
+        Err(e) => {
+            fail::<c_int>(e.raw());
+            libc::MAP_FAILED
+        }
+    }
+}
+
+/// # Safety
+/// As libc's `mmap`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn mmap64(
+    addr: *mut c_void,
+    len: size_t,
+    prot: c_int,
+    flags: c_int,
+    fd: c_int,
+    off: off_t,
+) -> *mut c_void {
+    // SAFETY: the caller's contract.
+    unsafe { mmap(addr, len, prot, flags, fd, off) }
+}
+
+fn map_image(
+    addr: *mut c_void,
+    len: size_t,
+    prot: c_int,
+    flags: c_int,
+    u: c_int,
+    off: off_t,
+) -> ulfs::Result<*mut c_void> {
+    let image = image().ok_or(ulfs::Errno::EBADF)?;
+    if len == 0 || off < 0 || !(off as usize).is_multiple_of(page()) {
+        return Err(ulfs::Errno::EINVAL);
+    }
+    let shared = flags & libc::MAP_TYPE == libc::MAP_SHARED
+        || flags & libc::MAP_TYPE == libc::MAP_SHARED_VALIDATE;
+    let write_back = shared && prot & libc::PROT_WRITE != 0;
+    // The kernel's checks against the open mode: any mapping needs read
+    // access, a shared writable one write access too.
+    let acc = image.with(|fs| fs.fcntl_getfl(u))? & libc::O_ACCMODE;
+    if acc == libc::O_WRONLY || (write_back && acc == libc::O_RDONLY) {
+        return Err(ulfs::Errno::EACCES);
+    }
+    let own = image.with(|fs| fs.dup(u))?;
+    let real_mmap = real!(mmap: MmapFn);
+    let anon_flags = (flags & !(libc::MAP_TYPE | libc::MAP_SHARED_VALIDATE))
+        | libc::MAP_PRIVATE
+        | libc::MAP_ANONYMOUS;
+    // SAFETY: an anonymous mapping where the program asked (MAP_FIXED
+    // included, which is its own promise about that range).
+    let p = unsafe { real_mmap(addr, len, prot | libc::PROT_WRITE, anon_flags, -1, 0) };
+    if p == libc::MAP_FAILED {
+        let _ = image.with(|fs| fs.close(own));
+        return Err(ulfs::Errno(crate::errno()));
+    }
+    // SAFETY: `p` is a fresh writable mapping of `len` bytes.
+    let buf = unsafe { std::slice::from_raw_parts_mut(p.cast::<u8>(), len) };
+    let filled = image.with(|fs| {
+        let mut done = 0;
+        while done < len {
+            let n = fs.pread(own, &mut buf[done..], off as u64 + done as u64)?;
+            if n == 0 {
+                break;
+            }
+            done += n;
+        }
+        Ok(())
+    });
+    if let Err(e) = filled {
+        // SAFETY: unmapping what was just mapped.
+        unsafe { libc::syscall(libc::SYS_munmap, p, len) };
+        let _ = image.with(|fs| fs.close(own));
+        return Err(e);
+    }
+    if prot & libc::PROT_WRITE == 0 {
+        // SAFETY: the range was just mapped; back to what was asked.
+        unsafe { libc::mprotect(p, len, prot) };
+    }
+    let mut all = maps();
+    all.push(Mapping {
+        addr: p as usize,
+        len,
+        ufd: own,
+        off: off as u64,
+        write_back,
+    });
+    COUNT.store(all.len(), Ordering::Relaxed);
+    Ok(p)
+}
+
+/// Writes back the part `[from, to)` of a shared writable mapping.
+fn write_back(m: &Mapping, from: usize, to: usize) -> ulfs::Result<()> {
+    let Some(image) = image() else {
+        return Ok(());
+    };
+    image.with(|fs| {
+        let size = fs.fstat(m.ufd)?.size;
+        let file_at = m.off + (from - m.addr) as u64;
+        let end = (file_at + (to - from) as u64).min(size);
+        if end <= file_at {
+            return Ok(());
+        }
+        // SAFETY: `[from, from + (end - file_at))` lies inside the live
+        // mapping `m`, which is readable (it was mapped writable).
+        let bytes =
+            unsafe { std::slice::from_raw_parts(from as *const u8, (end - file_at) as usize) };
+        let mut done = 0;
+        while done < bytes.len() {
+            done += fs.pwrite(m.ufd, &bytes[done..], file_at + done as u64)?;
+        }
+        Ok(())
+    })
+}
+
+/// `msync(2)`: shared writable mappings of image files are written back.
+///
+/// # Safety
+/// As libc's `msync`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn msync(addr: *mut c_void, len: size_t, flags: c_int) -> c_int {
+    if COUNT.load(Ordering::Relaxed) > 0 {
+        let (a, b) = (addr as usize, addr as usize + len);
+        let hit: Vec<Mapping> = maps()
+            .iter()
+            .filter(|m| m.write_back && a.max(m.addr) < b.min(m.addr + m.len))
+            .copied()
+            .collect();
+        for m in hit {
+            if let Err(e) = write_back(&m, a.max(m.addr), b.min(m.addr + m.len)) {
+                return fail(e.raw());
+            }
+        }
+    }
+    let f = real!(msync: unsafe extern "C" fn(*mut c_void, size_t, c_int) -> c_int);
+    // SAFETY: the program's own arguments.
+    unsafe { f(addr, len, flags) }
+}
+
+/// `munmap(2)`: what is unmapped of a shared writable mapping is written
+/// back first; each mapping touched lets go of its descriptor, and what
+/// stays mapped on either side keeps a new one.
+///
+/// # Safety
+/// As libc's `munmap`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn munmap(addr: *mut c_void, len: size_t) -> c_int {
+    let f = real!(munmap: unsafe extern "C" fn(*mut c_void, size_t) -> c_int);
+    if COUNT.load(Ordering::Relaxed) == 0 {
+        // SAFETY: the program's own arguments.
+        return unsafe { f(addr, len) };
+    }
+    let (a, b) = (addr as usize, addr as usize + len);
+    let hit: Vec<Mapping> = {
+        let mut all = maps();
+        let (hit, kept): (Vec<Mapping>, Vec<Mapping>) = all
+            .drain(..)
+            .partition(|m| a.max(m.addr) < b.min(m.addr + m.len));
+        *all = kept;
+        COUNT.store(all.len(), Ordering::Relaxed);
+        hit
+    };
+    let mut rest = Vec::new();
+    for m in &hit {
+        let (from, to) = (a.max(m.addr), b.min(m.addr + m.len));
+        if m.write_back {
+            let _ = write_back(m, from, to);
+        }
+        if m.addr < from {
+            rest.push(Mapping {
+                len: from - m.addr,
+                ufd: dup_own(m.ufd),
+                ..*m
+            });
+        }
+        if to < m.addr + m.len {
+            rest.push(Mapping {
+                addr: to,
+                len: m.addr + m.len - to,
+                off: m.off + (to - m.addr) as u64,
+                ufd: dup_own(m.ufd),
+                ..*m
+            });
+        }
+    }
+    if let Some(image) = image() {
+        for m in &hit {
+            let _ = image.with(|fs| fs.close(m.ufd));
+        }
+    }
+    if !rest.is_empty() {
+        let mut all = maps();
+        all.extend(rest);
+        COUNT.store(all.len(), Ordering::Relaxed);
+    }
+    // SAFETY: the program's own arguments.
+    unsafe { f(addr, len) }
+}
+
+/// Another descriptor for a mapping split in two.
+fn dup_own(u: c_int) -> c_int {
+    image()
+        .and_then(|i| i.with(|fs| fs.dup(u)).ok())
+        .unwrap_or(u)
+}
+
+/// At exit and before an exec: every shared writable mapping is written
+/// back.
+pub fn write_back_all() {
+    if COUNT.load(Ordering::Relaxed) == 0 {
+        return;
+    }
+    let all: Vec<Mapping> = maps().iter().filter(|m| m.write_back).copied().collect();
+    for m in all {
+        let _ = write_back(&m, m.addr, m.addr + m.len);
+    }
+}
