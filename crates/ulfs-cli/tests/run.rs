@@ -475,3 +475,98 @@ EOF
 "#;
     same_as_tmpfs(script);
 }
+
+/// Nothing leaks to the kernel: real workloads run under `strace -f`, and
+/// no system call that takes a file name names a path under the prefix or
+/// any name that exists only in the image (relative paths from a working
+/// directory inside the image included).
+#[test]
+fn no_image_path_reaches_the_kernel() {
+    if Command::new("strace").arg("-V").output().is_err() {
+        return ulfs_testkit::skip::skip(
+            "no_image_path_reaches_the_kernel",
+            "strace is not installed",
+        );
+    }
+    let (dir, img) = image();
+    let log = dir.path().join("strace.log");
+    let script = r#"
+set -e
+cd /ulfs
+mkdir image-only-dir
+echo data > image-only-dir/image-only-a
+cp image-only-dir/image-only-a image-only-dir/image-only-b
+mv image-only-dir/image-only-b image-only-c
+ln -s image-only-c image-only-link
+ls -l . image-only-dir > /dev/null
+stat image-only-c image-only-link > /dev/null
+find . -name 'image-only*' | sort > /dev/null
+cat image-only-c image-only-link > /dev/null
+sha256sum image-only-dir/image-only-a > /dev/null
+touch -d @1000 image-only-c
+tar -cf /dev/null image-only-dir
+python3 -c '
+import os, shutil
+os.makedirs("image-only-py/x", exist_ok=True)
+open("image-only-py/x/image-only-f", "w").write("py")
+print(sorted(os.listdir(".")), [w[0] for w in os.walk("/ulfs")])
+shutil.rmtree("image-only-py")
+' > /dev/null
+sqlite3 image-only.db 'pragma journal_mode=wal; create table t(a); insert into t values(1); select * from t;' > /dev/null
+realpath image-only-link /ulfs/image-only-dir/../image-only-c > /dev/null
+readlink -f image-only-link > /dev/null
+df /ulfs > /dev/null
+stat -f /ulfs/image-only-c > /dev/null
+python3 -c 'import os; os.path.realpath("image-only-link"); os.statvfs("/ulfs/image-only-c")'
+rm -r image-only-dir
+cd / && ls /ulfs > /dev/null
+"#;
+    let out = Command::new("strace")
+        .args(["-f", "-qq", "-e", "trace=%file", "-e", "signal=none", "-o"])
+        .arg(&log)
+        .arg(ULFS)
+        .arg("run")
+        .arg(&img)
+        .args(["--", "sh", "-c", script])
+        .output()
+        .unwrap();
+    let trace = std::fs::read_to_string(&log).unwrap_or_default();
+    if !out.status.success() && trace.contains("PTRACE") {
+        return ulfs_testkit::skip::skip(
+            "no_image_path_reaches_the_kernel",
+            "strace cannot trace here",
+        );
+    }
+    assert!(
+        out.status.success(),
+        "{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    let mut calls = 0;
+    let mut leaks = Vec::new();
+    for line in trace.lines() {
+        calls += 1;
+        // The quoted arguments are the names; for execve only the first
+        // (the program), as its argv may mention image paths freely.
+        let quoted: Vec<&str> = line.split('"').skip(1).step_by(2).collect();
+        let names = if line.contains("execve(") {
+            &quoted[..quoted.len().min(1)]
+        } else {
+            &quoted[..]
+        };
+        if names
+            .iter()
+            .any(|n| n.starts_with("/ulfs") || n.contains("image-only"))
+        {
+            leaks.push(line.to_string());
+        }
+    }
+    assert!(calls > 100, "too few calls traced: {calls}\n{trace}");
+    assert!(
+        leaks.is_empty(),
+        "image paths reached the kernel:\n{}",
+        leaks.join("\n")
+    );
+    assert_clean(&img);
+}

@@ -15,6 +15,8 @@
 //!   for extended attributes;
 //! - `process`: `fork`, `vfork` and the `exec` calls, which hand the image
 //!   over between processes (one writer at a time);
+//! - `fsinfo`, `resolve`: `statfs`/`statvfs`, and `realpath`, for image
+//!   paths;
 //! - `locks`: record locks and `flock` on image files, emulated in the
 //!   process;
 //! - `mmap`: mappings of image files, as filled anonymous memory (shared
@@ -28,11 +30,13 @@ mod real;
 mod dirs;
 mod exit;
 mod fds;
+mod fsinfo;
 mod io;
 mod locks;
 mod mmap;
 mod paths;
 mod process;
+mod resolve;
 mod route;
 mod state;
 mod stdio;
