@@ -1,13 +1,14 @@
 //! Directory streams of image directories. glibc's `opendir` and
 //! `readdir` reach the kernel through internal calls this library cannot
 //! see, so for an image directory the whole stream is implemented here
-//! over `getdents64`: `opendir`, `fdopendir`, `readdir`/`readdir64`,
-//! `rewinddir`, `dirfd` and `closedir`. A stream is a `UlfsDir` the
-//! program holds as an opaque `DIR *`; the registry tells ours from
-//! glibc's, whose streams go to glibc.
+//! over `getdents64`: `opendir`, `fdopendir`, `readdir`/`readdir64` (and
+//! their `_r` forms), `telldir`, `seekdir`, `rewinddir`, `dirfd`,
+//! `closedir`, and `scandir`/`scandir64`/`scandirat` on top. A stream is a
+//! `UlfsDir` the program holds as an opaque `DIR *`; the registry tells
+//! ours from glibc's, whose streams go to glibc.
 
 use std::collections::HashSet;
-use std::ffi::{c_char, c_int};
+use std::ffi::{c_char, c_int, c_void};
 use std::sync::Mutex;
 
 use crate::fail;
@@ -28,6 +29,8 @@ struct UlfsDir {
     len: usize,
     /// What the last `readdir` returned (valid until the next call).
     ent: libc::dirent64,
+    /// `telldir`: the cookie of the next entry to return.
+    at: i64,
 }
 
 /// The `DIR *`s that are ours.
@@ -47,6 +50,7 @@ fn new_stream(fd: c_int) -> *mut libc::DIR {
         len: 0,
         // SAFETY: a dirent64 is plain integers and bytes: zero is valid.
         ent: unsafe { std::mem::zeroed() },
+        at: 0,
     });
     let p = Box::into_raw(dir) as usize;
     let mut g = OURS.lock().unwrap_or_else(|e| e.into_inner());
@@ -159,6 +163,7 @@ fn next(d: &mut UlfsDir) -> *mut libc::dirent64 {
     }
     d.ent.d_name[n] = 0;
     d.pos += reclen;
+    d.at = d.ent.d_off;
     &mut d.ent
 }
 
@@ -207,9 +212,273 @@ pub unsafe extern "C" fn rewinddir(dir: *mut libc::DIR) {
     }
     // SAFETY: as in readdir64.
     let d = unsafe { &mut *dir.cast::<UlfsDir>() };
+    seek(d, 0);
+}
+
+fn seek(d: &mut UlfsDir, at: i64) {
     d.pos = 0;
     d.len = 0;
-    crate::io::lseek(d.fd, 0, libc::SEEK_SET);
+    d.at = at;
+    crate::io::lseek(d.fd, at, libc::SEEK_SET);
+}
+
+/// `telldir(3)`.
+///
+/// # Safety
+/// As libc's `telldir`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn telldir(dir: *mut libc::DIR) -> libc::c_long {
+    if !is_ours(dir) {
+        let f = real!(telldir: unsafe extern "C" fn(*mut libc::DIR) -> libc::c_long);
+        // SAFETY: the program's own stream.
+        return unsafe { f(dir) };
+    }
+    // SAFETY: as in readdir64.
+    unsafe { (*dir.cast::<UlfsDir>()).at }
+}
+
+/// `seekdir(3)`: back to a position `telldir` gave.
+///
+/// # Safety
+/// As libc's `seekdir`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn seekdir(dir: *mut libc::DIR, loc: libc::c_long) {
+    if !is_ours(dir) {
+        let f = real!(seekdir: unsafe extern "C" fn(*mut libc::DIR, libc::c_long));
+        // SAFETY: the program's own stream.
+        return unsafe { f(dir, loc) };
+    }
+    // SAFETY: as in readdir64.
+    seek(unsafe { &mut *dir.cast::<UlfsDir>() }, loc);
+}
+
+/// `readdir64_r(3)`: the next entry copied into `entry`; `*result` NULL
+/// at the end. Returns an error number.
+///
+/// # Safety
+/// As libc's `readdir64_r`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn readdir64_r(
+    dir: *mut libc::DIR,
+    entry: *mut libc::dirent64,
+    result: *mut *mut libc::dirent64,
+) -> c_int {
+    if !is_ours(dir) {
+        let f = real!(readdir64_r: unsafe extern "C" fn(*mut libc::DIR, *mut libc::dirent64, *mut *mut libc::dirent64) -> c_int);
+        // SAFETY: the program's own arguments.
+        return unsafe { f(dir, entry, result) };
+    }
+    let saved = crate::errno();
+    fail::<c_int>(0);
+    // SAFETY: as in readdir64.
+    let e = next(unsafe { &mut *dir.cast::<UlfsDir>() });
+    let err = crate::errno();
+    fail::<c_int>(saved);
+    // SAFETY: `entry` and `result` are writable by the contract.
+    unsafe {
+        if e.is_null() {
+            *result = std::ptr::null_mut();
+            return err;
+        }
+        entry.write(*e);
+        *result = entry;
+    }
+    0
+}
+
+/// `readdir_r(3)`: as `readdir64_r`.
+///
+/// # Safety
+/// As libc's `readdir_r`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn readdir_r(
+    dir: *mut libc::DIR,
+    entry: *mut libc::dirent64,
+    result: *mut *mut libc::dirent64,
+) -> c_int {
+    if !is_ours(dir) {
+        let f = real!(readdir_r: unsafe extern "C" fn(*mut libc::DIR, *mut libc::dirent64, *mut *mut libc::dirent64) -> c_int);
+        // SAFETY: the program's own arguments.
+        return unsafe { f(dir, entry, result) };
+    }
+    // SAFETY: the caller's contract.
+    unsafe { readdir64_r(dir, entry, result) }
+}
+
+type Filter = Option<unsafe extern "C" fn(*const libc::dirent64) -> c_int>;
+type Compar =
+    Option<unsafe extern "C" fn(*mut *const libc::dirent64, *mut *const libc::dirent64) -> c_int>;
+
+/// `scandir` over an image directory stream: the entries `filter`
+/// accepts, each in its own malloc'd copy, sorted with `compar`.
+fn scan(
+    dir: *mut libc::DIR,
+    list: *mut *mut *mut libc::dirent64,
+    filter: Filter,
+    compar: Compar,
+) -> c_int {
+    let mut got: Vec<*mut libc::dirent64> = Vec::new();
+    let free_all = |got: &[*mut libc::dirent64]| {
+        for &e in got {
+            // SAFETY: each was malloc'd below.
+            unsafe { libc::free(e.cast()) };
+        }
+    };
+    fail::<c_int>(0);
+    loop {
+        // SAFETY: `dir` is one of our live streams.
+        let e = next(unsafe { &mut *dir.cast::<UlfsDir>() });
+        if e.is_null() {
+            break;
+        }
+        // SAFETY: `filter` is the program's function, given a live entry.
+        if let Some(f) = filter
+            && unsafe { f(e) } == 0
+        {
+            continue;
+        }
+        let size = std::mem::size_of::<libc::dirent64>();
+        // SAFETY: malloc of a positive size.
+        let copy = unsafe { libc::malloc(size) }.cast::<libc::dirent64>();
+        if copy.is_null() {
+            free_all(&got);
+            return fail(libc::ENOMEM);
+        }
+        // SAFETY: `copy` holds one dirent64; `e` is a live one.
+        unsafe { copy.write(*e) };
+        got.push(copy);
+    }
+    let err = crate::errno();
+    if err != 0 {
+        free_all(&got);
+        return fail(err);
+    }
+    if let Some(c) = compar {
+        // The program's comparison, through qsort as glibc's scandir does.
+        // SAFETY: `got` holds `len` pointers; `c` compares two of them.
+        unsafe {
+            libc::qsort(
+                got.as_mut_ptr().cast(),
+                got.len(),
+                std::mem::size_of::<*mut libc::dirent64>(),
+                Some(std::mem::transmute::<
+                    unsafe extern "C" fn(
+                        *mut *const libc::dirent64,
+                        *mut *const libc::dirent64,
+                    ) -> c_int,
+                    unsafe extern "C" fn(*const c_void, *const c_void) -> c_int,
+                >(c)),
+            )
+        };
+    }
+    let n = got.len();
+    // SAFETY: malloc for the array the caller frees.
+    let arr = unsafe { libc::malloc(n.max(1) * std::mem::size_of::<*mut libc::dirent64>()) }
+        .cast::<*mut libc::dirent64>();
+    if arr.is_null() {
+        free_all(&got);
+        return fail(libc::ENOMEM);
+    }
+    // SAFETY: `arr` holds `n` pointers; `list` is writable by the contract.
+    unsafe {
+        std::ptr::copy_nonoverlapping(got.as_ptr(), arr, n);
+        *list = arr;
+    }
+    n as c_int
+}
+
+/// `scandirat(3)`; `scandir` is this with AT_FDCWD.
+///
+/// # Safety
+/// As libc's `scandirat`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn scandirat(
+    dirfd: c_int,
+    path: *const c_char,
+    list: *mut *mut *mut libc::dirent64,
+    filter: Filter,
+    compar: Compar,
+) -> c_int {
+    // SAFETY: by the contract.
+    let routed = match (image(), unsafe { arg(path) }) {
+        (Some(image), Some(p)) => match route(image, dirfd, p) {
+            Route::Image { dirfd, path } => Some((image, dirfd, path)),
+            Route::Host { .. } => None,
+        },
+        _ => None,
+    };
+    let Some((image, d, p)) = routed else {
+        let f = real!(scandirat: unsafe extern "C" fn(c_int, *const c_char, *mut *mut *mut libc::dirent64, Filter, Compar) -> c_int);
+        // SAFETY: the program's own arguments.
+        return unsafe { f(dirfd, path, list, filter, compar) };
+    };
+    let fd = open_image(
+        image,
+        d,
+        &p,
+        libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC,
+        0,
+    );
+    if fd < 0 {
+        return -1;
+    }
+    let dir = new_stream(fd);
+    let n = scan(dir, list, filter, compar);
+    let saved = crate::errno();
+    // SAFETY: the stream was made above.
+    unsafe { closedir(dir) };
+    fail::<c_int>(saved);
+    n
+}
+
+/// `scandir(3)`.
+///
+/// # Safety
+/// As libc's `scandir`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn scandir(
+    path: *const c_char,
+    list: *mut *mut *mut libc::dirent64,
+    filter: Filter,
+    compar: Compar,
+) -> c_int {
+    // SAFETY: the caller's contract.
+    match unsafe { scandir_route(path) } {
+        // SAFETY: the caller's contract.
+        true => unsafe { scandirat(libc::AT_FDCWD, path, list, filter, compar) },
+        false => {
+            let f = real!(scandir: unsafe extern "C" fn(*const c_char, *mut *mut *mut libc::dirent64, Filter, Compar) -> c_int);
+            // SAFETY: the program's own arguments.
+            unsafe { f(path, list, filter, compar) }
+        }
+    }
+}
+
+/// `scandir64(3)`: `scandir`.
+///
+/// # Safety
+/// As libc's `scandir64`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn scandir64(
+    path: *const c_char,
+    list: *mut *mut *mut libc::dirent64,
+    filter: Filter,
+    compar: Compar,
+) -> c_int {
+    // SAFETY: the caller's contract.
+    unsafe { scandir(path, list, filter, compar) }
+}
+
+/// Whether `path` is an image directory's (so scandir is served here).
+///
+/// # Safety
+/// `path` NULL or NUL-terminated.
+unsafe fn scandir_route(path: *const c_char) -> bool {
+    // SAFETY: by the contract.
+    match (image(), unsafe { arg(path) }) {
+        (Some(image), Some(p)) => matches!(route(image, libc::AT_FDCWD, p), Route::Image { .. }),
+        _ => false,
+    }
 }
 
 /// `dirfd(3)`.

@@ -72,6 +72,18 @@ pub fn unbind(fd: i32) -> Option<i32> {
     (v >= 0).then_some(v as i32)
 }
 
+/// The kernel descriptors in `[first, last]` that stand for image files.
+pub fn bound_in(first: u32, last: u32) -> Vec<i32> {
+    let Some(t) = TABLE.get() else {
+        return Vec::new();
+    };
+    let end = (last as usize).min(SLOTS - 1);
+    (first as usize..=end)
+        .filter(|&fd| t[fd].load(Ordering::Acquire) >= 0)
+        .map(|fd| fd as i32)
+        .collect()
+}
+
 /// How many image descriptors are open.
 pub fn open_count() -> usize {
     OPEN.load(Ordering::Relaxed)

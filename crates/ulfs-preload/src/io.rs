@@ -821,3 +821,66 @@ pub extern "C" fn flock(fd: c_int, op: c_int) -> c_int {
     });
     ret(r.map(|()| 0))
 }
+
+/// `getdents64(2)` (glibc's wrapper) on an image directory.
+///
+/// # Safety
+/// As libc's `getdents64`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn getdents64(fd: c_int, buf: *mut c_void, n: size_t) -> ssize_t {
+    let Some(u) = fds::ulfs_fd(fd) else {
+        let f = real!(getdents64: unsafe extern "C" fn(c_int, *mut c_void, size_t) -> ssize_t);
+        // SAFETY: the program's own arguments.
+        return unsafe { f(fd, buf, n) };
+    };
+    // SAFETY: `buf` valid for `n` bytes by the contract.
+    count(unsafe { buf_mut(buf, n) }.and_then(|b| on_image(|fs| fs.getdents64(u, b))))
+}
+
+/// `posix_fallocate(3)`: returns the error number (errno untouched).
+#[unsafe(no_mangle)]
+pub extern "C" fn posix_fallocate(fd: c_int, off: off_t, len: off_t) -> c_int {
+    let Some(u) = fds::ulfs_fd(fd) else {
+        let f = real!(posix_fallocate: unsafe extern "C" fn(c_int, off_t, off_t) -> c_int);
+        // SAFETY: the program's own arguments.
+        return unsafe { f(fd, off, len) };
+    };
+    if off < 0 || len <= 0 {
+        return libc::EINVAL;
+    }
+    match on_image(|fs| fs.fallocate(u, 0, off as u64, len as u64)) {
+        Ok(()) => 0,
+        Err(e) => e.raw(),
+    }
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn posix_fallocate64(fd: c_int, off: off_t, len: off_t) -> c_int {
+    posix_fallocate(fd, off, len)
+}
+
+/// `close_range(2)`: image descriptors in the range are closed here (or
+/// with CLOSE_RANGE_CLOEXEC left to the kernel's flag on the placeholder,
+/// so an exec closes them), then the kernel does its part.
+#[unsafe(no_mangle)]
+pub extern "C" fn close_range(first: c_uint, last: c_uint, flags: c_int) -> c_int {
+    if first > last {
+        return fail(libc::EINVAL);
+    }
+    if flags & libc::CLOSE_RANGE_CLOEXEC as c_int == 0 && fds::open_count() > 0 {
+        for fd in fds::bound_in(first, last) {
+            release(fd);
+        }
+    }
+    let f = real!(close_range: unsafe extern "C" fn(c_uint, c_uint, c_int) -> c_int);
+    // SAFETY: the program's own arguments.
+    unsafe { f(first, last, flags) }
+}
+
+/// `closefrom(3)`: `close_range(first, ~0, 0)`.
+#[unsafe(no_mangle)]
+pub extern "C" fn closefrom(first: c_int) {
+    if first >= 0 {
+        close_range(first as c_uint, c_uint::MAX, 0);
+    }
+}

@@ -15,6 +15,8 @@
 //!   for extended attributes;
 //! - `process`: `fork`, `vfork` and the `exec` calls, which hand the image
 //!   over between processes (one writer at a time);
+//! - `transfer`: `copy_file_range` and `sendfile` with an image file on
+//!   either side;
 //! - `fsinfo`, `resolve`: `statfs`/`statvfs`, and `realpath`, for image
 //!   paths;
 //! - `locks`: record locks and `flock` on image files, emulated in the
@@ -40,6 +42,7 @@ mod resolve;
 mod route;
 mod state;
 mod stdio;
+mod transfer;
 mod xattr;
 
 /// Sets errno and returns -1, the libc convention for a failed call.
