@@ -27,13 +27,17 @@ fn require_library() {
     );
 }
 
-/// A fresh image in a fresh directory.
+/// A fresh 64 MiB image in a fresh directory.
 fn image() -> (tempfile::TempDir, PathBuf) {
+    image_of("64M")
+}
+
+fn image_of(size: &str) -> (tempfile::TempDir, PathBuf) {
     require_library();
     let dir = tempfile::tempdir().unwrap();
     let img = dir.path().join("run.img");
     let out = Command::new(ULFS)
-        .args(["mkfs", img.to_str().unwrap(), "64M"])
+        .args(["mkfs", img.to_str().unwrap(), size])
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", text(&out.stderr));
@@ -81,7 +85,29 @@ fn assert_clean(img: &Path) {
 /// `$1` = /ulfs under `ulfs run`, and requires equal transcripts (stdout
 /// and stderr) and exit status 0. `$2` is a host scratch directory.
 fn same_as_tmpfs(script: &str) -> (tempfile::TempDir, PathBuf, String) {
-    let (dir, img) = image();
+    same_as_tmpfs_on(script, "64M")
+}
+
+/// The first lines where two transcripts part, with a little context (a
+/// whole transcript can be megabytes).
+fn first_difference(a: &str, b: &str) -> String {
+    let (la, lb): (Vec<&str>, Vec<&str>) = (a.lines().collect(), b.lines().collect());
+    let i = la.iter().zip(&lb).take_while(|(x, y)| x == y).count();
+    let from = i.saturating_sub(3);
+    let show = |l: &[&str]| l[from.min(l.len())..(i + 5).min(l.len())].join("\n");
+    format!(
+        "transcripts part at line {} (ulfs run: {} lines, tmpfs: {} lines)\n--- ulfs run:\n{}\n--- tmpfs:\n{}",
+        i + 1,
+        la.len(),
+        lb.len(),
+        show(&la),
+        show(&lb)
+    )
+}
+
+/// `same_as_tmpfs` on an image of `size`.
+fn same_as_tmpfs_on(script: &str, size: &str) -> (tempfile::TempDir, PathBuf, String) {
+    let (dir, img) = image_of(size);
     // On tmpfs like the reference directory, so copies between the two
     // stay on one file system on the reference side (copy_file_range
     // across file systems is EXDEV there).
@@ -109,11 +135,8 @@ fn same_as_tmpfs(script: &str) -> (tempfile::TempDir, PathBuf, String) {
         &[],
         &["sh", "-c", script, "sh", "/ulfs", scratch.to_str().unwrap()],
     );
-    assert_eq!(
-        hs(&on_image),
-        hs(&reference),
-        "transcripts differ (left: ulfs run, right: tmpfs)"
-    );
+    let (u, t) = (hs(&on_image), hs(&reference));
+    assert!(u == t, "{}", first_difference(&u, &t));
     assert!(on_image.status.success(), "{:?}", on_image.status);
     assert_clean(&img);
     (dir, img, hs(&on_image))
@@ -598,4 +621,58 @@ fn c_calls_agree_with_tmpfs() {
     let (_d, _img, out) = same_as_tmpfs(&script);
     assert!(out.contains("threads: 0 failed"), "{out}");
     assert!(out.contains("content kept: yes"), "{out}");
+}
+
+/// gdbmtool (store and fetch 10,000 items: mmap and locks), fio (psync,
+/// every block verified with crc32c; threads, as fio's processes would
+/// share the image), postmark (its defaults, then 10,000 files, counts
+/// only: its timings vary) and git (init, add, commit, rm, mv, status,
+/// log, fsck; fixed dates, so the commit ids must match too).
+#[test]
+fn gdbm_fio_postmark_and_git_agree_with_tmpfs() {
+    let script = r#"
+set -e
+cd "$1"
+{
+    i=0
+    while [ $i -lt 10000 ]; do echo "store key$i value-$i-$((i * 31 % 997))"; i=$((i + 1)); done
+    echo "fetch key4242"
+    echo "fetch key9999"
+    echo "count"
+    echo "delete key17"
+    echo "count"
+} > "$2/gdbm-commands"
+gdbmtool -n "$1/test.gdbm" < "$2/gdbm-commands"
+gdbmtool -r "$1/test.gdbm" fetch key123
+fio --name=verify --directory="$1" --ioengine=psync --rw=randwrite --bs=4k --size=16M \
+    --verify=crc32c --do_verify=1 --thread --numjobs=2 --group_reporting \
+    --output="$2/fio.out" && echo "fio: verified"
+rm -f "$1"/verify.*
+mkdir pm
+printf 'set location %s/pm\nrun\nset number 10000\nrun\nquit\n' "$1" > "$2/pm.cfg"
+postmark "$2/pm.cfg" | sed -e 's/ ([0-9.]* per second)//' | grep -v -e seconds -e megabytes -e '^Time'
+ls pm | wc -l
+export GIT_AUTHOR_NAME=t GIT_AUTHOR_EMAIL=t@x GIT_COMMITTER_NAME=t GIT_COMMITTER_EMAIL=t@x
+export GIT_AUTHOR_DATE='2026-01-01T00:00:00Z' GIT_COMMITTER_DATE='2026-01-01T00:00:00Z'
+export GIT_CONFIG_NOSYSTEM=1 HOME="$2" GIT_PAGER=cat
+git init -q -b main repo
+cd repo
+mkdir -p src
+for i in 1 2 3 4 5; do echo "file $i" > src/f$i.txt; done
+git add .
+git commit -q -m first
+echo change >> src/f1.txt
+git rm -q src/f2.txt
+git mv src/f3.txt src/g3.txt
+git status --short
+git commit -q -am second
+git log --oneline
+git fsck --no-progress 2>&1
+git status --short
+git cat-file -p HEAD:src/f1.txt
+"#;
+    // 10,000 postmark files take some 80 MiB.
+    let (_d, _img, out) = same_as_tmpfs_on(script, "256M");
+    assert!(out.contains("fio: verified"), "{out}");
+    assert!(out.contains("value-4242-"), "{out}");
 }

@@ -15,6 +15,7 @@
 //!   for extended attributes;
 //! - `process`: `fork`, `vfork` and the `exec` calls, which hand the image
 //!   over between processes (one writer at a time);
+//! - `tempfiles`: `mkstemp` and friends, `mkdtemp`, for image templates;
 //! - `transfer`: `copy_file_range` and `sendfile` with an image file on
 //!   either side;
 //! - `fsinfo`, `resolve`: `statfs`/`statvfs`, and `realpath`, for image
@@ -42,6 +43,7 @@ mod resolve;
 mod route;
 mod state;
 mod stdio;
+mod tempfiles;
 mod transfer;
 mod xattr;
 

@@ -281,6 +281,14 @@ path_call!(
     unlink(path) -> c_int => |fs, d, p| fs.unlinkat(d, &p, 0).map(|()| 0)
 );
 path_call!(
+    /// `remove(3)`: `unlink`, or `rmdir` for a directory (glibc's calls
+    /// both internally, out of this library's sight).
+    remove(path) -> c_int => |fs, d, p| match fs.unlinkat(d, &p, 0) {
+        Err(ulfs::Errno::EISDIR) => fs.unlinkat(d, &p, libc::AT_REMOVEDIR).map(|()| 0),
+        r => r.map(|()| 0),
+    }
+);
+path_call!(
     /// `unlinkat(2)`.
     unlinkat(@at dirfd, path, flags: c_int) -> c_int
         => |fs, d, p| fs.unlinkat(d, &p, flags).map(|()| 0)

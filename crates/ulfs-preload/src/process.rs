@@ -17,17 +17,13 @@ use crate::state::{ENV_CWD, image};
 /// `fork(2)`.
 #[unsafe(no_mangle)]
 pub extern "C" fn fork() -> libc::pid_t {
-    let kept = image().is_some_and(|i| i.before_fork());
     let real_fork = real!(fork: unsafe extern "C" fn() -> libc::pid_t);
     // SAFETY: libc's fork.
-    let pid = unsafe { real_fork() };
-    if pid == 0
-        && kept
-        && let Some(i) = image()
-    {
-        i.after_fork_in_child();
+    let call = || unsafe { real_fork() };
+    match image() {
+        Some(i) => i.fork(call),
+        None => call(),
     }
-    pid
 }
 
 /// `vfork(2)`, served by `fork` (which POSIX allows).

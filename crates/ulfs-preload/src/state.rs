@@ -177,30 +177,6 @@ impl Image {
         }
     }
 
-    /// Before `fork`: with no image file open, commits and lets go of the
-    /// image (so the child, or what it execs, can mount it). Returns
-    /// whether this process still holds it.
-    pub fn before_fork(&self) -> bool {
-        let mut g = lock(&self.fs);
-        if !matches!(*g, Slot::Mounted(_)) {
-            return false;
-        }
-        if crate::fds::open_count() > 0 {
-            if let Slot::Mounted(fs) = &mut *g {
-                let _ = fs.sync();
-            }
-            return true;
-        }
-        if let Slot::Mounted(fs) = std::mem::replace(&mut *g, Slot::Unmounted)
-            && let Err(e) = fs.unmount()
-        {
-            crate::warn(&format!(
-                "ulfs run: committing the image before fork failed: {e}"
-            ));
-        }
-        false
-    }
-
     /// Before an exec: commits and lets go of the image (mounted again if
     /// the exec fails and the program goes on), and forgets image
     /// descriptors, which the new program cannot use.
@@ -216,17 +192,42 @@ impl Image {
         crate::fds::forget_all();
     }
 
-    /// In the child of a fork whose parent kept the image: the parent's
-    /// file system is not the child's to use (two writers), so it is
-    /// dropped without a word to the image, and the child's copies of the
+    /// `fork`, done by `real_fork` with the file system's lock held (so no
+    /// call is half done in either process). With no image file open, the
+    /// image is committed and let go first, so the child, or what it
+    /// execs, can mount it. Otherwise the parent keeps it; the child's
+    /// copy is abandoned and dropped without writing anything (closing its
+    /// copy of the image file, whose lock stays with the parent) and its
     /// image descriptors stop being image files.
-    pub fn after_fork_in_child(&self) {
-        let slot = std::mem::replace(&mut *lock(&self.fs), Slot::Unmounted);
-        if let Slot::Mounted(fs) = slot {
-            // Dropping would unmount, writing to the parent's image.
-            std::mem::forget(fs);
+    pub fn fork(&self, real_fork: impl FnOnce() -> libc::pid_t) -> libc::pid_t {
+        let mut g = lock(&self.fs);
+        let kept = match &mut *g {
+            Slot::Mounted(fs) if crate::fds::open_count() > 0 => {
+                let _ = fs.sync();
+                true
+            }
+            Slot::Mounted(_) => {
+                if let Slot::Mounted(fs) = std::mem::replace(&mut *g, Slot::Unmounted)
+                    && let Err(e) = fs.unmount()
+                {
+                    crate::warn(&format!(
+                        "ulfs run: committing the image before fork failed: {e}"
+                    ));
+                }
+                false
+            }
+            _ => false,
+        };
+        let pid = real_fork();
+        if pid == 0 && kept {
+            if let Slot::Mounted(mut fs) = std::mem::replace(&mut *g, Slot::Unmounted) {
+                // Read-only for good: dropping it writes nothing.
+                fs.abandon();
+                drop(fs);
+            }
+            crate::fds::forget_all();
         }
-        crate::fds::forget_all();
+        pid
     }
 }
 
