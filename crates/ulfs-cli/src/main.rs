@@ -24,6 +24,7 @@ mod mkfs;
 mod progress;
 mod rm;
 mod run;
+mod sandbox;
 mod size;
 mod walk;
 
@@ -189,9 +190,18 @@ enum Command {
         /// Mount the image read-only (every change is EROFS)
         #[arg(long)]
         ro: bool,
-        /// Confine the program to its image (not available yet: refused)
+        /// Confine the program: it may read only the system's programs,
+        /// libraries and configuration (and --allow-read paths), write only
+        /// its image and standard streams, and open no network sockets
+        /// (Landlock and seccomp; refused where they are not available)
         #[arg(long)]
         sandbox: bool,
+        /// With --sandbox: also let the program read (and execute) PATH
+        #[arg(long, value_name = "PATH")]
+        allow_read: Vec<PathBuf>,
+        /// With --sandbox: allow network sockets
+        #[arg(long)]
+        allow_net: bool,
         /// The program (searched in PATH) and its arguments
         #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
         command: Vec<OsString>,
@@ -311,12 +321,16 @@ fn run(command: Command) -> CliResult {
             at,
             ro,
             sandbox,
+            allow_read,
+            allow_net,
             command,
         } => run::run(&run::Args {
             image: &image,
             at: &at,
             read_only: ro,
             sandbox,
+            allow_read: &allow_read,
+            allow_net,
             program: &command[0],
             args: &command[1..],
         }),

@@ -1,4 +1,4 @@
-//! `ulfs run IMAGE [--at /ulfs] [--ro] -- PROGRAM [ARGS...]`: runs an
+//! `ulfs run IMAGE [--at /ulfs] [--ro] [--sandbox] -- PROGRAM [ARGS...]`: runs an
 //! unmodified, dynamically linked program with the image's files under a
 //! prefix, served inside the program's own process by
 //! `libulfs_preload.so` (crate `ulfs-preload`) through `LD_PRELOAD`.
@@ -6,8 +6,9 @@
 //! This module only prepares and checks: the image mounts (so a bad one is
 //! reported here, in the CLI's words), the program exists and can be
 //! reached by `LD_PRELOAD` (not statically linked, not set-user-ID, not
-//! 32-bit), and the library is found. Then it execs the program, so its
-//! exit status and signals are the program's own.
+//! 32-bit), and the library is found. With `--sandbox` it confines itself
+//! (`sandbox.rs`) first. Then it execs the program, so its exit status and
+//! signals are the program's own.
 
 use std::ffi::{OsStr, OsString};
 use std::io::Read;
@@ -27,6 +28,10 @@ pub struct Args<'a> {
     pub at: &'a OsStr,
     pub read_only: bool,
     pub sandbox: bool,
+    /// With `sandbox`: more paths the program may read (and execute).
+    pub allow_read: &'a [PathBuf],
+    /// With `sandbox`: network sockets allowed.
+    pub allow_net: bool,
     pub program: &'a OsStr,
     pub args: &'a [OsString],
 }
@@ -36,11 +41,8 @@ fn err(msg: impl Into<String>) -> CliError {
 }
 
 pub fn run(a: &Args) -> CliResult {
-    if a.sandbox {
-        return Err(
-            err("--sandbox is not available in this version; refusing to run unconfined")
-                .with_code(2),
-        );
+    if !a.sandbox && (a.allow_net || !a.allow_read.is_empty()) {
+        return Err(err("--allow-read and --allow-net only go with --sandbox").with_code(2));
     }
     let at = a.at.as_bytes();
     if at.first() != Some(&b'/') || at.iter().all(|&b| b == b'/') {
@@ -54,9 +56,9 @@ pub fn run(a: &Args) -> CliResult {
         std::path::absolute(a.image).map_err(|e| err(format!("{}: {e}", a.image.display())))?;
     check_image(&image, a.read_only)?;
     let program = find_program(a.program)?;
-    check_program(&program)?;
+    let interpreter = check_program(&program)?;
     let lib = find_library()?;
-    let mut preload = lib.into_os_string();
+    let mut preload = lib.clone().into_os_string();
     if let Some(old) = std::env::var_os("LD_PRELOAD").filter(|o| !o.is_empty()) {
         preload.push(":");
         preload.push(old);
@@ -73,6 +75,21 @@ pub fn run(a: &Args) -> CliResult {
     } else {
         cmd.env_remove("ULFS_RUN_RO");
     }
+    if a.sandbox {
+        // Temporary files go to the image: the host is not writable.
+        if let Some(tmp) = image_tmp(&image, a.at, a.read_only)? {
+            cmd.env("TMPDIR", tmp);
+        }
+        let mut allow: Vec<PathBuf> = a.allow_read.to_vec();
+        allow.extend(interpreter);
+        crate::sandbox::confine(&crate::sandbox::Policy {
+            image: &image,
+            program: &program,
+            library: &lib,
+            allow_read: &allow,
+            allow_net: a.allow_net,
+        })?;
+    }
     let e = cmd.exec();
     Err(err(format!("{}: {e}", program.display())).with_code(126))
 }
@@ -87,6 +104,25 @@ fn check_image(image: &Path, read_only: bool) -> CliResult {
     let fs = ulfs::Fs::mount(image, opts).map_err(|e| err(e.to_string()))?;
     fs.unmount()
         .map_err(|e| err(format!("{}: {e}", image.display())))
+}
+
+/// A sandboxed program's temporary directory, `PREFIX/tmp`, made in the
+/// image when missing (none for a read-only run that has none).
+fn image_tmp(image: &Path, at: &OsStr, read_only: bool) -> CliResult<Option<OsString>> {
+    let opts = ulfs::MountOptions {
+        read_only,
+        ..Default::default()
+    };
+    let mut fs = ulfs::Fs::mount(image, opts).map_err(|e| err(e.to_string()))?;
+    let exists = fs.stat("/tmp").is_ok_and(|s| s.is_dir());
+    let made = !exists && !read_only && fs.mkdir("/tmp", 0o1777).is_ok();
+    fs.unmount()
+        .map_err(|e| err(format!("{}: {e}", image.display())))?;
+    Ok((exists || made).then(|| {
+        let mut t = at.to_os_string();
+        t.push("/tmp");
+        t
+    }))
 }
 
 /// `PROGRAM` as execvp would find it: a name with a slash as it is, one
@@ -114,8 +150,9 @@ fn find_program(name: &OsStr) -> CliResult<PathBuf> {
 /// image: a statically linked or 32-bit program (the library is never
 /// loaded into it), a set-user-ID or set-group-ID one (the dynamic linker
 /// drops `LD_PRELOAD` for it). Scripts run through their interpreter,
-/// which is checked when it is an ELF file.
-fn check_program(program: &Path) -> CliResult {
+/// which is checked when it is an ELF file. Returns the interpreters met
+/// on the way (a sandboxed run must let them be read).
+fn check_program(program: &Path) -> CliResult<Vec<PathBuf>> {
     let shown = program.display();
     let meta = program
         .metadata()
@@ -137,14 +174,16 @@ fn check_program(program: &Path) -> CliResult {
             .split(|&b| b == b' ' || b == b'\t')
             .find(|w| !w.is_empty())
             .unwrap_or(b"");
-        return if interp.is_empty() {
-            Ok(())
-        } else {
-            check_program(Path::new(OsStr::from_bytes(interp)))
-        };
+        if interp.is_empty() {
+            return Ok(Vec::new());
+        }
+        let interp = PathBuf::from(OsStr::from_bytes(interp));
+        let mut more = check_program(&interp)?;
+        more.push(interp);
+        return Ok(more);
     }
     match elf_kind(&head) {
-        ElfKind::Dynamic | ElfKind::NotElf => Ok(()),
+        ElfKind::Dynamic | ElfKind::NotElf => Ok(Vec::new()),
         ElfKind::Static => Err(err(format!(
             "{shown} is statically linked: LD_PRELOAD cannot reach it, so it could not see the image"
         ))

@@ -362,9 +362,9 @@ fn unreachable_programs_and_bad_arguments_are_refused() {
         "command not found",
     );
     check(
-        &["run", i, "--sandbox", "--", "true"],
+        &["run", i, "--allow-net", "--", "true"],
         2,
-        "refusing to run unconfined",
+        "only go with --sandbox",
     );
     check(
         &["run", i, "--at", "relative", "--", "true"],
@@ -675,4 +675,145 @@ git cat-file -p HEAD:src/f1.txt
     let (_d, _img, out) = same_as_tmpfs_on(script, "256M");
     assert!(out.contains("fio: verified"), "{out}");
     assert!(out.contains("value-4242-"), "{out}");
+}
+
+/// `--allow-read` paths python3 needs under --sandbox when it is not the
+/// system's (a pyenv or venv install outside /usr).
+fn python_read_paths() -> Vec<String> {
+    let out = Command::new("sh")
+        .args([
+            "-c",
+            "command -v python3; python3 -c 'import sys; print(sys.base_prefix)'",
+        ])
+        .output()
+        .unwrap();
+    let mut extra = Vec::new();
+    for line in text(&out.stdout).lines() {
+        let p = Path::new(line);
+        let system = ["/usr", "/bin", "/lib", "/opt"]
+            .iter()
+            .any(|s| p.starts_with(s));
+        if !system && p.is_absolute() {
+            // A shim directory's parent holds the tool the shim runs.
+            let root = p
+                .ancestors()
+                .find(|a| {
+                    a.parent() == Some(Path::new("/root")) || a.parent() == Some(Path::new("/home"))
+                })
+                .unwrap_or(p);
+            extra.push(root.to_string_lossy().into_owned());
+        }
+    }
+    extra.sort();
+    extra.dedup();
+    extra
+}
+
+/// --sandbox: a raw `openat` system call and libc `open` of a host file
+/// fail inside and work outside; writing a host path fails; sockets other
+/// than AF_UNIX fail unless --allow-net; python3 and sqlite3 run fully on
+/// the image inside (temporary files in the image's /tmp).
+#[test]
+fn sandbox_confines_to_the_image() {
+    let (dir, img) = image();
+    let host_file = dir.path().join("host-secret");
+    std::fs::write(&host_file, "secret").unwrap();
+    let written = dir.path().join("host-written");
+    let mut extra: Vec<String> = Vec::new();
+    for p in python_read_paths() {
+        extra.push("--allow-read".into());
+        extra.push(p);
+    }
+    let probe = r#"
+import ctypes, errno, os, socket, sys
+host, written = sys.argv[1], sys.argv[2]
+libc = ctypes.CDLL(None, use_errno=True)
+fd = libc.syscall(257, -100, host.encode(), os.O_RDONLY)
+print("raw openat:", "ok" if fd >= 0 else errno.errorcode[ctypes.get_errno()])
+try:
+    open(host).read(); print("libc open: ok")
+except OSError as e: print("libc open:", errno.errorcode[e.errno])
+try:
+    open(written, "w").write("x"); print("host write: ok")
+except OSError as e: print("host write:", errno.errorcode[e.errno])
+try:
+    socket.socket(socket.AF_INET, socket.SOCK_STREAM).close(); print("inet socket: ok")
+except OSError as e: print("inet socket:", errno.errorcode[e.errno])
+a, b = socket.socketpair(); print("unix socketpair: ok")
+"#;
+    let args = |sandbox: bool, net: bool| {
+        let mut v: Vec<String> = Vec::new();
+        if sandbox {
+            v.push("--sandbox".into());
+            v.extend(extra.iter().cloned());
+        }
+        if net {
+            v.push("--allow-net".into());
+        }
+        v
+    };
+    let run_probe = |sandbox: bool, net: bool| {
+        let a = args(sandbox, net);
+        let a: Vec<&str> = a.iter().map(String::as_str).collect();
+        let out = run(
+            &img,
+            &a,
+            &[
+                "python3",
+                "-c",
+                probe,
+                host_file.to_str().unwrap(),
+                written.to_str().unwrap(),
+            ],
+        );
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        text(&out.stdout)
+    };
+    assert_eq!(
+        run_probe(false, false),
+        "raw openat: ok\nlibc open: ok\nhost write: ok\ninet socket: ok\nunix socketpair: ok\n"
+    );
+    std::fs::remove_file(&written).unwrap();
+    assert_eq!(
+        run_probe(true, false),
+        "raw openat: EACCES\nlibc open: EACCES\nhost write: EACCES\ninet socket: EPERM\nunix socketpair: ok\n"
+    );
+    assert!(!written.exists(), "the sandbox wrote the host");
+    assert!(run_probe(true, true).contains("inet socket: ok"));
+
+    // python3 and sqlite3 fully inside, on the image.
+    let a = args(true, false);
+    let mut a: Vec<&str> = a.iter().map(String::as_str).collect();
+    a.push("--");
+    let script = r#"
+set -e
+python3 -c '
+import os, shutil, sqlite3, tempfile
+os.makedirs("/ulfs/p/q", exist_ok=True)
+open("/ulfs/p/q/f", "w").write("data")
+shutil.copytree("/ulfs/p", "/ulfs/p2")
+with tempfile.NamedTemporaryFile(dir=None) as t:
+    print("tmp in the image:", t.name.startswith("/ulfs/tmp/"))
+db = sqlite3.connect("/ulfs/p/db")
+db.execute("create table t(a)")
+db.executemany("insert into t values(?)", [(i,) for i in range(1000)])
+db.commit()
+print(sorted(os.listdir("/ulfs/p2/q")), db.execute("select sum(a) from t").fetchone())
+'
+sqlite3 /ulfs/p/db 'create index ia on t(a); vacuum; pragma integrity_check; select count(*) from t;'
+"#;
+    let out = Command::new(ULFS)
+        .arg("run")
+        .arg(&img)
+        .args(&a)
+        .args(["sh", "-c", script])
+        .output()
+        .unwrap();
+    assert_eq!(
+        text(&out.stdout),
+        "tmp in the image: True\n['f'] (499500,)\nok\n1000\n",
+        "{}",
+        text(&out.stderr)
+    );
+    assert_clean(&img);
 }
