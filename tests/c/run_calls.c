@@ -21,6 +21,7 @@
 #include <string.h>
 #include <sys/sendfile.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 static const char *dir;
@@ -184,6 +185,20 @@ int main(int argc, char **argv) {
     fclose(f);
     check(stat(at("copy-a"), &st) == 0, "stat");
     printf("fdopen append: size %lld\n", (long long)st.st_size);
+
+    /* preadv/pwritev at an offset, and pwritev2 at the file offset (-1). */
+    int v = open(at("vec"), O_CREAT | O_TRUNC | O_RDWR, 0644);
+    char p1[] = "hello ", p2[] = "vectors";
+    struct iovec wv[2] = {{p1, 6}, {p2, 7}};
+    printf("pwritev: %zd\n", pwritev(v, wv, 2, 100));
+    char r1[4], r2[20] = "";
+    struct iovec rv[2] = {{r1, 4}, {r2, sizeof r2}};
+    ssize_t rn = preadv(v, rv, 2, 100);
+    printf("preadv: %zd %.4s|%.*s\n", rn, r1, (int)(rn > 4 ? rn - 4 : 0), r2);
+    printf("pwritev2 at the file offset: %zd, offset now %lld\n", pwritev2(v, wv, 1, -1, 0),
+           (long long)lseek(v, 0, SEEK_CUR));
+    close(v);
+    sync();
 
     /* close_range closes image descriptors too. */
     int x = open(at("f0"), O_RDONLY);

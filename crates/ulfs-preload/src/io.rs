@@ -884,3 +884,122 @@ pub extern "C" fn closefrom(first: c_int) {
         close_range(first as c_uint, c_uint::MAX, 0);
     }
 }
+
+/// `sync(2)`: the image's running transaction is committed too.
+#[unsafe(no_mangle)]
+pub extern "C" fn sync() {
+    if let Some(i) = image() {
+        let _ = i.with(|fs| fs.sync());
+    }
+    let f = real!(sync: unsafe extern "C" fn());
+    // SAFETY: libc's sync.
+    unsafe { f() }
+}
+
+/// `syncfs(2)`: on an image descriptor, commits the image.
+#[unsafe(no_mangle)]
+pub extern "C" fn syncfs(fd: c_int) -> c_int {
+    match fds::ulfs_fd(fd) {
+        Some(_) => ret(on_image(|fs| fs.sync()).map(|()| 0)),
+        None => {
+            let f = real!(syncfs: unsafe extern "C" fn(c_int) -> c_int);
+            // SAFETY: the program's own descriptor.
+            unsafe { f(fd) }
+        }
+    }
+}
+
+/// The positional vectored calls on an image file: each buffer in turn
+/// at the advancing offset (a short transfer ends the call); `flags` of
+/// the `2` forms other than 0 are EOPNOTSUPP here, and an offset of -1
+/// there means the file's own offset, as Linux.
+fn vectored_at(
+    u: c_int,
+    iov: *const iovec,
+    n: c_int,
+    off: i64,
+    write: bool,
+) -> ulfs::Result<usize> {
+    // SAFETY: the vectored call's contract.
+    let bufs = unsafe { iovecs(iov, n) }?;
+    on_image(|fs| {
+        let mut at = if off == -1 {
+            None
+        } else {
+            Some(u64::try_from(off).map_err(|_| ulfs::Errno::EINVAL)?)
+        };
+        let mut total = 0;
+        for b in bufs {
+            let want = b.len();
+            let got = match (at, write) {
+                (Some(o), false) => fs.pread(u, b, o)?,
+                (Some(o), true) => fs.pwrite(u, b, o)?,
+                (None, false) => fs.read(u, b)?,
+                (None, true) => fs.write(u, b)?,
+            };
+            total += got;
+            at = at.map(|o| o + got as u64);
+            if got < want {
+                break;
+            }
+        }
+        Ok(total)
+    })
+}
+
+type VecAtFn = unsafe extern "C" fn(c_int, *const iovec, c_int, off_t) -> ssize_t;
+type VecAt2Fn = unsafe extern "C" fn(c_int, *const iovec, c_int, off_t, c_int) -> ssize_t;
+
+macro_rules! vec_at {
+    ($name:ident, $write:expr) => {
+        /// # Safety
+        /// As libc's function of this name.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn $name(fd: c_int, iov: *const iovec, n: c_int, off: off_t) -> ssize_t {
+            match fds::ulfs_fd(fd) {
+                Some(_) if off < 0 => fail(libc::EINVAL),
+                Some(u) => count(vectored_at(u, iov, n, off, $write)),
+                None => {
+                    let f = real!($name: VecAtFn);
+                    // SAFETY: the program's own arguments.
+                    unsafe { f(fd, iov, n, off) }
+                }
+            }
+        }
+    };
+}
+
+macro_rules! vec_at2 {
+    ($name:ident, $write:expr) => {
+        /// # Safety
+        /// As libc's function of this name.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn $name(
+            fd: c_int,
+            iov: *const iovec,
+            n: c_int,
+            off: off_t,
+            flags: c_int,
+        ) -> ssize_t {
+            match fds::ulfs_fd(fd) {
+                Some(_) if flags != 0 => fail(libc::EOPNOTSUPP),
+                Some(_) if off < -1 => fail(libc::EINVAL),
+                Some(u) => count(vectored_at(u, iov, n, off, $write)),
+                None => {
+                    let f = real!($name: VecAt2Fn);
+                    // SAFETY: the program's own arguments.
+                    unsafe { f(fd, iov, n, off, flags) }
+                }
+            }
+        }
+    };
+}
+
+vec_at!(preadv, false);
+vec_at!(preadv64, false);
+vec_at!(pwritev, true);
+vec_at!(pwritev64, true);
+vec_at2!(preadv2, false);
+vec_at2!(preadv64v2, false);
+vec_at2!(pwritev2, true);
+vec_at2!(pwritev64v2, true);
