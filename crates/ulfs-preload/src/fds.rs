@@ -36,12 +36,71 @@ pub fn ulfs_fd(fd: i32) -> Option<i32> {
     (v >= 0).then_some(v as i32)
 }
 
-/// A fresh placeholder descriptor (`O_CLOEXEC` as asked), or -errno.
-pub fn placeholder(cloexec: bool) -> Result<i32, i32> {
+/// The descriptor placeholders are duplicated from (an `O_PATH` of
+/// `/dev/null`, close-on-exec, kept high so it stays out of the program's
+/// way): a `dup` costs less than an `open` with its path walk. -1 until
+/// first needed, or when the program closed it (then placeholders are
+/// opened one by one).
+static BASE: AtomicI64 = AtomicI64::new(-1);
+
+/// Lowest number the base descriptor takes.
+const BASE_MIN: i32 = 1000;
+
+fn open_placeholder(cloexec: bool) -> i32 {
     let open = real!(open: unsafe extern "C" fn(*const libc::c_char, libc::c_int, libc::c_uint) -> libc::c_int);
     let flags = libc::O_PATH | if cloexec { libc::O_CLOEXEC } else { 0 };
     // SAFETY: a NUL-terminated literal path.
-    let fd = unsafe { open(c"/dev/null".as_ptr(), flags, 0) };
+    unsafe { open(c"/dev/null".as_ptr(), flags, 0) }
+}
+
+fn base() -> i32 {
+    let b = BASE.load(Ordering::Relaxed);
+    if b >= 0 {
+        return b as i32;
+    }
+    let fcntl = real!(fcntl: unsafe extern "C" fn(libc::c_int, libc::c_int, libc::c_long) -> libc::c_int);
+    let fd = open_placeholder(true);
+    if fd < 0 {
+        return -1;
+    }
+    // SAFETY: duplicating our own descriptor.
+    let high = unsafe { fcntl(fd, libc::F_DUPFD_CLOEXEC, BASE_MIN as libc::c_long) };
+    close_kernel(fd);
+    if high >= 0 && BASE.compare_exchange(-1, high as i64, Ordering::AcqRel, Ordering::Relaxed).is_err() {
+        close_kernel(high);
+        return BASE.load(Ordering::Relaxed) as i32;
+    }
+    high
+}
+
+/// The program is about to close (or overwrite) kernel descriptor `fd`:
+/// if it is the base, it is not ours to duplicate any more.
+pub fn losing(fd: i32) {
+    let _ = BASE.compare_exchange(fd as i64, -1, Ordering::AcqRel, Ordering::Relaxed);
+}
+
+/// As `losing`, for every descriptor in `[first, last]`.
+pub fn losing_range(first: u32, last: u32) {
+    let b = BASE.load(Ordering::Relaxed);
+    if b >= first as i64 && b <= last as i64 {
+        losing(b as i32);
+    }
+}
+
+/// A fresh placeholder descriptor (`O_CLOEXEC` as asked), or -errno:
+/// the lowest free number, as an `open` would give.
+pub fn placeholder(cloexec: bool) -> Result<i32, i32> {
+    let fcntl = real!(fcntl: unsafe extern "C" fn(libc::c_int, libc::c_int, libc::c_long) -> libc::c_int);
+    let cmd = if cloexec { libc::F_DUPFD_CLOEXEC } else { libc::F_DUPFD };
+    let b = base();
+    // SAFETY: duplicating our own base descriptor.
+    let mut fd = if b >= 0 { unsafe { fcntl(b, cmd, 0) } } else { -1 };
+    if fd < 0 {
+        // The program closed the base (closefrom, close_range): go on
+        // without it.
+        BASE.store(-1, Ordering::Relaxed);
+        fd = open_placeholder(cloexec);
+    }
     if fd < 0 {
         return Err(crate::errno());
     }

@@ -208,6 +208,7 @@ pub extern "C" fn close(fd: c_int) -> c_int {
             ret(r.map(|()| 0))
         }
         None => {
+            fds::losing(fd);
             let real_close = real!(close: unsafe extern "C" fn(c_int) -> c_int);
             // SAFETY: the program's own descriptor.
             unsafe { real_close(fd) }
@@ -625,6 +626,7 @@ fn bind_dup(new: c_int, u: c_int) -> c_int {
 /// Before the kernel reuses descriptor `fd` (dup2 and dup3 close their
 /// target): an image file it stood for is closed.
 fn release(fd: c_int) {
+    fds::losing(fd);
     if let Some(u) = fds::unbind(fd) {
         let _ = close_image(u);
     }
@@ -656,6 +658,7 @@ fn dup_onto(old: c_int, new: c_int, flags: c_int, is_dup2: bool) -> c_int {
     }
     let real_dup3 = real!(dup3: unsafe extern "C" fn(c_int, c_int, c_int) -> c_int);
     let src = fds::ulfs_fd(old);
+    fds::losing(new);
     // SAFETY: the program's own descriptors.
     let r = unsafe { real_dup3(old, new, flags) };
     if r < 0 {
@@ -866,6 +869,9 @@ pub extern "C" fn posix_fallocate64(fd: c_int, off: off_t, len: off_t) -> c_int 
 pub extern "C" fn close_range(first: c_uint, last: c_uint, flags: c_int) -> c_int {
     if first > last {
         return fail(libc::EINVAL);
+    }
+    if flags & libc::CLOSE_RANGE_CLOEXEC as c_int == 0 {
+        fds::losing_range(first, last);
     }
     if flags & libc::CLOSE_RANGE_CLOEXEC as c_int == 0 && fds::open_count() > 0 {
         for fd in fds::bound_in(first, last) {
