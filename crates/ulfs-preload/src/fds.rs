@@ -58,7 +58,8 @@ fn base() -> i32 {
     if b >= 0 {
         return b as i32;
     }
-    let fcntl = real!(fcntl: unsafe extern "C" fn(libc::c_int, libc::c_int, libc::c_long) -> libc::c_int);
+    let fcntl =
+        real!(fcntl: unsafe extern "C" fn(libc::c_int, libc::c_int, libc::c_long) -> libc::c_int);
     let fd = open_placeholder(true);
     if fd < 0 {
         return -1;
@@ -66,7 +67,11 @@ fn base() -> i32 {
     // SAFETY: duplicating our own descriptor.
     let high = unsafe { fcntl(fd, libc::F_DUPFD_CLOEXEC, BASE_MIN as libc::c_long) };
     close_kernel(fd);
-    if high >= 0 && BASE.compare_exchange(-1, high as i64, Ordering::AcqRel, Ordering::Relaxed).is_err() {
+    if high >= 0
+        && BASE
+            .compare_exchange(-1, high as i64, Ordering::AcqRel, Ordering::Relaxed)
+            .is_err()
+    {
         close_kernel(high);
         return BASE.load(Ordering::Relaxed) as i32;
     }
@@ -90,11 +95,20 @@ pub fn losing_range(first: u32, last: u32) {
 /// A fresh placeholder descriptor (`O_CLOEXEC` as asked), or -errno:
 /// the lowest free number, as an `open` would give.
 pub fn placeholder(cloexec: bool) -> Result<i32, i32> {
-    let fcntl = real!(fcntl: unsafe extern "C" fn(libc::c_int, libc::c_int, libc::c_long) -> libc::c_int);
-    let cmd = if cloexec { libc::F_DUPFD_CLOEXEC } else { libc::F_DUPFD };
+    let fcntl =
+        real!(fcntl: unsafe extern "C" fn(libc::c_int, libc::c_int, libc::c_long) -> libc::c_int);
+    let cmd = if cloexec {
+        libc::F_DUPFD_CLOEXEC
+    } else {
+        libc::F_DUPFD
+    };
     let b = base();
     // SAFETY: duplicating our own base descriptor.
-    let mut fd = if b >= 0 { unsafe { fcntl(b, cmd, 0) } } else { -1 };
+    let mut fd = if b >= 0 {
+        unsafe { fcntl(b, cmd, 0) }
+    } else {
+        -1
+    };
     if fd < 0 {
         // The program closed the base (closefrom, close_range): go on
         // without it.
