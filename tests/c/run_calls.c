@@ -14,6 +14,7 @@
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
+#include <ftw.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -43,6 +44,37 @@ static char *at(const char *name) {
 
 static int no_dots(const struct dirent *d) {
     return strcmp(d->d_name, ".") && strcmp(d->d_name, "..");
+}
+
+/* nftw's visits, collected and sorted (directory order is each file
+ * system's own). */
+static char *seen[256];
+static int nseen;
+static size_t dir_len;
+
+static int visit(const char *path, const struct stat *st, int kind, struct FTW *f) {
+    char line[512];
+    snprintf(line, sizeof line, "%s kind=%d level=%d base=%s size=%lld", path + dir_len, kind,
+             f->level, path + f->base, kind == FTW_F ? (long long)st->st_size : -1LL);
+    if (nseen < 256)
+        seen[nseen++] = strdup(line);
+    return 0;
+}
+
+static int by_text(const void *a, const void *b) {
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static void walk(int flags, const char *what) {
+    nseen = 0;
+    dir_len = strlen(dir);
+    int r = nftw(dir, visit, 8, flags);
+    qsort(seen, nseen, sizeof seen[0], by_text);
+    printf("nftw %s: %d, %d visits\n", what, r, nseen);
+    for (int i = 0; i < nseen; i++) {
+        printf("  %s\n", seen[i]);
+        free(seen[i]);
+    }
 }
 
 #define THREADS 6
@@ -199,6 +231,13 @@ int main(int argc, char **argv) {
            (long long)lseek(v, 0, SEEK_CUR));
     close(v);
     sync();
+
+    /* nftw over the directory: physical, and depth-first. */
+    mkdir(at("sub"), 0755);
+    symlink("f0", at("sub/link"));
+    symlink("nowhere", at("sub/dangling"));
+    walk(FTW_PHYS, "physical");
+    walk(FTW_DEPTH, "depth-first, following links");
 
     /* close_range closes image descriptors too. */
     int x = open(at("f0"), O_RDONLY);

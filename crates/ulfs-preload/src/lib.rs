@@ -18,6 +18,7 @@
 //! - `tempfiles`: `mkstemp` and friends, `mkdtemp`, for image templates;
 //! - `transfer`: `copy_file_range` and `sendfile` with an image file on
 //!   either side;
+//! - `ftw`: `nftw` and `ftw` over image trees;
 //! - `fsinfo`, `resolve`: `statfs`/`statvfs`, and `realpath`, for image
 //!   paths;
 //! - `locks`: record locks and `flock` on image files, emulated in the
@@ -34,6 +35,7 @@ mod dirs;
 mod exit;
 mod fds;
 mod fsinfo;
+mod ftw;
 mod io;
 mod locks;
 mod mmap;
