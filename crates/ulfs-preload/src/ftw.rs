@@ -51,9 +51,12 @@ enum Next {
     Stop(c_int),
 }
 
+/// The program's callback, behind one shape for `nftw` and `ftw`.
+type Visitor = Box<dyn FnMut(&CStr, Option<&libc::stat>, c_int, Ftw) -> c_int>;
+
 struct Walk {
     flags: c_int,
-    call: Box<dyn FnMut(&CStr, Option<&libc::stat>, c_int, Ftw) -> c_int>,
+    call: Visitor,
 }
 
 impl Walk {
