@@ -164,6 +164,13 @@ fn check_program(program: &Path) -> CliResult<Vec<PathBuf>> {
         ))
         .with_code(126));
     }
+    if has_file_capabilities(program) {
+        return Err(err(format!(
+            "{shown} has file capabilities: the dynamic linker ignores LD_PRELOAD for it \
+             (secure-execution mode), so it could not see the image"
+        ))
+        .with_code(126));
+    }
     let mut head = Vec::new();
     std::fs::File::open(program)
         .and_then(|f| f.take(4096).read_to_end(&mut head))
@@ -193,6 +200,26 @@ fn check_program(program: &Path) -> CliResult<Vec<PathBuf>> {
         ))
         .with_code(126)),
     }
+}
+
+/// Whether `program` carries file capabilities (`security.capability`),
+/// which put the dynamic linker in secure-execution mode as set-user-ID
+/// does.
+fn has_file_capabilities(program: &Path) -> bool {
+    let Ok(c) = std::ffi::CString::new(program.as_os_str().as_bytes()) else {
+        return false;
+    };
+    // SAFETY: NUL-terminated strings; a NULL buffer of size 0 only asks
+    // for the attribute's size.
+    let n = unsafe {
+        libc::getxattr(
+            c.as_ptr(),
+            c"security.capability".as_ptr(),
+            std::ptr::null_mut(),
+            0,
+        )
+    };
+    n > 0
 }
 
 #[derive(Debug, PartialEq)]

@@ -356,6 +356,37 @@ fn unreachable_programs_and_bad_arguments_are_refused() {
     {
         check(&["run", i, "--", setuid], 126, "set-user-ID");
     }
+    // A copy of `true` with file capabilities (secure-execution mode).
+    let capped = dir.path().join("capped-true");
+    std::fs::copy("/bin/true", &capped).unwrap();
+    let c = std::ffi::CString::new(capped.to_str().unwrap()).unwrap();
+    // cap_net_raw, effective and permitted (VFS_CAP_REVISION_2).
+    let caps: [u8; 20] = [
+        0, 0, 0, 2, 0, 0x20, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    ];
+    let caps = [[1u8, 0, 0, 2].as_slice(), &caps[4..]].concat();
+    // SAFETY: NUL-terminated strings and a buffer of the given length.
+    let set = unsafe {
+        libc::setxattr(
+            c.as_ptr(),
+            c"security.capability".as_ptr(),
+            caps.as_ptr().cast(),
+            caps.len(),
+            0,
+        )
+    };
+    if set == 0 {
+        check(
+            &["run", i, "--", capped.to_str().unwrap()],
+            126,
+            "file capabilities",
+        );
+    } else {
+        ulfs_testkit::skip::skip(
+            "unreachable_programs_and_bad_arguments_are_refused (file capabilities)",
+            "cannot set security.capability here (not root?)",
+        );
+    }
     check(
         &["run", i, "--", "no-such-program-here"],
         127,
