@@ -54,6 +54,9 @@ cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
+# `cargo test` does not build a cdylib's library file; `ulfs run`'s tests
+# need libulfs_preload.so next to the `ulfs` binary they run.
+cargo build --workspace
 cargo test --workspace 2>&1 | tee "$log"
 skipped=$(grep -c '^SKIPPED:' "$log" || true)
 echo "test.sh: ${skipped} test(s) skipped on this machine${ULFS_REQUIRE_ALL_TESTS:+ (none allowed)}"
