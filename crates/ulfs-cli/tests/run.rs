@@ -5,7 +5,8 @@
 //! replayed after a kill), and what LD_PRELOAD cannot reach is refused.
 //!
 //! The library is `libulfs_preload.so` next to the `ulfs` binary under
-//! test, which `cargo test --workspace` builds (scripts/test.sh).
+//! test, which `cargo build --workspace` builds (scripts/test.sh does it
+//! before testing: `cargo test` alone does not build a cdylib).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -22,7 +23,7 @@ fn require_library() {
     let lib = Path::new(ULFS).with_file_name("libulfs_preload.so");
     assert!(
         lib.is_file(),
-        "{} is missing: build the whole workspace (cargo test --workspace)",
+        "{} is missing: build the workspace first (cargo build --workspace, as scripts/test.sh does)",
         lib.display()
     );
 }
