@@ -629,15 +629,10 @@ cd / && ls /ulfs > /dev/null
     assert_clean(&img);
 }
 
-/// A C program's calls that the other workloads do not reach (scandir,
-/// readdir_r, telldir/seekdir, getdents64, copy_file_range and sendfile
-/// in both directions, posix_fallocate, close_range, dup2 onto 0, fdopen,
-/// threads on the image at once): tests/c/run_calls.c, compiled here.
-#[test]
-fn c_calls_agree_with_tmpfs() {
-    let (dir, _img) = image();
-    let bin = dir.path().join("run_calls");
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/c/run_calls.c");
+/// Compiles tests/c/NAME.c into `dir`; the binary's path.
+fn compile_c(dir: &Path, name: &str) -> PathBuf {
+    let bin = dir.join(name);
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../../tests/c/{name}.c"));
     let cc = Command::new("cc")
         .args(["-O1", "-Wall", "-Werror", "-o"])
         .arg(&bin)
@@ -646,6 +641,29 @@ fn c_calls_agree_with_tmpfs() {
         .output()
         .expect("a C compiler (cc): scripts/test.sh installs gcc");
     assert!(cc.status.success(), "{}", text(&cc.stderr));
+    bin
+}
+
+/// glibc's fts over an image tree (tests/c/run_fts.c: physical and
+/// logical walks, symlinks dangling and looping, FTS_SEEDOT, a compar
+/// order, fts_set's SKIP, AGAIN and FOLLOW, fts_children).
+#[test]
+fn glibc_fts_agrees_with_tmpfs() {
+    let (dir, _img) = image();
+    let bin = compile_c(dir.path(), "run_fts");
+    let script = format!("set -e\nmkdir \"$1/fts\"\n{} \"$1/fts\"\n", bin.display());
+    let (_d, _img, out) = same_as_tmpfs(&script);
+    assert!(out.lines().count() > 20, "{out}");
+}
+
+/// A C program's calls that the other workloads do not reach (scandir,
+/// readdir_r, telldir/seekdir, getdents64, copy_file_range and sendfile
+/// in both directions, posix_fallocate, close_range, dup2 onto 0, fdopen,
+/// threads on the image at once): tests/c/run_calls.c, compiled here.
+#[test]
+fn c_calls_agree_with_tmpfs() {
+    let (dir, _img) = image();
+    let bin = compile_c(dir.path(), "run_calls");
     let script = format!(
         "set -e\nmkdir \"$1/calls\"\n{} \"$1/calls\" \"$2/host-file\"\n",
         bin.display()

@@ -19,6 +19,7 @@
 //! - `transfer`: `copy_file_range` and `sendfile` with an image file on
 //!   either side;
 //! - `ftw`: `nftw` and `ftw` over image trees;
+//! - `fts`: glibc's `fts_open` and friends over image trees;
 //! - `fsinfo`, `resolve`: `statfs`/`statvfs`, and `realpath`, for image
 //!   paths;
 //! - `locks`: record locks and `flock` on image files, emulated in the
@@ -35,6 +36,7 @@ mod dirs;
 mod exit;
 mod fds;
 mod fsinfo;
+mod fts;
 mod ftw;
 mod io;
 mod locks;
