@@ -880,3 +880,29 @@ sqlite3 /ulfs/p/db 'create index ia on t(a); vacuum; pragma integrity_check; sel
     );
     assert_clean(&img);
 }
+
+/// Programs started by programs: os.system and os.popen (glibc spawns
+/// their shell internally), subprocess (fork or vfork and exec), a shell
+/// pipeline and a working directory inside the image passed on.
+#[test]
+fn started_programs_agree_with_tmpfs() {
+    let script = r#"
+set -e
+cd "$1"
+python3 - <<'EOF'
+import os, subprocess
+open("a", "w").write("from python\n")
+print(os.system("cat a && echo from-sh > b"))
+print(open("b").read().strip())
+print(subprocess.run(["cat", "a", "b"], capture_output=True, text=True).stdout.split())
+os.mkdir("d")
+print(subprocess.run("pwd | sed 's|.*/||'; ls", shell=True, cwd="d", capture_output=True, text=True).stdout.split())
+with os.popen("ls") as p:
+    print(p.read().split())
+out = subprocess.run(["sh", "-c", "seq 1 500 | sort -n | tail -n 3"], capture_output=True, check=True)
+open("c", "wb").write(out.stdout)
+print(subprocess.run(["cat", "c"], capture_output=True, text=True).stdout.split())
+EOF
+"#;
+    same_as_tmpfs(script);
+}

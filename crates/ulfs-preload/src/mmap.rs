@@ -285,6 +285,12 @@ fn dup_own(u: c_int) -> c_int {
         .unwrap_or(u)
 }
 
+/// How many mappings of image files are live (each holds the image
+/// open, as a descriptor does).
+pub fn count() -> usize {
+    COUNT.load(Ordering::Relaxed)
+}
+
 /// At exit and before an exec: every shared writable mapping is written
 /// back.
 pub fn write_back_all() {

@@ -1,5 +1,7 @@
 //! Processes the program starts: `fork` hands the image over as
-//! `state.rs` describes; `vfork` is served by `fork` (a vfork child shares
+//! `state.rs` describes, and so do `posix_spawn`, `posix_spawnp`,
+//! `system` and `popen` (whose children glibc makes with internal calls)
+//! by letting go of the image first when no image file is open; `vfork` is served by `fork` (a vfork child shares
 //! the parent's memory, and with it the parent's mounted file system,
 //! which it must not touch: an `_exit` there would unmount the parent's
 //! image); the `exec` calls commit and let go of the image first, so the
@@ -149,4 +151,85 @@ pub unsafe extern "C" fn execv(path: *const c_char, argv: *const *const c_char) 
 pub unsafe extern "C" fn execvp(file: *const c_char, argv: *const *const c_char) -> c_int {
     // SAFETY: execvp takes this process's environment.
     unsafe { execvpe(file, argv, environ.cast_const()) }
+}
+
+/// Lets go of the image (when idle) before glibc starts a program.
+fn before_spawn() {
+    if let Some(i) = image() {
+        i.let_go_if_idle();
+    }
+}
+
+type SpawnFn = unsafe extern "C" fn(
+    *mut libc::pid_t,
+    *const c_char,
+    *const libc::posix_spawn_file_actions_t,
+    *const libc::posix_spawnattr_t,
+    *const *mut c_char,
+    *const *mut c_char,
+) -> c_int;
+
+/// `posix_spawn(3)`: the image is let go of first (when no image file is
+/// open), so the new program can mount it.
+///
+/// # Safety
+/// As libc's `posix_spawn`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn posix_spawn(
+    pid: *mut libc::pid_t,
+    path: *const c_char,
+    actions: *const libc::posix_spawn_file_actions_t,
+    attr: *const libc::posix_spawnattr_t,
+    argv: *const *mut c_char,
+    envp: *const *mut c_char,
+) -> c_int {
+    before_spawn();
+    let f = real!(posix_spawn: SpawnFn);
+    // SAFETY: the program's own arguments.
+    unsafe { f(pid, path, actions, attr, argv, envp) }
+}
+
+/// `posix_spawnp(3)`: as `posix_spawn`.
+///
+/// # Safety
+/// As libc's `posix_spawnp`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn posix_spawnp(
+    pid: *mut libc::pid_t,
+    file: *const c_char,
+    actions: *const libc::posix_spawn_file_actions_t,
+    attr: *const libc::posix_spawnattr_t,
+    argv: *const *mut c_char,
+    envp: *const *mut c_char,
+) -> c_int {
+    before_spawn();
+    let f = real!(posix_spawnp: SpawnFn);
+    // SAFETY: the program's own arguments.
+    unsafe { f(pid, file, actions, attr, argv, envp) }
+}
+
+/// `system(3)`: as `posix_spawn` (glibc spawns the shell internally).
+///
+/// # Safety
+/// As libc's `system`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn system(command: *const c_char) -> c_int {
+    before_spawn();
+    let f = real!(system: unsafe extern "C" fn(*const c_char) -> c_int);
+    // SAFETY: the program's own argument.
+    unsafe { f(command) }
+}
+
+/// `popen(3)`: as `posix_spawn`. While the command runs, the two programs
+/// take turns on the image: one that touches it waits for the other to
+/// let go (docs/RUN.md).
+///
+/// # Safety
+/// As libc's `popen`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn popen(command: *const c_char, mode: *const c_char) -> *mut libc::FILE {
+    before_spawn();
+    let f = real!(popen: unsafe extern "C" fn(*const c_char, *const c_char) -> *mut libc::FILE);
+    // SAFETY: the program's own arguments.
+    unsafe { f(command, mode) }
 }

@@ -202,7 +202,7 @@ impl Image {
     pub fn fork(&self, real_fork: impl FnOnce() -> libc::pid_t) -> libc::pid_t {
         let mut g = lock(&self.fs);
         let kept = match &mut *g {
-            Slot::Mounted(fs) if crate::fds::open_count() > 0 => {
+            Slot::Mounted(fs) if holds_files() => {
                 let _ = fs.sync();
                 true
             }
@@ -228,6 +228,30 @@ impl Image {
             crate::fds::forget_all();
         }
         pid
+    }
+}
+
+/// Whether the process holds image files open (descriptors, directory
+/// streams, mappings): then it cannot let go of the image, whose open
+/// files live in its mounted file system.
+fn holds_files() -> bool {
+    crate::fds::open_count() > 0 || crate::mmap::count() > 0
+}
+
+impl Image {
+    /// Before the program starts another program some way other than
+    /// `fork` (`posix_spawn`, `system`, `popen`, whose children glibc
+    /// makes with internal calls): commits and lets go of the image when
+    /// no image file is open, so the new program can mount it.
+    pub fn let_go_if_idle(&self) {
+        let mut g = lock(&self.fs);
+        if matches!(*g, Slot::Mounted(_))
+            && !holds_files()
+            && let Slot::Mounted(fs) = std::mem::replace(&mut *g, Slot::Unmounted)
+            && let Err(e) = fs.unmount()
+        {
+            crate::warn(&format!("ulfs run: committing the image failed: {e}"));
+        }
     }
 }
 
