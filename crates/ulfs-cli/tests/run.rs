@@ -906,3 +906,42 @@ EOF
 "#;
     same_as_tmpfs(script);
 }
+
+/// A program that closes "all" its descriptors (closerange, closefrom,
+/// close in a loop) must not close the library's: the image stays mapped,
+/// locked against a second writer, and committed at exit. (Found by the
+/// IO-safety check of a debug build: the image file's descriptor had been
+/// closed under the library, dropping the image lock.)
+#[test]
+fn closing_every_descriptor_keeps_the_image() {
+    let (_d, img) = image();
+    let script = r#"
+import fcntl, os, sys
+open("/ulfs/a", "w").write("before")
+os.closerange(3, 1 << 16)
+for fd in range(3, 2048):
+    try:
+        os.close(fd)
+    except OSError:
+        pass
+open("/ulfs/b", "w").write("after")
+other = os.open(sys.argv[1], os.O_RDONLY)
+try:
+    fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    print("image lock lost")
+except BlockingIOError:
+    print("image lock held")
+print(sorted(os.listdir("/ulfs")))
+"#;
+    let out = run(&img, &[], &["python3", "-c", script, img.to_str().unwrap()]);
+    assert_eq!(
+        text(&out.stdout),
+        "image lock held\n['a', 'b']\n",
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(out.status.success());
+    let cat = ulfs(&["cat", img.to_str().unwrap(), "/a", "/b"]);
+    assert_eq!(text(&cat.stdout), "beforeafter");
+    assert_clean(&img);
+}

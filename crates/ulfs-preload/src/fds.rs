@@ -38,9 +38,8 @@ pub fn ulfs_fd(fd: i32) -> Option<i32> {
 
 /// The descriptor placeholders are duplicated from (an `O_PATH` of
 /// `/dev/null`, close-on-exec, kept high so it stays out of the program's
-/// way): a `dup` costs less than an `open` with its path walk. -1 until
-/// first needed, or when the program closed it (then placeholders are
-/// opened one by one).
+/// way, and kept from the program's closes: `is_library`): a `dup` costs
+/// less than an `open` with its path walk. -1 until first needed.
 static BASE: AtomicI64 = AtomicI64::new(-1);
 
 /// Lowest number the base descriptor takes.
@@ -78,18 +77,63 @@ fn base() -> i32 {
     high
 }
 
-/// The program is about to close (or overwrite) kernel descriptor `fd`:
-/// if it is the base, it is not ours to duplicate any more.
-pub fn losing(fd: i32) {
-    let _ = BASE.compare_exchange(fd as i64, -1, Ordering::AcqRel, Ordering::Relaxed);
+/// The image file's descriptor while mounted (-1 otherwise): the
+/// library's, not the program's, though it lives in the same table.
+static IMAGE_FD: AtomicI64 = AtomicI64::new(-1);
+
+/// Moves a freshly opened image file to a descriptor at `BASE_MIN` or
+/// above (close-on-exec) and records it as the library's.
+pub fn library_file(file: std::fs::File) -> std::fs::File {
+    use std::os::fd::{AsRawFd, FromRawFd};
+    let fcntl =
+        real!(fcntl: unsafe extern "C" fn(libc::c_int, libc::c_int, libc::c_long) -> libc::c_int);
+    // SAFETY: duplicating a descriptor we own.
+    let high = unsafe {
+        fcntl(
+            file.as_raw_fd(),
+            libc::F_DUPFD_CLOEXEC,
+            BASE_MIN as libc::c_long,
+        )
+    };
+    let file = if high >= 0 {
+        // The lock belongs to the open file description, which the new
+        // descriptor shares: closing the old one keeps it.
+        drop(file);
+        // SAFETY: `high` is a fresh descriptor nothing else owns.
+        unsafe { std::fs::File::from_raw_fd(high) }
+    } else {
+        file
+    };
+    IMAGE_FD.store(file.as_raw_fd() as i64, Ordering::Release);
+    file
 }
 
-/// As `losing`, for every descriptor in `[first, last]`.
-pub fn losing_range(first: u32, last: u32) {
-    let b = BASE.load(Ordering::Relaxed);
-    if b >= first as i64 && b <= last as i64 {
-        losing(b as i32);
-    }
+/// Before the library closes the image file (at an unmount).
+pub fn release_library_file() {
+    IMAGE_FD.store(-1, Ordering::Release);
+}
+
+/// Whether `fd` is one of the library's own descriptors (the image file,
+/// the placeholder base), which the program's closes must not reach.
+pub fn is_library(fd: i32) -> bool {
+    fd >= 0
+        && (IMAGE_FD.load(Ordering::Acquire) == fd as i64
+            || BASE.load(Ordering::Relaxed) == fd as i64)
+}
+
+/// The library's descriptors in `[first, last]`, in order.
+pub fn library_in(first: u32, last: u32) -> Vec<i32> {
+    let mut v: Vec<i32> = [
+        IMAGE_FD.load(Ordering::Acquire),
+        BASE.load(Ordering::Relaxed),
+    ]
+    .into_iter()
+    .filter(|&f| f >= first as i64 && f <= last as i64)
+    .map(|f| f as i32)
+    .collect();
+    v.sort_unstable();
+    v.dedup();
+    v
 }
 
 /// A fresh placeholder descriptor (`O_CLOEXEC` as asked), or -errno:
@@ -110,9 +154,7 @@ pub fn placeholder(cloexec: bool) -> Result<i32, i32> {
         -1
     };
     if fd < 0 {
-        // The program closed the base (closefrom, close_range): go on
-        // without it.
-        BASE.store(-1, Ordering::Relaxed);
+        // No base (the table was full at BASE_MIN): one by one.
         fd = open_placeholder(cloexec);
     }
     if fd < 0 {

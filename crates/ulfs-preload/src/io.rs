@@ -207,8 +207,11 @@ pub extern "C" fn close(fd: c_int) -> c_int {
             fds::close_kernel(fd);
             ret(r.map(|()| 0))
         }
+        // The library's own descriptor (the image file, the placeholder
+        // base): not the program's to close. A program closing "every"
+        // descriptor is told it was not open, as it was not, for it.
+        None if fds::is_library(fd) => fail(libc::EBADF),
         None => {
-            fds::losing(fd);
             let real_close = real!(close: unsafe extern "C" fn(c_int) -> c_int);
             // SAFETY: the program's own descriptor.
             unsafe { real_close(fd) }
@@ -626,7 +629,6 @@ fn bind_dup(new: c_int, u: c_int) -> c_int {
 /// Before the kernel reuses descriptor `fd` (dup2 and dup3 close their
 /// target): an image file it stood for is closed.
 fn release(fd: c_int) {
-    fds::losing(fd);
     if let Some(u) = fds::unbind(fd) {
         let _ = close_image(u);
     }
@@ -657,8 +659,11 @@ fn dup_onto(old: c_int, new: c_int, flags: c_int, is_dup2: bool) -> c_int {
         };
     }
     let real_dup3 = real!(dup3: unsafe extern "C" fn(c_int, c_int, c_int) -> c_int);
+    if fds::is_library(new) {
+        // The kernel would close the library's descriptor there.
+        return fail(libc::EBUSY);
+    }
     let src = fds::ulfs_fd(old);
-    fds::losing(new);
     // SAFETY: the program's own descriptors.
     let r = unsafe { real_dup3(old, new, flags) };
     if r < 0 {
@@ -870,17 +875,33 @@ pub extern "C" fn close_range(first: c_uint, last: c_uint, flags: c_int) -> c_in
     if first > last {
         return fail(libc::EINVAL);
     }
-    if flags & libc::CLOSE_RANGE_CLOEXEC as c_int == 0 {
-        fds::losing_range(first, last);
-    }
     if flags & libc::CLOSE_RANGE_CLOEXEC as c_int == 0 && fds::open_count() > 0 {
         for fd in fds::bound_in(first, last) {
             release(fd);
         }
     }
     let f = real!(close_range: unsafe extern "C" fn(c_uint, c_uint, c_int) -> c_int);
-    // SAFETY: the program's own arguments.
-    unsafe { f(first, last, flags) }
+    // The library's own descriptors are kept: the range is closed around
+    // them.
+    let mut from = first;
+    for lib in fds::library_in(first, last) {
+        let lib = lib as c_uint;
+        if lib > from {
+            // SAFETY: the program's own descriptors.
+            if unsafe { f(from, lib - 1, flags) } != 0 {
+                return -1;
+            }
+        }
+        if lib == c_uint::MAX {
+            return 0;
+        }
+        from = lib + 1;
+    }
+    if from > last {
+        return 0;
+    }
+    // SAFETY: the program's own descriptors.
+    unsafe { f(from, last, flags) }
 }
 
 /// `closefrom(3)`: `close_range(first, ~0, 0)`.

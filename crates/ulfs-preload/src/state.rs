@@ -114,15 +114,31 @@ impl Image {
             read_only: self.read_only,
             ..Default::default()
         };
+        let shown = self.path.display().to_string();
         let start = Instant::now();
-        loop {
-            match Fs::mount(&self.path, opts) {
-                Err(e) if e.errno == Errno::EBUSY && start.elapsed() < LOCK_WAIT => {
+        let file = loop {
+            match ulfs::store::open_locked(&self.path, self.read_only) {
+                Err(e) if e.raw_os_error() == Some(libc::EBUSY) && start.elapsed() < LOCK_WAIT => {
                     std::thread::sleep(Duration::from_millis(5));
                 }
-                r => return r,
+                Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {
+                    return Err(ulfs::Error::new(
+                        Errno::EBUSY,
+                        format!("{shown}: in use: another process of this run holds it"),
+                    ));
+                }
+                Err(e) => return Err(ulfs::Error::io(&shown, e)),
+                Ok(f) => break f,
             }
-        }
+        };
+        // The image's descriptor moves out of the program's way (the
+        // program's numbering stays the kernel's, and a program closing
+        // "all" its descriptors is kept off it: io.rs).
+        let file = crate::fds::library_file(file);
+        let store = ulfs::store::MmapStore::from_file(file, self.read_only)
+            .map_err(|e| ulfs::Error::io(&shown, e))?;
+        Fs::mount_store(Box::new(store), opts)
+            .map_err(|e| ulfs::Error::new(e.errno, format!("{shown}: {}", e.message)))
     }
 
     /// Runs `f` on the file system, mounting it again first if it was let
@@ -168,6 +184,7 @@ impl Image {
     /// Commits and unmounts for good (at exit); later calls get EIO.
     pub fn close(&self) {
         let slot = std::mem::replace(&mut *lock(&self.fs), Slot::Closed);
+        crate::fds::release_library_file();
         if let Slot::Mounted(fs) = slot
             && let Err(e) = fs.unmount()
         {
@@ -207,6 +224,7 @@ impl Image {
                 true
             }
             Slot::Mounted(_) => {
+                crate::fds::release_library_file();
                 if let Slot::Mounted(fs) = std::mem::replace(&mut *g, Slot::Unmounted)
                     && let Err(e) = fs.unmount()
                 {
@@ -223,6 +241,7 @@ impl Image {
             if let Slot::Mounted(mut fs) = std::mem::replace(&mut *g, Slot::Unmounted) {
                 // Read-only for good: dropping it writes nothing.
                 fs.abandon();
+                crate::fds::release_library_file();
                 drop(fs);
             }
             crate::fds::forget_all();
@@ -245,12 +264,13 @@ impl Image {
     /// no image file is open, so the new program can mount it.
     pub fn let_go_if_idle(&self) {
         let mut g = lock(&self.fs);
-        if matches!(*g, Slot::Mounted(_))
-            && !holds_files()
-            && let Slot::Mounted(fs) = std::mem::replace(&mut *g, Slot::Unmounted)
-            && let Err(e) = fs.unmount()
-        {
-            crate::warn(&format!("ulfs run: committing the image failed: {e}"));
+        if matches!(*g, Slot::Mounted(_)) && !holds_files() {
+            crate::fds::release_library_file();
+            if let Slot::Mounted(fs) = std::mem::replace(&mut *g, Slot::Unmounted)
+                && let Err(e) = fs.unmount()
+            {
+                crate::warn(&format!("ulfs run: committing the image failed: {e}"));
+            }
         }
     }
 }
