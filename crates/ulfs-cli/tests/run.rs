@@ -945,3 +945,32 @@ print(sorted(os.listdir("/ulfs")))
     assert_eq!(text(&cat.stdout), "beforeafter");
     assert_clean(&img);
 }
+
+/// Another program renames or removes the shell's working directory
+/// while the shell has let go of the image: the shell's working directory
+/// follows the directory (by inode) or is gone; it never becomes the
+/// image's root (where `rm -f *` used to delete the wrong files).
+#[test]
+fn working_directory_moved_or_removed_by_another_program() {
+    let script = r#"
+set -e
+cd "$1"
+echo precious > precious.txt
+mkdir -p work/tmp
+echo s > work/tmp/scratch
+cd work/tmp
+mv "$1/work" "$1/work.old"
+ls
+rm -f *
+cd "$1"
+ls -R
+mkdir gone
+cd gone
+rm -rf "$1/gone"
+touch new 2>/dev/null || echo "touch: no such directory"
+/bin/pwd >/dev/null 2>&1 || echo "pwd: no such directory"
+cd "$1"
+ls
+"#;
+    same_as_tmpfs(script);
+}

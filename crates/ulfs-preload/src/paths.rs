@@ -632,6 +632,8 @@ fn enter_image(image: &Image, fs: &mut ulfs::Fs) -> ulfs::Result<()> {
     let mut cwd = image.cwd();
     cwd.path = [image.prefix.as_slice(), if p == b"/" { b"" } else { &p }].concat();
     cwd.in_image = true;
+    cwd.ino = None;
+    cwd.gone = false;
     Ok(())
 }
 
@@ -643,6 +645,8 @@ fn leave_image(image: &Image) {
     let mut cwd = image.cwd();
     cwd.path = p;
     cwd.in_image = false;
+    cwd.ino = None;
+    cwd.gone = false;
 }
 
 /// `chdir(2)`.
@@ -708,9 +712,21 @@ pub unsafe extern "C" fn getcwd(buf: *mut c_char, size: size_t) -> *mut c_char {
         // SAFETY: the program's own arguments.
         return unsafe { real_getcwd(buf, size) };
     };
-    if !image.cwd().in_image {
-        // SAFETY: the program's own arguments.
-        return unsafe { real_getcwd(buf, size) };
+    if image.cwd().in_image {
+        // Mounted again if it was let go: the directory may be gone.
+        image.ensure_mounted();
+    }
+    {
+        let cwd = image.cwd();
+        if !cwd.in_image {
+            drop(cwd);
+            // SAFETY: the program's own arguments.
+            return unsafe { real_getcwd(buf, size) };
+        }
+        if cwd.gone {
+            fail::<i32>(libc::ENOENT);
+            return std::ptr::null_mut();
+        }
     }
     let path = match image.with(|fs| fs.getcwd()) {
         Ok(p) => [image.prefix.as_slice(), if p == b"/" { b"" } else { &p }].concat(),

@@ -14,7 +14,7 @@
 use std::ffi::{CStr, CString, c_char, c_int};
 
 use crate::real::real;
-use crate::state::{ENV_CWD, image};
+use crate::state::{ENV_CWD, ENV_CWD_INO, image};
 
 /// `fork(2)`.
 #[unsafe(no_mangle)]
@@ -57,6 +57,7 @@ unsafe fn env_for_exec(envp: *const *const c_char) -> Option<Vec<CString>> {
         envp
     };
     let key = [ENV_CWD.as_bytes(), b"="].concat();
+    let key_ino = [ENV_CWD_INO.as_bytes(), b"="].concat();
     let mut out = Vec::new();
     let mut i = 0;
     loop {
@@ -67,7 +68,7 @@ unsafe fn env_for_exec(envp: *const *const c_char) -> Option<Vec<CString>> {
         }
         // SAFETY: each entry is NUL-terminated.
         let s = unsafe { CStr::from_ptr(e) };
-        if !s.to_bytes().starts_with(&key) {
+        if !s.to_bytes().starts_with(&key) && !s.to_bytes().starts_with(&key_ino) {
             out.push(s.to_owned());
         }
         i += 1;
@@ -75,6 +76,9 @@ unsafe fn env_for_exec(envp: *const *const c_char) -> Option<Vec<CString>> {
     let cwd = image.cwd();
     if cwd.in_image {
         out.push(CString::new([key.as_slice(), &cwd.path].concat()).ok()?);
+        if let Some(ino) = cwd.ino {
+            out.push(CString::new([key_ino.as_slice(), ino.to_string().as_bytes()].concat()).ok()?);
+        }
     }
     Some(out)
 }
@@ -104,9 +108,11 @@ pub unsafe extern "C" fn execve(
     argv: *const *const c_char,
     envp: *const *const c_char,
 ) -> c_int {
+    // The image is let go first: that notes the working directory's inode,
+    // which the environment then carries.
+    before_exec();
     // SAFETY: execve's contract.
     let env = unsafe { env_for_exec(envp) };
-    before_exec();
     let f = real!(execve: ExecFn);
     let envp = env.as_deref().map_or(envp, |e| ptrs(e).leak().as_ptr());
     // SAFETY: the program's own arguments, and an environment array that
@@ -124,9 +130,9 @@ pub unsafe extern "C" fn execvpe(
     argv: *const *const c_char,
     envp: *const *const c_char,
 ) -> c_int {
+    before_exec();
     // SAFETY: execvpe's contract.
     let env = unsafe { env_for_exec(envp) };
-    before_exec();
     let f = real!(execvpe: ExecFn);
     let envp = env.as_deref().map_or(envp, |e| ptrs(e).leak().as_ptr());
     // SAFETY: as in execve.

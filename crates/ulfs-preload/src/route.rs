@@ -16,6 +16,10 @@
 use crate::fds;
 use crate::state::Image;
 
+/// Where relative paths go from a working directory that was removed: a
+/// path no host has, so every call finds nothing (ENOENT).
+const GONE: &[u8] = b"/nonexistent/ulfs-run-working-directory-removed/";
+
 /// Where a path argument goes.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Route {
@@ -114,7 +118,21 @@ pub fn route(image: &Image, dirfd: i32, path: &[u8]) -> Route {
             None => Route::Host { dirfd, path: None },
         };
     }
+    if image.cwd().in_image {
+        // Whether the working directory still exists is known once the
+        // image is mounted (it may have been let go, and the directory
+        // renamed or removed by another program meanwhile).
+        image.ensure_mounted();
+    }
     let cwd = image.cwd();
+    if cwd.in_image && cwd.gone && !path.is_empty() {
+        // The working directory was removed: as in a removed directory,
+        // nothing relative to it exists (a path the host has not either).
+        return Route::Host {
+            dirfd,
+            path: Some([GONE, path].concat()),
+        };
+    }
     let climbs = path.split(|&b| b == b'/').any(|c| c == b"..");
     if cwd.in_image && !climbs {
         return Route::Image {

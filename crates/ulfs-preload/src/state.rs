@@ -24,8 +24,10 @@ use ulfs::{Errno, Fs, MountOptions};
 pub const ENV_IMAGE: &str = "ULFS_RUN_IMAGE";
 pub const ENV_AT: &str = "ULFS_RUN_AT";
 pub const ENV_RO: &str = "ULFS_RUN_RO";
-/// The working directory, when an exec'ing program had it in the image.
+/// The working directory, when an exec'ing program had it in the image:
+/// its path, and its inode (which finds it even if renamed).
 pub const ENV_CWD: &str = "ULFS_RUN_CWD";
+pub const ENV_CWD_INO: &str = "ULFS_RUN_CWD_INO";
 
 /// How long a mount waits for another process of the same run to let go
 /// of the image.
@@ -57,6 +59,12 @@ pub struct Cwd {
     /// The working directory is inside the image: the kernel's stays where
     /// it was, and ulfs's is this one.
     pub in_image: bool,
+    /// Its inode, noted when the image is let go, so that mounting again
+    /// finds the same directory even if another program renamed it.
+    pub ino: Option<u64>,
+    /// It was removed while another program held the image: relative
+    /// paths and `getcwd` fail with ENOENT, as in a removed directory.
+    pub gone: bool,
 }
 
 static IMAGE: OnceLock<Image> = OnceLock::new();
@@ -93,6 +101,8 @@ pub fn init() {
         cwd: Mutex::new(Cwd {
             path: host_cwd,
             in_image: false,
+            ino: None,
+            gone: false,
         }),
     };
     if let Some(c) = std::env::var_os(ENV_CWD) {
@@ -100,6 +110,7 @@ pub fn init() {
         let mut cwd = image.cwd();
         cwd.path = c.strip_suffix(b"/").map_or(c.clone(), <[u8]>::to_vec);
         cwd.in_image = true;
+        cwd.ino = std::env::var(ENV_CWD_INO).ok().and_then(|v| v.parse().ok());
     }
     if IMAGE.set(image).is_err() {
         crate::fatal(&["ulfs run: the image was mounted twice"]);
@@ -163,18 +174,58 @@ impl Image {
         }
     }
 
-    /// After mounting again: a working directory inside the image is set
-    /// again from its path.
+    /// After mounting again: a working directory inside the image is found
+    /// again by the inode noted when the image was let go (its path may
+    /// have changed meanwhile), or, coming from an exec, by its path. If it
+    /// is gone, it stays gone: never silently the image's root.
     fn restore_cwd(&self, fs: &mut Fs) {
-        let cwd = self.cwd();
-        if cwd.in_image {
-            let inner = cwd
-                .path
-                .strip_prefix(self.prefix.as_slice())
-                .unwrap_or(b"/");
-            let inner = if inner.is_empty() { b"/" } else { inner };
-            let _ = fs.chdir(inner);
+        let mut cwd = self.cwd();
+        if !cwd.in_image {
+            return;
         }
+        let found = match cwd.ino {
+            Some(ino) => fs.chdir_ino(ino),
+            None => {
+                let inner = cwd
+                    .path
+                    .strip_prefix(self.prefix.as_slice())
+                    .unwrap_or(b"/");
+                fs.chdir(if inner.is_empty() { b"/" } else { inner })
+            }
+        };
+        match found.and_then(|()| fs.getcwd()) {
+            Ok(p) => {
+                cwd.path = [self.prefix.as_slice(), if p == b"/" { b"" } else { &p }].concat();
+                cwd.gone = false;
+            }
+            Err(_) => cwd.gone = true,
+        }
+    }
+
+    /// Commits and unmounts what `slot` holds, noting the working
+    /// directory's inode first. `when` names the moment for a message.
+    fn let_go(&self, slot: Slot, when: &str) {
+        let Slot::Mounted(mut fs) = slot else {
+            return;
+        };
+        {
+            let mut cwd = self.cwd();
+            if cwd.in_image && !cwd.gone {
+                cwd.ino = fs.stat(".").ok().map(|s| s.ino);
+            }
+        }
+        crate::fds::release_library_file();
+        if let Err(e) = fs.unmount() {
+            crate::warn(&format!(
+                "ulfs run: committing the image {when} failed: {e}"
+            ));
+        }
+    }
+
+    /// Mounts the image again if it was let go (so the working directory
+    /// is found again); a failure is said when a call needs the image.
+    pub fn ensure_mounted(&self) {
+        let _ = self.with(|_| Ok(()));
     }
 
     pub fn cwd(&self) -> MutexGuard<'_, Cwd> {
@@ -184,14 +235,7 @@ impl Image {
     /// Commits and unmounts for good (at exit); later calls get EIO.
     pub fn close(&self) {
         let slot = std::mem::replace(&mut *lock(&self.fs), Slot::Closed);
-        crate::fds::release_library_file();
-        if let Slot::Mounted(fs) = slot
-            && let Err(e) = fs.unmount()
-        {
-            crate::warn(&format!(
-                "ulfs run: committing the image at exit failed: {e}"
-            ));
-        }
+        self.let_go(slot, "at exit");
     }
 
     /// Before an exec: commits and lets go of the image (mounted again if
@@ -199,13 +243,7 @@ impl Image {
     /// descriptors, which the new program cannot use.
     pub fn before_exec(&self) {
         let slot = std::mem::replace(&mut *lock(&self.fs), Slot::Unmounted);
-        if let Slot::Mounted(fs) = slot
-            && let Err(e) = fs.unmount()
-        {
-            crate::warn(&format!(
-                "ulfs run: committing the image before exec failed: {e}"
-            ));
-        }
+        self.let_go(slot, "before exec");
         crate::fds::forget_all();
     }
 
@@ -224,14 +262,8 @@ impl Image {
                 true
             }
             Slot::Mounted(_) => {
-                crate::fds::release_library_file();
-                if let Slot::Mounted(fs) = std::mem::replace(&mut *g, Slot::Unmounted)
-                    && let Err(e) = fs.unmount()
-                {
-                    crate::warn(&format!(
-                        "ulfs run: committing the image before fork failed: {e}"
-                    ));
-                }
+                let slot = std::mem::replace(&mut *g, Slot::Unmounted);
+                self.let_go(slot, "before fork");
                 false
             }
             _ => false,
@@ -265,12 +297,8 @@ impl Image {
     pub fn let_go_if_idle(&self) {
         let mut g = lock(&self.fs);
         if matches!(*g, Slot::Mounted(_)) && !holds_files() {
-            crate::fds::release_library_file();
-            if let Slot::Mounted(fs) = std::mem::replace(&mut *g, Slot::Unmounted)
-                && let Err(e) = fs.unmount()
-            {
-                crate::warn(&format!("ulfs run: committing the image failed: {e}"));
-            }
+            let slot = std::mem::replace(&mut *g, Slot::Unmounted);
+            self.let_go(slot, "before starting a program");
         }
     }
 }

@@ -323,6 +323,25 @@ impl Fs {
         Ok(ino)
     }
 
+    /// Opens the file with inode number `ino` (as `/proc/self/fd/N` does on
+    /// Linux: a new open file description of a file already reached), with
+    /// open's checks for `flags`; ENOENT when no live file has that number.
+    /// A layer above that must reopen a file it cannot name by path (a
+    /// preloader handing files across processes) uses it.
+    pub fn open_ino(&mut self, ino: Ino, flags: i32) -> Result<Fd> {
+        if flags & libc::O_ACCMODE == libc::O_ACCMODE || flags & libc::O_CREAT != 0 {
+            return Err(Errno::EINVAL);
+        }
+        if self.vol.stat_ino(ino).is_err() {
+            return Err(Errno::ENOENT);
+        }
+        let ino = self.open_checks(ino, flags, false)?;
+        let is_dir = self.vol.stat_ino(ino)?.is_dir();
+        let fd = self.proc.fds.insert(OpenFile::new(ino, flags, is_dir))?;
+        self.vol.open_ref(ino);
+        Ok(fd)
+    }
+
     pub fn close(&mut self, fd: Fd) -> Result<()> {
         if let Some(ino) = self.proc.fds.close(fd)? {
             self.vol.close_ref(ino)?;
@@ -1056,6 +1075,18 @@ impl Fs {
 
     pub fn chdir(&mut self, path: impl AsRef<[u8]>) -> Result<()> {
         let ino = self.resolve_at(libc::AT_FDCWD, p(&path), true, false)?;
+        self.set_cwd(ino)
+    }
+
+    /// The directory with inode number `ino` becomes the working directory
+    /// (ENOENT when no live directory has it): how a layer that had to
+    /// unmount finds its working directory again, by inode as Linux keeps
+    /// it, not by a path that may have been renamed meanwhile.
+    pub fn chdir_ino(&mut self, ino: Ino) -> Result<()> {
+        let st = self.vol.stat_ino(ino).map_err(|_| Errno::ENOENT)?;
+        if st.nlink == 0 {
+            return Err(Errno::ENOENT);
+        }
         self.set_cwd(ino)
     }
 
