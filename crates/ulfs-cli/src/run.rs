@@ -54,6 +54,29 @@ pub fn run(a: &Args) -> CliResult {
     }
     let image =
         std::path::absolute(a.image).map_err(|e| err(format!("{}: {e}", a.image.display())))?;
+    if under(&image, at) {
+        return Err(err(format!(
+            "the image {} is under the prefix {}: the program could not reach the image file \
+             itself (choose another --at)",
+            image.display(),
+            a.at.to_string_lossy()
+        ))
+        .with_code(2));
+    }
+    if ["/proc", "/dev", "/sys"]
+        .iter()
+        .any(|s| under(Path::new(s), at))
+    {
+        return Err(err(format!(
+            "--at {}: that would hide the host's {} from the program",
+            a.at.to_string_lossy(),
+            ["/proc", "/dev", "/sys"]
+                .iter()
+                .find(|s| under(Path::new(s), at))
+                .unwrap_or(&"")
+        ))
+        .with_code(2));
+    }
     check_image(&image, a.read_only)?;
     let program = find_program(a.program)?;
     let interpreter = check_program(&program)?;
@@ -104,6 +127,26 @@ fn check_image(image: &Path, read_only: bool) -> CliResult {
     let fs = ulfs::Fs::mount(image, opts).map_err(|e| err(e.to_string()))?;
     fs.unmount()
         .map_err(|e| err(format!("{}: {e}", image.display())))
+}
+
+/// Whether `path` (absolute) is `prefix` or below it, comparing whole
+/// components after folding `.`, `..` and repeated slashes.
+fn under(path: &Path, prefix: &[u8]) -> bool {
+    let fold = |b: &[u8]| -> Vec<Vec<u8>> {
+        let mut out: Vec<Vec<u8>> = Vec::new();
+        for c in b.split(|&x| x == b'/') {
+            match c {
+                b"" | b"." => {}
+                b".." => {
+                    out.pop();
+                }
+                c => out.push(c.to_vec()),
+            }
+        }
+        out
+    };
+    let (p, x) = (fold(path.as_os_str().as_bytes()), fold(prefix));
+    !x.is_empty() && p.starts_with(&x)
 }
 
 /// A sandboxed program's temporary directory, `PREFIX/tmp`, made in the

@@ -14,8 +14,10 @@
 //! - **seccomp** (crate `seccompiler`): system calls a confined program
 //!   never needs fail with EPERM (mounting, tracing, module and kernel
 //!   loading, BPF, keys, namespaces, `open_by_handle_at`, io_uring, clock
-//!   setting, ...), and so does `socket` for anything but AF_UNIX unless
-//!   `--allow-net`.
+//!   setting, ...), and so do `ioctl(TIOCSTI)` and `ioctl(TIOCLINUX)`
+//!   (typing into the user's terminal) and, unless `--allow-net`, every
+//!   `socket` (network ones, and named UNIX sockets, which Landlock ABI 7
+//!   does not guard on connect; `socketpair` stays).
 //!
 //! Where Landlock is not enforced in full or seccomp cannot be installed,
 //! the run is refused: never run unconfined when confinement was asked for.
@@ -181,18 +183,22 @@ fn seccomp(allow_net: bool) -> CliResult {
     let se = |e: seccompiler::BackendError| err(format!("seccomp: {e}"));
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> =
         DENIED.iter().map(|&n| (n, Vec::new())).collect();
+    // Pushing characters into the terminal's input (TIOCSTI), or the
+    // console's equivalent (TIOCLINUX), would have the user's shell run
+    // them after the program ends: outside the sandbox.
+    let ioctl_rules = [libc::TIOCSTI, libc::TIOCLINUX]
+        .iter()
+        .map(|&req| {
+            let c = SeccompCondition::new(1, SeccompCmpArgLen::Dword, SeccompCmpOp::Eq, req as u64)
+                .map_err(se)?;
+            SeccompRule::new(vec![c]).map_err(se)
+        })
+        .collect::<Result<Vec<_>, CliError>>()?;
+    rules.insert(libc::SYS_ioctl, ioctl_rules);
     if !allow_net {
-        let not_unix = SeccompCondition::new(
-            0,
-            SeccompCmpArgLen::Dword,
-            SeccompCmpOp::Ne,
-            libc::AF_UNIX as u64,
-        )
-        .map_err(se)?;
-        rules.insert(
-            libc::SYS_socket,
-            vec![SeccompRule::new(vec![not_unix]).map_err(se)?],
-        );
+        // Named UNIX sockets are files Landlock (ABI 7) does not guard on
+        // connect: no sockets at all, then (socketpair stays).
+        rules.insert(libc::SYS_socket, Vec::new());
     }
     let arch = if cfg!(target_arch = "aarch64") {
         TargetArch::aarch64

@@ -399,6 +399,12 @@ fn unreachable_programs_and_bad_arguments_are_refused() {
         "only go with --sandbox",
     );
     check(
+        &["run", i, "--at", dir.path().to_str().unwrap(), "--", "true"],
+        2,
+        "is under the prefix",
+    );
+    check(&["run", i, "--at", "/proc", "--", "true"], 2, "would hide");
+    check(
         &["run", i, "--at", "relative", "--", "true"],
         2,
         "absolute path",
@@ -481,6 +487,18 @@ with open(p, "r+b") as f:
 with open(p, "rb") as f:
     data = f.read()
 print(len(data), data[8:17], data[7998:8005], data[4096:4101])
+# A shared mapping resized (ftruncate + mremap), written in its new part.
+q = os.path.join(sys.argv[1], "grow.bin")
+with open(q, "w+b") as f:
+    f.write(b"a" * 4096)
+    f.flush()
+    m = mmap.mmap(f.fileno(), 4096)
+    m.resize(3 * 4096)
+    m[5000:5004] = b"GREW"
+    m[-4:] = b"TAIL"
+    m.close()
+data = open(q, "rb").read()
+print(len(data), data[4094:4098], data[5000:5004], data[-4:])
 EOF
 "#;
     same_as_tmpfs(script);
@@ -841,6 +859,37 @@ a, b = socket.socketpair(); print("unix socketpair: ok")
         run_probe(true, false),
         "raw openat: EACCES\nlibc open: EACCES\nhost write: EACCES\ninet socket: EPERM\nunix socketpair: ok\n"
     );
+    // A named UNIX socket on the host is out of reach too, and so is the
+    // terminal's input queue: seccomp refuses TIOCSTI before the kernel
+    // looks at the descriptor (outside, it would say ENOTTY here).
+    let sock = dir.path().join("host.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+    let probe2 = r#"
+import errno, fcntl, socket, sys, termios
+try:
+    s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); print("unix connect: ok")
+except OSError as e: print("unix connect:", errno.errorcode[e.errno])
+try:
+    fcntl.ioctl(0, termios.TIOCSTI, b"x"); print("tiocsti: ok")
+except OSError as e: print("tiocsti:", errno.errorcode[e.errno])
+"#;
+    let a = args(true, false);
+    let mut a: Vec<&str> = a.iter().map(String::as_str).collect();
+    a.push("--");
+    let out = Command::new(ULFS)
+        .arg("run")
+        .arg(&img)
+        .args(&a)
+        .args(["python3", "-c", probe2, sock.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(
+        text(&out.stdout),
+        "unix connect: EPERM\ntiocsti: EPERM\n",
+        "{}",
+        text(&out.stderr)
+    );
+    drop(listener);
     assert!(!written.exists(), "the sandbox wrote the host");
     assert!(run_probe(true, true).contains("inet socket: ok"));
 
@@ -973,4 +1022,17 @@ cd "$1"
 ls
 "#;
     same_as_tmpfs(script);
+}
+
+/// execl, execlp and execle (variadic, so glibc's reach execve out of the
+/// library's sight): what the program wrote before the exec is committed
+/// and seen by the new program.
+#[test]
+fn execl_family_commits_first() {
+    let (dir, _img) = image();
+    let bin = compile_c(dir.path(), "run_execl");
+    let b = bin.display();
+    let script = format!("set -e\n{b} \"$1\" l\n{b} \"$1\" lp\n{b} \"$1\" le\nls \"$1\" | wc -l\n");
+    let (_d, _img, out) = same_as_tmpfs(&script);
+    assert!(out.contains("written-before-exec-le"), "{out}");
 }

@@ -97,6 +97,7 @@ fn fatal(parts: &[&str]) -> ! {
 /// `main`.
 extern "C" fn load() {
     state::init();
+    process::record_env();
     exit::install();
 }
 

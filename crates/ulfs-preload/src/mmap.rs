@@ -39,6 +39,9 @@ struct Mapping {
     off: u64,
     /// Shared and writable: written back.
     write_back: bool,
+    /// The protection asked for (a grown mapping gets it back after the
+    /// new part is filled).
+    prot: c_int,
 }
 
 /// The mappings of image files. Its lock is never held while the file
@@ -165,6 +168,7 @@ fn map_image(
         ufd: own,
         off: off as u64,
         write_back,
+        prot,
     });
     COUNT.store(all.len(), Ordering::Relaxed);
     Ok(p)
@@ -301,4 +305,79 @@ pub fn write_back_all() {
     for m in all {
         let _ = write_back(&m, m.addr, m.addr + m.len);
     }
+}
+
+/// `mremap(2)` of a mapping of an image file: the memory is moved or
+/// resized by the kernel (it is anonymous memory), the record follows it,
+/// and a grown part is filled from the file. Other memory goes to libc.
+/// (Without this, a resized mapping's record kept the old address, and
+/// the write-back at exit read unmapped memory.)
+///
+/// # Safety
+/// As libc's `mremap`; `new_addr` is read only with MREMAP_FIXED.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn mremap(
+    old: *mut c_void,
+    old_len: size_t,
+    new_len: size_t,
+    flags: c_int,
+    new_addr: *mut c_void,
+) -> *mut c_void {
+    let f = real!(mremap: unsafe extern "C" fn(*mut c_void, size_t, size_t, c_int, *mut c_void) -> *mut c_void);
+    let tracked = if COUNT.load(Ordering::Relaxed) > 0 {
+        let mut all = maps();
+        let i = all
+            .iter()
+            .position(|m| m.addr == old as usize && m.len == old_len);
+        let m = i.map(|i| all.remove(i));
+        COUNT.store(all.len(), Ordering::Relaxed);
+        m
+    } else {
+        None
+    };
+    let Some(m) = tracked else {
+        // SAFETY: the program's own arguments.
+        return unsafe { f(old, old_len, new_len, flags, new_addr) };
+    };
+    if m.write_back {
+        let _ = write_back(&m, m.addr, m.addr + m.len);
+    }
+    // SAFETY: the program's own arguments, on memory that is anonymous.
+    let p = unsafe { f(old, old_len, new_len, flags, new_addr) };
+    let moved = if p == libc::MAP_FAILED {
+        m
+    } else {
+        if new_len > old_len {
+            // SAFETY: `[p + old_len, p + new_len)` is the grown, mapped part.
+            unsafe {
+                let tail = p.cast::<u8>().add(old_len);
+                libc::mprotect(p, new_len, m.prot | libc::PROT_WRITE);
+                let buf = std::slice::from_raw_parts_mut(tail, new_len - old_len);
+                let at = m.off + old_len as u64;
+                let _ = image().map(|i| {
+                    i.with(|fs| {
+                        let mut done = 0;
+                        while done < buf.len() {
+                            let n = fs.pread(m.ufd, &mut buf[done..], at + done as u64)?;
+                            if n == 0 {
+                                break;
+                            }
+                            done += n;
+                        }
+                        Ok(())
+                    })
+                });
+                libc::mprotect(p, new_len, m.prot);
+            }
+        }
+        Mapping {
+            addr: p as usize,
+            len: new_len,
+            ..m
+        }
+    };
+    let mut all = maps();
+    all.push(moved);
+    COUNT.store(all.len(), Ordering::Relaxed);
+    p
 }

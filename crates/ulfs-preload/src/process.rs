@@ -73,6 +73,7 @@ unsafe fn env_for_exec(envp: *const *const c_char) -> Option<Vec<CString>> {
         }
         i += 1;
     }
+    carry_on(&mut out);
     let cwd = image.cwd();
     if cwd.in_image {
         out.push(CString::new([key.as_slice(), &cwd.path].concat()).ok()?);
@@ -81,6 +82,41 @@ unsafe fn env_for_exec(envp: *const *const c_char) -> Option<Vec<CString>> {
         }
     }
     Some(out)
+}
+
+/// The variables that make a started program run on the image too, as
+/// this process got them (recorded at load).
+static CARRIED: std::sync::OnceLock<Vec<(Vec<u8>, Vec<u8>)>> = std::sync::OnceLock::new();
+
+/// Records the variables an exec must carry on (`LD_PRELOAD` with this
+/// library, and the image's settings), at load.
+pub fn record_env() {
+    let keys = [
+        "LD_PRELOAD",
+        crate::state::ENV_IMAGE,
+        crate::state::ENV_AT,
+        crate::state::ENV_RO,
+    ];
+    let v = keys
+        .iter()
+        .filter_map(|k| {
+            std::env::var_os(k).map(|v| (k.as_bytes().to_vec(), v.into_encoded_bytes()))
+        })
+        .collect();
+    let _ = CARRIED.set(v);
+}
+
+/// Adds to `out` the carried variables it lacks: a program that passes its
+/// own environment to an exec (`execle`, `execve` with a made-up `envp`)
+/// still starts a program that runs on the image.
+fn carry_on(out: &mut Vec<CString>) {
+    for (k, v) in CARRIED.get().map(Vec::as_slice).unwrap_or_default() {
+        let key = [k.as_slice(), b"="].concat();
+        let present = out.iter().any(|e| e.as_bytes().starts_with(&key));
+        if !present && let Ok(c) = CString::new([key.as_slice(), v].concat()) {
+            out.push(c);
+        }
+    }
 }
 
 /// A NULL-terminated pointer array over `v`.
@@ -239,3 +275,75 @@ pub unsafe extern "C" fn popen(command: *const c_char, mode: *const c_char) -> *
     // SAFETY: the program's own arguments.
     unsafe { f(command, mode) }
 }
+
+/// How many arguments the `execl` forms take here (the program name
+/// included, and for `execle` the environment after the NULL).
+const EXECL_MAX: usize = 15;
+
+/// The argument list of an `execl` call as an `argv` (NULL-terminated),
+/// and what follows the NULL (`execle`'s environment); None if it holds
+/// more than `EXECL_MAX - 1` arguments.
+fn execl_argv(args: [*const c_char; EXECL_MAX]) -> Option<(Vec<*const c_char>, *const c_char)> {
+    let end = args.iter().position(|a| a.is_null())?;
+    let mut argv: Vec<*const c_char> = args[..end].to_vec();
+    argv.push(std::ptr::null());
+    let after = args.get(end + 1).copied().unwrap_or(std::ptr::null());
+    Some((argv, after))
+}
+
+/// `execl(3)`, `execlp(3)` and `execle(3)` are variadic, which stable Rust
+/// cannot define; on x86-64 and AArch64 Linux variadic pointer arguments
+/// travel exactly as named ones, so they are defined with `EXECL_MAX`
+/// pointer parameters and read up to the terminating NULL (the slots past
+/// it are never dereferenced). glibc's own `execl` reaches `execve`
+/// internally, out of this library's sight: without these, a program's
+/// changes since the last commit would be lost at the exec. A list longer
+/// than `EXECL_MAX - 1` is E2BIG here.
+macro_rules! execl_like {
+    ($name:ident, |$path:ident, $argv:ident, $after:ident| $body:expr) => {
+        /// # Safety
+        /// As libc's function of this name, with at most 14 arguments.
+        #[unsafe(no_mangle)]
+        #[allow(clippy::too_many_arguments)]
+        pub unsafe extern "C" fn $name(
+            $path: *const c_char,
+            a0: *const c_char,
+            a1: *const c_char,
+            a2: *const c_char,
+            a3: *const c_char,
+            a4: *const c_char,
+            a5: *const c_char,
+            a6: *const c_char,
+            a7: *const c_char,
+            a8: *const c_char,
+            a9: *const c_char,
+            a10: *const c_char,
+            a11: *const c_char,
+            a12: *const c_char,
+            a13: *const c_char,
+            a14: *const c_char,
+        ) -> c_int {
+            let args = [
+                a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14,
+            ];
+            let Some(($argv, $after)) = execl_argv(args) else {
+                return crate::fail(libc::E2BIG);
+            };
+            let _ = $after;
+            $body
+        }
+    };
+}
+
+execl_like!(execl, |path, argv, after| {
+    // SAFETY: a NULL-terminated argv of the caller's strings.
+    unsafe { execve(path, argv.as_ptr(), environ.cast_const()) }
+});
+execl_like!(execlp, |file, argv, after| {
+    // SAFETY: as above.
+    unsafe { execvpe(file, argv.as_ptr(), environ.cast_const()) }
+});
+execl_like!(execle, |path, argv, after| {
+    // SAFETY: as above; `after` is execle's environment argument.
+    unsafe { execve(path, argv.as_ptr(), after.cast()) }
+});
