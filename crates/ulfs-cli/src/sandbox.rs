@@ -189,7 +189,7 @@ fn seccomp(allow_net: bool) -> CliResult {
     let ioctl_rules = [libc::TIOCSTI, libc::TIOCLINUX]
         .iter()
         .map(|&req| {
-            let c = SeccompCondition::new(1, SeccompCmpArgLen::Dword, SeccompCmpOp::Eq, req as u64)
+            let c = SeccompCondition::new(1, SeccompCmpArgLen::Dword, SeccompCmpOp::Eq, req)
                 .map_err(se)?;
             SeccompRule::new(vec![c]).map_err(se)
         })
