@@ -1036,3 +1036,35 @@ fn execl_family_commits_first() {
     let (_d, _img, out) = same_as_tmpfs(&script);
     assert!(out.contains("written-before-exec-le"), "{out}");
 }
+
+/// `/dev/fd/N`, `/proc/self/fd/N` and `/dev/stdout` naming an image
+/// descriptor reopen the image file (the kernel would open the
+/// placeholder, /dev/null, and the data would be lost).
+#[test]
+fn proc_fd_paths_reopen_image_files() {
+    let script = r#"
+set -e
+cd "$1"
+exec 3>out3
+echo direct >&3
+echo via-devfd > /dev/fd/3
+echo appended >> /dev/fd/3
+exec 3>&-
+cat out3
+python3 - <<'EOF'
+import os
+fd = os.open("p", os.O_CREAT | os.O_RDWR, 0o644)
+os.write(fd, b"abc")
+with open("/proc/self/fd/%d" % fd) as f:
+    print(repr(f.read()))
+with open("/dev/fd/%d" % fd, "a") as f:
+    f.write("def")
+os.dup2(fd, 1)
+with open("/dev/stdout", "w") as f:
+    f.write("x")
+os.close(1)
+print(repr(open("p").read()), file=__import__("sys").stderr)
+EOF
+"#;
+    same_as_tmpfs(script);
+}

@@ -222,3 +222,31 @@ pub fn close_kernel(fd: i32) {
     // SAFETY: closing a descriptor this library opened.
     unsafe { close(fd) };
 }
+
+/// The image descriptor a `/proc/self/fd/N`-style path names: the
+/// process's descriptor directory (`/proc/self/fd`, `/proc/thread-self/fd`,
+/// `/proc/<own pid>/fd`, `/dev/fd`) or `/dev/stdin`, `/dev/stdout`,
+/// `/dev/stderr`, when N stands for an image file.
+pub fn proc_fd_path(p: &[u8]) -> Option<i32> {
+    if TABLE.get().is_none() {
+        return None;
+    }
+    let n: &[u8] = match p {
+        b"/dev/stdin" => b"0",
+        b"/dev/stdout" => b"1",
+        b"/dev/stderr" => b"2",
+        _ => {
+            let rest = p
+                .strip_prefix(b"/dev/fd/")
+                .or_else(|| p.strip_prefix(b"/proc/self/fd/"))
+                .or_else(|| p.strip_prefix(b"/proc/thread-self/fd/"))
+                .or_else(|| {
+                    let own = format!("/proc/{}/fd/", std::process::id());
+                    p.strip_prefix(own.as_bytes())
+                })?;
+            rest
+        }
+    };
+    let fd: i32 = std::str::from_utf8(n).ok()?.parse().ok()?;
+    ulfs_fd(fd)
+}

@@ -61,6 +61,9 @@ unsafe fn open_at(dirfd: c_int, path: *const c_char, flags: c_int, mode: c_uint)
         // SAFETY: the program's own arguments, passed on unchanged.
         return unsafe { real_openat(dirfd, path, flags, mode) };
     };
+    if let Some(u) = fds::proc_fd_path(p) {
+        return reopen_image(image, u, flags);
+    }
     match route(image, dirfd, p) {
         // SAFETY: the program's own arguments, passed on unchanged.
         Route::Host { dirfd, path: None } => unsafe { real_openat(dirfd, path, flags, mode) },
@@ -73,6 +76,37 @@ unsafe fn open_at(dirfd: c_int, path: *const c_char, flags: c_int, mode: c_uint)
             unsafe { real_openat(dirfd, c.as_ptr(), flags, mode) }
         }
         Route::Image { dirfd, path } => open_image(image, dirfd, &path, flags, mode),
+    }
+}
+
+/// Opens `/proc/self/fd/N` (or `/dev/fd/N`, `/dev/stdout`, ...) where N
+/// is an image descriptor: as on Linux, a new open file description of
+/// the same file (by inode), with the new flags; the kernel would open the
+/// placeholder, `/dev/null`, instead.
+fn reopen_image(image: &Image, u: c_int, flags: c_int) -> c_int {
+    if flags & (libc::O_CREAT | libc::O_EXCL) == libc::O_CREAT | libc::O_EXCL {
+        return fail(libc::EEXIST);
+    }
+    let ph = match fds::placeholder(flags & libc::O_CLOEXEC != 0) {
+        Ok(fd) => fd,
+        Err(e) => return fail(e),
+    };
+    let opened = image.with(|fs| {
+        let ino = fs.fstat(u)?.ino;
+        fs.open_ino(
+            ino,
+            flags & !(libc::O_CLOEXEC | libc::O_CREAT | libc::O_NOCTTY),
+        )
+    });
+    match opened {
+        Ok(n) => {
+            fds::bind(ph, n);
+            ph
+        }
+        Err(e) => {
+            fds::close_kernel(ph);
+            fail(e.raw())
+        }
     }
 }
 

@@ -155,6 +155,23 @@ pub unsafe extern "C" fn fopen(path: *const c_char, mode: *const c_char) -> *mut
         // SAFETY: the program's own arguments.
         return unsafe { real_fopen(path, mode) };
     };
+    if fds::proc_fd_path(p).is_some() {
+        let Some(flags) = mode_flags(m) else {
+            crate::fail::<c_int>(libc::EINVAL);
+            return std::ptr::null_mut();
+        };
+        // SAFETY: `path` is the program's NUL-terminated path; this
+        // library's open reopens the image file it names.
+        let fd = unsafe { crate::io::open(path, flags, 0o666) };
+        if fd < 0 {
+            return std::ptr::null_mut();
+        }
+        let f = stream(fd, mode);
+        if f.is_null() {
+            crate::io::close(fd);
+        }
+        return f;
+    }
     match route(image, libc::AT_FDCWD, p) {
         // SAFETY: the program's own arguments.
         Route::Host { path: None, .. } => unsafe { real_fopen(path, mode) },
