@@ -228,24 +228,19 @@ pub fn close_kernel(fd: i32) {
 /// `/proc/<own pid>/fd`, `/dev/fd`) or `/dev/stdin`, `/dev/stdout`,
 /// `/dev/stderr`, when N stands for an image file.
 pub fn proc_fd_path(p: &[u8]) -> Option<i32> {
-    if TABLE.get().is_none() {
-        return None;
-    }
+    TABLE.get()?;
     let n: &[u8] = match p {
         b"/dev/stdin" => b"0",
         b"/dev/stdout" => b"1",
         b"/dev/stderr" => b"2",
-        _ => {
-            let rest = p
-                .strip_prefix(b"/dev/fd/")
-                .or_else(|| p.strip_prefix(b"/proc/self/fd/"))
-                .or_else(|| p.strip_prefix(b"/proc/thread-self/fd/"))
-                .or_else(|| {
-                    let own = format!("/proc/{}/fd/", std::process::id());
-                    p.strip_prefix(own.as_bytes())
-                })?;
-            rest
-        }
+        _ => p
+            .strip_prefix(b"/dev/fd/")
+            .or_else(|| p.strip_prefix(b"/proc/self/fd/"))
+            .or_else(|| p.strip_prefix(b"/proc/thread-self/fd/"))
+            .or_else(|| {
+                let own = format!("/proc/{}/fd/", std::process::id());
+                p.strip_prefix(own.as_bytes())
+            })?,
     };
     let fd: i32 = std::str::from_utf8(n).ok()?.parse().ok()?;
     ulfs_fd(fd)
