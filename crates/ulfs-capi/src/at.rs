@@ -10,47 +10,9 @@ use std::ffi::{c_char, c_int, c_uint};
 use libc::{dev_t, gid_t, mode_t, size_t, ssize_t, uid_t};
 use ulfs::Errno;
 
-use crate::ffi::{c_bytes, c_times, fs_mut, guard, out_buf, put, ssize, ulfs_t};
-
-/// Runs `op` on the file system and one path argument; 0 or `-errno`.
-///
-/// # Safety
-/// `fs` NULL or a live handle used by no other thread during the call;
-/// `path` NULL or NUL-terminated.
-unsafe fn at_op(
-    fs: *mut ulfs_t,
-    path: *const c_char,
-    op: impl FnOnce(&mut ulfs::Fs, &[u8]) -> ulfs::Result<()>,
-) -> c_int {
-    guard(|| {
-        // SAFETY: `fs` is NULL or live and unshared, by the caller's contract.
-        let mut fs = unsafe { fs_mut(fs) }?;
-        // SAFETY: `path` is NULL or NUL-terminated, by the caller's contract.
-        let path = unsafe { c_bytes(path) }?;
-        op(&mut fs, path)?;
-        Ok(0)
-    })
-}
-
-/// Runs `op` on the file system and two path arguments; 0 or `-errno`.
-///
-/// # Safety
-/// As `at_op`, for both `a` and `b`.
-unsafe fn at_op2(
-    fs: *mut ulfs_t,
-    a: *const c_char,
-    b: *const c_char,
-    op: impl FnOnce(&mut ulfs::Fs, &[u8], &[u8]) -> ulfs::Result<()>,
-) -> c_int {
-    guard(|| {
-        // SAFETY: `fs` is NULL or live and unshared, by the caller's contract.
-        let mut fs = unsafe { fs_mut(fs) }?;
-        // SAFETY: `a` and `b` are NULL or NUL-terminated, by the contract.
-        let (a, b) = unsafe { (c_bytes(a)?, c_bytes(b)?) };
-        op(&mut fs, a, b)?;
-        Ok(0)
-    })
-}
+use crate::ffi::{
+    c_bytes, c_times, fs_mut, guard, out_buf, path_op, put, ssize, two_path_op, ulfs_t,
+};
 
 /// `openat(2)`: as `ulfs_open`, `path` relative to `dirfd`. Returns the new
 /// descriptor or `-errno`.
@@ -87,7 +49,7 @@ pub unsafe extern "C" fn ulfs_mkdirat(
     mode: mode_t,
 ) -> c_int {
     // SAFETY: the same contract as this function's.
-    unsafe { at_op(fs, path, |fs, p| fs.mkdirat(dirfd, p, mode)) }
+    unsafe { path_op(fs, path, |fs, p| fs.mkdirat(dirfd, p, mode)) }
 }
 
 /// `mknodat(2)`: a regular file (type `S_IFREG` or 0) is created empty;
@@ -105,7 +67,7 @@ pub unsafe extern "C" fn ulfs_mknodat(
     dev: dev_t,
 ) -> c_int {
     // SAFETY: the same contract as this function's.
-    unsafe { at_op(fs, path, |fs, p| fs.mknodat(dirfd, p, mode, dev)) }
+    unsafe { path_op(fs, path, |fs, p| fs.mknodat(dirfd, p, mode, dev)) }
 }
 
 /// `unlinkat(2)`: `flags` 0 or `AT_REMOVEDIR`. Returns 0 or `-errno`.
@@ -120,7 +82,7 @@ pub unsafe extern "C" fn ulfs_unlinkat(
     flags: c_int,
 ) -> c_int {
     // SAFETY: the same contract as this function's.
-    unsafe { at_op(fs, path, |fs, p| fs.unlinkat(dirfd, p, flags)) }
+    unsafe { path_op(fs, path, |fs, p| fs.unlinkat(dirfd, p, flags)) }
 }
 
 /// `renameat2(2)`: `flags` 0, `RENAME_NOREPLACE` or `RENAME_EXCHANGE`.
@@ -139,7 +101,7 @@ pub unsafe extern "C" fn ulfs_renameat2(
 ) -> c_int {
     // SAFETY: the same contract as this function's.
     unsafe {
-        at_op2(fs, oldpath, newpath, |fs, a, b| {
+        two_path_op(fs, oldpath, newpath, |fs, a, b| {
             fs.renameat2(olddirfd, a, newdirfd, b, flags)
         })
     }
@@ -177,7 +139,7 @@ pub unsafe extern "C" fn ulfs_linkat(
 ) -> c_int {
     // SAFETY: the same contract as this function's.
     unsafe {
-        at_op2(fs, oldpath, newpath, |fs, a, b| {
+        two_path_op(fs, oldpath, newpath, |fs, a, b| {
             fs.linkat(olddirfd, a, newdirfd, b, flags)
         })
     }
@@ -197,7 +159,7 @@ pub unsafe extern "C" fn ulfs_symlinkat(
 ) -> c_int {
     // SAFETY: the same contract as this function's.
     unsafe {
-        at_op2(fs, target, linkpath, |fs, t, l| {
+        two_path_op(fs, target, linkpath, |fs, t, l| {
             fs.symlinkat(t, newdirfd, l)
         })
     }
@@ -308,7 +270,7 @@ pub unsafe extern "C" fn ulfs_faccessat(
     flags: c_int,
 ) -> c_int {
     // SAFETY: the same contract as this function's.
-    unsafe { at_op(fs, path, |fs, p| fs.faccessat(dirfd, p, mode, flags)) }
+    unsafe { path_op(fs, path, |fs, p| fs.faccessat(dirfd, p, mode, flags)) }
 }
 
 /// `access(2)`: `ulfs_faccessat(fs, AT_FDCWD, path, mode, 0)`.
@@ -318,7 +280,7 @@ pub unsafe extern "C" fn ulfs_faccessat(
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ulfs_access(fs: *mut ulfs_t, path: *const c_char, mode: c_int) -> c_int {
     // SAFETY: the same contract as this function's.
-    unsafe { at_op(fs, path, |fs, p| fs.access(p, mode)) }
+    unsafe { path_op(fs, path, |fs, p| fs.access(p, mode)) }
 }
 
 /// `fchmodat(2)`: `flags` 0, `AT_SYMLINK_NOFOLLOW` (`-EOPNOTSUPP` on a
@@ -335,7 +297,7 @@ pub unsafe extern "C" fn ulfs_fchmodat(
     flags: c_int,
 ) -> c_int {
     // SAFETY: the same contract as this function's.
-    unsafe { at_op(fs, path, |fs, p| fs.fchmodat(dirfd, p, mode, flags)) }
+    unsafe { path_op(fs, path, |fs, p| fs.fchmodat(dirfd, p, mode, flags)) }
 }
 
 /// `fchownat(2)`: `(uid_t)-1` / `(gid_t)-1` leave an id unchanged; `flags`
@@ -353,7 +315,7 @@ pub unsafe extern "C" fn ulfs_fchownat(
     flags: c_int,
 ) -> c_int {
     // SAFETY: the same contract as this function's.
-    unsafe { at_op(fs, path, |fs, p| fs.fchownat(dirfd, p, uid, gid, flags)) }
+    unsafe { path_op(fs, path, |fs, p| fs.fchownat(dirfd, p, uid, gid, flags)) }
 }
 
 /// `utimensat(2)`: access (`times[0]`) and modification (`times[1]`)
@@ -378,7 +340,7 @@ pub unsafe extern "C" fn ulfs_utimensat(
         Err(e) => return -e.raw(),
     };
     // SAFETY: the same contract as this function's.
-    unsafe { at_op(fs, path, |fs, p| fs.utimensat(dirfd, p, times, flags)) }
+    unsafe { path_op(fs, path, |fs, p| fs.utimensat(dirfd, p, times, flags)) }
 }
 
 /// `fchdir(2)`: the directory open as `fd` becomes the working directory.

@@ -8,7 +8,7 @@
 //! length never exceeds what a Rust slice may hold) are written exactly once.
 
 use std::cell::UnsafeCell;
-use std::ffi::{CStr, c_char};
+use std::ffi::{CStr, c_char, c_int};
 use std::marker::{PhantomData, PhantomPinned};
 use std::ops::{Deref, DerefMut};
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -259,6 +259,46 @@ pub(crate) fn offset(off: libc::off_t) -> Result<u64, Errno> {
 /// in practice; a core returning more than asked is reported as EIO).
 pub(crate) fn ssize(n: usize) -> Result<isize, Errno> {
     isize::try_from(n).map_err(|_| Errno::EIO)
+}
+
+/// Runs `op` on the file system and one path argument; 0 or `-errno`.
+///
+/// # Safety
+/// `fs` NULL or a live handle used by no other thread during the call;
+/// `path` NULL or NUL-terminated.
+pub(crate) unsafe fn path_op(
+    fs: *mut ulfs_t,
+    path: *const c_char,
+    op: impl FnOnce(&mut ulfs::Fs, &[u8]) -> ulfs::Result<()>,
+) -> c_int {
+    guard(|| {
+        // SAFETY: `fs` is NULL or live and unshared, by the caller's contract.
+        let mut fs = unsafe { fs_mut(fs) }?;
+        // SAFETY: `path` is NULL or NUL-terminated, by the caller's contract.
+        let path = unsafe { c_bytes(path) }?;
+        op(&mut fs, path)?;
+        Ok(0)
+    })
+}
+
+/// Runs `op` on the file system and two path arguments; 0 or `-errno`.
+///
+/// # Safety
+/// As `path_op`, for both `a` and `b`.
+pub(crate) unsafe fn two_path_op(
+    fs: *mut ulfs_t,
+    a: *const c_char,
+    b: *const c_char,
+    op: impl FnOnce(&mut ulfs::Fs, &[u8], &[u8]) -> ulfs::Result<()>,
+) -> c_int {
+    guard(|| {
+        // SAFETY: `fs` is NULL or live and unshared, by the caller's contract.
+        let mut fs = unsafe { fs_mut(fs) }?;
+        // SAFETY: `a` and `b` are NULL or NUL-terminated, by the contract.
+        let (a, b) = unsafe { (c_bytes(a)?, c_bytes(b)?) };
+        op(&mut fs, a, b)?;
+        Ok(0)
+    })
 }
 
 #[cfg(test)]

@@ -12,7 +12,9 @@ use std::ffi::{c_char, c_int, c_uint};
 use libc::{gid_t, mode_t, off_t, size_t, ssize_t, uid_t};
 use ulfs::Errno;
 
-use crate::ffi::{c_bytes, fs_mut, guard, offset, out_buf, put, ssize, ulfs_t};
+use crate::ffi::{
+    c_bytes, fs_mut, guard, offset, out_buf, path_op, put, ssize, two_path_op, ulfs_t,
+};
 
 /// Opens (and with `O_CREAT` creates, with permission bits `mode`) the file
 /// at `path`. `flags` are the host's `O_*` flags. Returns the new descriptor
@@ -94,45 +96,6 @@ pub unsafe extern "C" fn ulfs_lstat(
 ) -> c_int {
     // SAFETY: the same contract as this function's.
     unsafe { stat_common(fs, path, st, false) }
-}
-
-/// Runs `op` on the file system and one path argument; 0 or `-errno`.
-///
-/// # Safety
-/// As `ulfs_open`.
-unsafe fn path_op(
-    fs: *mut ulfs_t,
-    path: *const c_char,
-    op: impl FnOnce(&mut ulfs::Fs, &[u8]) -> ulfs::Result<()>,
-) -> c_int {
-    guard(|| {
-        // SAFETY: `fs` is NULL or live and unshared, by the caller's contract.
-        let mut fs = unsafe { fs_mut(fs) }?;
-        // SAFETY: `path` is NULL or NUL-terminated, by the caller's contract.
-        let path = unsafe { c_bytes(path) }?;
-        op(&mut fs, path)?;
-        Ok(0)
-    })
-}
-
-/// Runs `op` on the file system and two path arguments; 0 or `-errno`.
-///
-/// # Safety
-/// As `ulfs_open`, for both `a` and `b`.
-unsafe fn two_path_op(
-    fs: *mut ulfs_t,
-    a: *const c_char,
-    b: *const c_char,
-    op: impl FnOnce(&mut ulfs::Fs, &[u8], &[u8]) -> ulfs::Result<()>,
-) -> c_int {
-    guard(|| {
-        // SAFETY: `fs` is NULL or live and unshared, by the caller's contract.
-        let mut fs = unsafe { fs_mut(fs) }?;
-        // SAFETY: `a` and `b` are NULL or NUL-terminated, by the contract.
-        let (a, b) = unsafe { (c_bytes(a)?, c_bytes(b)?) };
-        op(&mut fs, a, b)?;
-        Ok(0)
-    })
 }
 
 /// Creates a directory with permission bits `mode`. Returns 0 or `-errno`.
