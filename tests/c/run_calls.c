@@ -25,22 +25,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-static const char *dir;
-
-static void check(int ok, const char *what) {
-    if (!ok) {
-        printf("FAIL %s: %s\n", what, strerror(errno));
-        exit(1);
-    }
-}
-
-static char *at(const char *name) {
-    static char buf[8][4096];
-    static int i;
-    char *b = buf[i++ % 8];
-    snprintf(b, 4096, "%s/%s", dir, name);
-    return b;
-}
+#include "run_common.h"
 
 static int no_dots(const struct dirent *d) {
     return strcmp(d->d_name, ".") && strcmp(d->d_name, "..");

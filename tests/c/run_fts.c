@@ -23,23 +23,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static const char *dir;
+#include "run_common.h"
 static size_t dir_len;
-
-static void check(int ok, const char *what) {
-    if (!ok) {
-        printf("FAIL %s: %s\n", what, strerror(errno));
-        exit(1);
-    }
-}
-
-static char *at(const char *name) {
-    static char buf[8][4096];
-    static int i;
-    char *b = buf[i++ % 8];
-    snprintf(b, 4096, "%s/%s", dir, name);
-    return b;
-}
 
 static void file(const char *name, int size) {
     int fd = open(at(name), O_CREAT | O_TRUNC | O_WRONLY, 0644);

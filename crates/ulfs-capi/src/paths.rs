@@ -5,16 +5,15 @@
 //! Paths are NUL-terminated byte strings handed to the core unchanged (they
 //! need not be UTF-8); relative paths start at the handle's working
 //! directory. Each body checks the C arguments and forwards to the
-//! `ulfs::Fs` method of the same name.
+//! `ulfs::Fs` method of the same name; `open`, `stat`, `lstat` and
+//! `readlink` are their `*at` forms (at.rs) with `AT_FDCWD`.
 
 use std::ffi::{c_char, c_int, c_uint};
 
 use libc::{gid_t, mode_t, off_t, size_t, ssize_t, uid_t};
 use ulfs::Errno;
 
-use crate::ffi::{
-    c_bytes, fs_mut, guard, offset, out_buf, path_op, put, ssize, two_path_op, ulfs_t,
-};
+use crate::ffi::{fs_mut, guard, offset, out_buf, path_op, two_path_op, ulfs_t};
 
 /// Opens (and with `O_CREAT` creates, with permission bits `mode`) the file
 /// at `path`. `flags` are the host's `O_*` flags. Returns the new descriptor
@@ -30,42 +29,8 @@ pub unsafe extern "C" fn ulfs_open(
     flags: c_int,
     mode: mode_t,
 ) -> c_int {
-    guard(|| {
-        // SAFETY: `fs` is NULL or live and unshared, by the caller's contract.
-        let mut fs = unsafe { fs_mut(fs) }?;
-        // SAFETY: `path` is NULL or NUL-terminated, by the caller's contract.
-        let path = unsafe { c_bytes(path) }?;
-        fs.open(path, flags, mode)
-    })
-}
-
-/// Shared body of `ulfs_stat` and `ulfs_lstat`.
-///
-/// # Safety
-/// As `ulfs_stat`.
-unsafe fn stat_common(
-    fs: *mut ulfs_t,
-    path: *const c_char,
-    st: *mut libc::stat,
-    follow: bool,
-) -> c_int {
-    guard(|| {
-        // SAFETY: `fs` is NULL or live and unshared, by the caller's contract.
-        let mut fs = unsafe { fs_mut(fs) }?;
-        // SAFETY: `path` is NULL or NUL-terminated, by the caller's contract.
-        let path = unsafe { c_bytes(path) }?;
-        if st.is_null() {
-            return Err(Errno::EFAULT);
-        }
-        let s = if follow {
-            fs.stat(path)?
-        } else {
-            fs.lstat(path)?
-        };
-        // SAFETY: `st` is valid for one `struct stat`, by the caller's contract.
-        unsafe { put(st, s.to_libc()) }?;
-        Ok(0)
-    })
+    // SAFETY: the same contract as this function's.
+    unsafe { crate::at::ulfs_openat(fs, libc::AT_FDCWD, path, flags, mode) }
 }
 
 /// Fills `*st` for the file at `path`, following a final symlink. Returns 0
@@ -81,7 +46,7 @@ pub unsafe extern "C" fn ulfs_stat(
     st: *mut libc::stat,
 ) -> c_int {
     // SAFETY: the same contract as this function's.
-    unsafe { stat_common(fs, path, st, true) }
+    unsafe { crate::at::ulfs_fstatat(fs, libc::AT_FDCWD, path, st, 0) }
 }
 
 /// As `ulfs_stat`, but a final symlink is reported itself.
@@ -95,7 +60,7 @@ pub unsafe extern "C" fn ulfs_lstat(
     st: *mut libc::stat,
 ) -> c_int {
     // SAFETY: the same contract as this function's.
-    unsafe { stat_common(fs, path, st, false) }
+    unsafe { crate::at::ulfs_fstatat(fs, libc::AT_FDCWD, path, st, libc::AT_SYMLINK_NOFOLLOW) }
 }
 
 /// Creates a directory with permission bits `mode`. Returns 0 or `-errno`.
@@ -202,21 +167,8 @@ pub unsafe extern "C" fn ulfs_readlink(
     buf: *mut c_char,
     size: size_t,
 ) -> ssize_t {
-    guard(|| {
-        // SAFETY: `fs` is NULL or live and unshared, by the caller's contract.
-        let mut fs = unsafe { fs_mut(fs) }?;
-        // SAFETY: `path` is NULL or NUL-terminated, by the caller's contract.
-        let path = unsafe { c_bytes(path) }?;
-        if size == 0 {
-            return Err(Errno::EINVAL);
-        }
-        // SAFETY: `buf` is NULL or writable for `size` bytes, by the contract.
-        let out = unsafe { out_buf(buf.cast(), size) }?;
-        let target = fs.readlink(path)?;
-        let n = target.len().min(out.len());
-        out[..n].copy_from_slice(&target[..n]);
-        ssize(n)
-    })
+    // SAFETY: the same contract as this function's.
+    unsafe { crate::at::ulfs_readlinkat(fs, libc::AT_FDCWD, path, buf, size) }
 }
 
 /// Sets the size of the file at `path` to `len`. Returns 0 or `-errno`;
