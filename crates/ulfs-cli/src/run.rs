@@ -92,7 +92,12 @@ pub fn run(a: &Args) -> CliResult {
         .env("LD_PRELOAD", preload)
         .env("ULFS_RUN_IMAGE", &image)
         .env("ULFS_RUN_AT", a.at)
-        .env_remove("ULFS_RUN_CWD");
+        // What the library hands from one process of a run to the next
+        // never comes from outside the run.
+        .env_remove("ULFS_RUN_CWD")
+        .env_remove("ULFS_RUN_CWD_INO")
+        .env_remove("ULFS_RUN_FDS")
+        .env_remove("ULFS_RUN_SHARED");
     if a.read_only {
         cmd.env("ULFS_RUN_RO", "1");
     } else {

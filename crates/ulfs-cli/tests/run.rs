@@ -1068,3 +1068,97 @@ EOF
 "#;
     same_as_tmpfs(script);
 }
+
+/// The standard streams on image files, as a C program uses them
+/// (tests/c/run_std_streams.c): stdio after dup2 onto 1 and 2 and back,
+/// freopen of stdout and stdin, a child started with the file as its
+/// standard output (one offset shared with the parent), _exit in a child,
+/// fclose(stdout).
+#[test]
+fn standard_streams_agree_with_tmpfs() {
+    let (dir, _img) = image();
+    let bin = compile_c(dir.path(), "run_std_streams");
+    let script = format!("set -e\nmkdir \"$1/std\"\n{} \"$1/std\"\n", bin.display());
+    let (_d, _img, out) = same_as_tmpfs(&script);
+    assert!(
+        out.contains("child: [parent\nchild-sh\n/\nparent again\n]"),
+        "{out}"
+    );
+}
+
+/// What shells do with redirections, in bash and in dash: builtins
+/// writing into image files (the standard stream follows descriptor 1
+/// there), programs started with image files as their standard streams
+/// (the descriptors cross the exec), group commands and `sh -c` whose
+/// commands share one offset, `exec` redirections kept across many
+/// commands, here-documents, subshells and command substitution, and
+/// python's subprocess writing into a file the parent holds open.
+#[test]
+fn shell_redirections_agree_with_tmpfs() {
+    let body = r#"
+cd "$1"
+echo hello > f; printf '%s-%d\n' x 5 >> f; cat f
+while read -r l; do echo "got $l"; done < f
+exec 3> log; echo one >&3; ls -d / >&3; echo two >&3; exec 3>&-; cat log
+exec 5>&1 > out2; echo redirected; ls -d /; echo after; exec 1>&5 5>&-; cat out2
+{ echo a; ls -d /; echo b; } > g; cat g
+sh -c 'echo one; ls -d /; echo two' > h; echo x >> h; cat h
+( echo sub1; ls -d /; echo sub2 ) > s; x=$(cat s); echo "[$x]"
+seq 1 20000 > big; sort -n -r < big > sorted; head -n 2 sorted; wc -l < sorted
+seq 1 500 | sort -n -r | head -n 3 > piped; cat piped
+for i in 1 2 3; do echo "n$i" >> loop; ls -d / >> loop; done; cat loop
+cat <<END > here
+heredoc line
+END
+cat here
+ls /nonexistent-dir 2> e || true; sed 's/^ls: //' e
+echo both > b 2>&1; ls -d / /nonexistent-dir >> b 2>&1 || true; sed 's/^ls: //' b
+python3 -c 'import sys; print("py", sys.stdout.fileno())' > pyout; cat pyout
+python3 - <<'PY'
+import subprocess
+with open("sub", "w") as f:
+    f.write("head\n"); f.flush()
+    subprocess.run(["echo", "child"], stdout=f, check=True)
+    subprocess.run("echo shell; ls -d /", shell=True, stdout=f, check=True)
+    f.write("tail\n")
+print(open("sub").read(), end="")
+PY
+"#;
+    let script = format!(
+        "set -e\nmkdir \"$1/bash\" \"$1/dash\"\nbash -e -s -- \"$1/bash\" <<'BASH'\n{body}\nBASH\nsh -e -s -- \"$1/dash\" <<'DASH'\n{body}\nDASH\n"
+    );
+    let (_d, _img, out) = same_as_tmpfs(&script);
+    assert!(out.contains("got x-5"), "{out}");
+    assert!(out.contains("a\n/\nb\n"), "{out}");
+}
+
+/// Pipelines whose processes all use the image at once take turns on it
+/// (one holds it at a time): a process holding it never blocks on a pipe
+/// while another waits for it, in its own reads and writes and in stdio
+/// on its standard streams. Every stage below reads or writes the image
+/// while the others run, with more data than a pipe holds.
+#[test]
+fn pipelines_on_the_image_agree_with_tmpfs() {
+    let script = r#"
+set -e
+cd "$1"
+seq 1 100000 > big
+cat big | sort -n -r > sorted; head -n 2 sorted; wc -l < sorted
+sort -n big | uniq | tail -n 1 > last; cat last
+grep 7 big | tee copy > /dev/null; wc -l < copy
+sed s/1/x/ big | tee copy2 | wc -l; wc -l < copy2
+cat big | gzip -c | tee big.gz | gzip -dc | tee copy3 | sha256sum
+cmp big copy3 && echo same
+gzip -dc < big.gz | awk '{ s += $1 } END { print s }' > sum; cat sum
+tar cf - big copy | tar xf - -O | wc -c
+python3 -c 'import sys; [print(l, end="") for l in open("big")]' | python3 -c '
+import sys
+n = 0
+with open("py", "w") as f:
+    for l in sys.stdin:
+        f.write(l); n += 1
+print(n)'
+cmp big py && echo same-py
+"#;
+    same_as_tmpfs(script);
+}

@@ -5,6 +5,12 @@
 //! serve fails with EBADF rather than touch some other file). This table
 //! maps a placeholder's number to its ulfs descriptor.
 //!
+//! A descriptor can also be *pending*: an image file this process holds
+//! while the image is let go (it came across an exec, or the process
+//! handed the image over at a `fork`), to be opened again when the image
+//! is next mounted (`inherit.rs` owns those). The table never hands out a
+//! pending entry: looking one up mounts the image, which opens it again.
+//!
 //! The lookup is on the path of every `read` and `write` of the program,
 //! image or not, so it is one atomic load from a fixed array indexed by
 //! the descriptor number: no lock, no allocation. Numbers past the array
@@ -19,7 +25,8 @@ use crate::real::real;
 /// Kernel descriptor numbers the table covers.
 const SLOTS: usize = 1 << 16;
 
-/// Per kernel descriptor: -1 when it is not an image file's, else the ulfs
+/// Per kernel descriptor: -1 when it is not an image file's, `PENDING`
+/// while it waits for the image to be mounted again, else the ulfs
 /// descriptor.
 static TABLE: OnceLock<Box<[AtomicI64]>> = OnceLock::new();
 
@@ -27,13 +34,56 @@ fn table() -> &'static [AtomicI64] {
     TABLE.get_or_init(|| (0..SLOTS).map(|_| AtomicI64::new(-1)).collect())
 }
 
+/// The table's mark for a pending descriptor.
+const PENDING: i64 = -2;
+
+fn entry(fd: i32) -> Option<&'static AtomicI64> {
+    TABLE.get()?.get(usize::try_from(fd).ok()?)
+}
+
 /// The ulfs descriptor behind kernel descriptor `fd`, if it is an image
-/// file's.
+/// file's (a pending one is opened again first, by mounting the image).
 #[inline]
 pub fn ulfs_fd(fd: i32) -> Option<i32> {
-    let t = TABLE.get()?;
-    let v = t.get(usize::try_from(fd).ok()?)?.load(Ordering::Acquire);
+    let v = entry(fd)?.load(Ordering::Acquire);
+    if v >= 0 {
+        return Some(v as i32);
+    }
+    if v == PENDING {
+        return resolve_pending(fd);
+    }
+    None
+}
+
+#[cold]
+fn resolve_pending(fd: i32) -> Option<i32> {
+    crate::inherit::resolve();
+    let v = entry(fd)?.load(Ordering::Acquire);
     (v >= 0).then_some(v as i32)
+}
+
+/// The ulfs descriptor behind `fd` as the table holds it now, without
+/// opening a pending one (for the hand-over itself).
+pub fn bound(fd: i32) -> Option<i32> {
+    let v = entry(fd)?.load(Ordering::Acquire);
+    (v >= 0).then_some(v as i32)
+}
+
+/// Whether `fd` stands for an image file, bound or pending (nothing is
+/// mounted to tell).
+pub fn is_image(fd: i32) -> bool {
+    entry(fd).is_some_and(|e| e.load(Ordering::Acquire) != -1)
+}
+
+/// Marks `fd` pending (it held an image file, or came across an exec
+/// holding one).
+pub fn pend(fd: i32) {
+    if fd >= 0
+        && (fd as usize) < SLOTS
+        && table()[fd as usize].swap(PENDING, Ordering::AcqRel) == -1
+    {
+        OPEN.fetch_add(1, Ordering::Relaxed);
+    }
 }
 
 /// The descriptor placeholders are duplicated from (an `O_PATH` of
@@ -113,12 +163,45 @@ pub fn release_library_file() {
     IMAGE_FD.store(-1, Ordering::Release);
 }
 
+/// The run's shared table of handed-over files (`inherit.rs`), once this
+/// process has it (-1 before): the library's too.
+static SHARED_FD: AtomicI64 = AtomicI64::new(-1);
+
+/// Records the shared table's descriptor as the library's.
+pub fn set_shared_file(fd: i32) {
+    SHARED_FD.store(fd as i64, Ordering::Release);
+}
+
+/// The shared table's descriptor, once there is one.
+pub fn shared_file() -> Option<i32> {
+    let fd = SHARED_FD.load(Ordering::Acquire);
+    (fd >= 0).then_some(fd as i32)
+}
+
+/// A descriptor of the library's own at `BASE_MIN` or above, kept across
+/// an exec when `cloexec` is false; the old one is closed. -1 on failure.
+pub fn move_high(fd: i32, cloexec: bool) -> i32 {
+    let fcntl =
+        real!(fcntl: unsafe extern "C" fn(libc::c_int, libc::c_int, libc::c_long) -> libc::c_int);
+    let cmd = if cloexec {
+        libc::F_DUPFD_CLOEXEC
+    } else {
+        libc::F_DUPFD
+    };
+    // SAFETY: duplicating a descriptor the library owns.
+    let high = unsafe { fcntl(fd, cmd, BASE_MIN as libc::c_long) };
+    close_kernel(fd);
+    high
+}
+
 /// Whether `fd` is one of the library's own descriptors (the image file,
-/// the placeholder base), which the program's closes must not reach.
+/// the placeholder base, the shared table), which the program's closes
+/// must not reach.
 pub fn is_library(fd: i32) -> bool {
     fd >= 0
         && (IMAGE_FD.load(Ordering::Acquire) == fd as i64
-            || BASE.load(Ordering::Relaxed) == fd as i64)
+            || BASE.load(Ordering::Relaxed) == fd as i64
+            || SHARED_FD.load(Ordering::Acquire) == fd as i64)
 }
 
 /// The library's descriptors in `[first, last]`, in order.
@@ -126,6 +209,7 @@ pub fn library_in(first: u32, last: u32) -> Vec<i32> {
     let mut v: Vec<i32> = [
         IMAGE_FD.load(Ordering::Acquire),
         BASE.load(Ordering::Relaxed),
+        SHARED_FD.load(Ordering::Acquire),
     ]
     .into_iter()
     .filter(|&f| f >= first as i64 && f <= last as i64)
@@ -172,29 +256,33 @@ static OPEN: AtomicUsize = AtomicUsize::new(0);
 
 /// Records that kernel descriptor `fd` stands for ulfs descriptor `u`.
 pub fn bind(fd: i32, u: i32) {
-    if table()[fd as usize].swap(u as i64, Ordering::AcqRel) < 0 {
+    if table()[fd as usize].swap(u as i64, Ordering::AcqRel) == -1 {
         OPEN.fetch_add(1, Ordering::Relaxed);
     }
 }
 
-/// Forgets `fd`; returns the ulfs descriptor it stood for.
+/// Forgets `fd`; returns the ulfs descriptor it stood for. A pending one
+/// is forgotten without mounting (nothing of it is open yet).
 pub fn unbind(fd: i32) -> Option<i32> {
-    let t = TABLE.get()?;
-    let v = t.get(usize::try_from(fd).ok()?)?.swap(-1, Ordering::AcqRel);
-    if v >= 0 {
+    let v = entry(fd)?.swap(-1, Ordering::AcqRel);
+    if v != -1 {
         OPEN.fetch_sub(1, Ordering::Relaxed);
+    }
+    if v == PENDING {
+        crate::inherit::forget(fd);
     }
     (v >= 0).then_some(v as i32)
 }
 
-/// The kernel descriptors in `[first, last]` that stand for image files.
+/// The kernel descriptors in `[first, last]` that stand for image files,
+/// bound or pending.
 pub fn bound_in(first: u32, last: u32) -> Vec<i32> {
     let Some(t) = TABLE.get() else {
         return Vec::new();
     };
     let end = (last as usize).min(SLOTS - 1);
     (first as usize..=end)
-        .filter(|&fd| t[fd].load(Ordering::Acquire) >= 0)
+        .filter(|&fd| t[fd].load(Ordering::Acquire) != -1)
         .map(|fd| fd as i32)
         .collect()
 }
@@ -204,8 +292,8 @@ pub fn open_count() -> usize {
     OPEN.load(Ordering::Relaxed)
 }
 
-/// Forgets every image descriptor (after a fork that did not take the
-/// image along, or before an exec): the kernel descriptors stay, as the
+/// Forgets every image descriptor (in the child of a fork that did not
+/// take the image along): the kernel descriptors stay, as the
 /// placeholders they are, and fail with EBADF if used.
 pub fn forget_all() {
     if let Some(t) = TABLE.get() {

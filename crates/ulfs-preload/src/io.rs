@@ -22,6 +22,7 @@ use crate::locks::{self, Kind, Owner};
 use crate::real::real;
 use crate::route::{Route, route};
 use crate::state::{Image, image};
+use crate::std_streams;
 use crate::{fail, ret};
 
 type OpenatFn = unsafe extern "C" fn(c_int, *const c_char, c_int, c_uint) -> c_int;
@@ -91,16 +92,20 @@ fn reopen_image(image: &Image, u: c_int, flags: c_int) -> c_int {
         Ok(fd) => fd,
         Err(e) => return fail(e),
     };
+    // Bound under the file system's lock, as every table change (a
+    // hand-over notes the table's files).
     let opened = image.with(|fs| {
         let ino = fs.fstat(u)?.ino;
-        fs.open_ino(
+        let n = fs.open_ino(
             ino,
             flags & !(libc::O_CLOEXEC | libc::O_CREAT | libc::O_NOCTTY),
-        )
+        )?;
+        fds::bind(ph, n);
+        Ok(())
     });
     match opened {
-        Ok(n) => {
-            fds::bind(ph, n);
+        Ok(()) => {
+            std_streams::follow(ph);
             ph
         }
         Err(e) => {
@@ -116,9 +121,14 @@ pub fn open_image(image: &Image, dirfd: c_int, path: &[u8], flags: c_int, mode: 
         Ok(fd) => fd,
         Err(e) => return fail(e),
     };
-    match image.with(|fs| fs.openat(dirfd, path, flags & !libc::O_CLOEXEC, mode)) {
-        Ok(u) => {
-            fds::bind(ph, u);
+    let opened = image.with(|fs| {
+        let u = fs.openat(dirfd, path, flags & !libc::O_CLOEXEC, mode)?;
+        fds::bind(ph, u);
+        Ok(())
+    });
+    match opened {
+        Ok(()) => {
+            std_streams::follow(ph);
             ph
         }
         Err(e) => {
@@ -235,10 +245,13 @@ pub unsafe extern "C" fn creat64(path: *const c_char, mode: mode_t) -> c_int {
 /// `close(2)`.
 #[unsafe(no_mangle)]
 pub extern "C" fn close(fd: c_int) -> c_int {
-    match fds::unbind(fd) {
-        Some(u) => {
-            let r = close_image(u);
+    if fds::is_image(fd) {
+        std_streams::before_change(fd);
+    }
+    match close_image(fd) {
+        Some(r) => {
             fds::close_kernel(fd);
+            std_streams::follow(fd);
             ret(r.map(|()| 0))
         }
         // The library's own descriptor (the image file, the placeholder
@@ -253,21 +266,42 @@ pub extern "C" fn close(fd: c_int) -> c_int {
     }
 }
 
-/// Closes image descriptor `u`, with the locks the close ends: the
-/// process's POSIX locks on the file, and the description's OFD and
-/// `flock` locks when it was its last descriptor.
-fn close_image(u: c_int) -> ulfs::Result<()> {
-    let d = on_image(|fs| {
+/// Takes kernel descriptor `fd` out of the table and closes its image
+/// file, with the locks the close ends: the process's POSIX locks on the
+/// file, and the description's OFD and `flock` locks when it was its last
+/// descriptor. `None` when `fd` was no image file's (a pending one is
+/// forgotten without mounting). The table changes under the file system's
+/// lock, so a hand-over to another process (which notes the table's
+/// files) never misses it.
+fn close_image(fd: c_int) -> Option<ulfs::Result<()>> {
+    if fds::bound(fd).is_none() {
+        fds::unbind(fd);
+        return None;
+    }
+    let image = image()?;
+    // No hand-over first: the call is about a descriptor of this mount.
+    let r = image.with_no_turn(|fs| {
+        let Some(u) = fds::unbind(fd) else {
+            return Ok(None);
+        };
         let d = fs.file_description(u)?;
+        if d.refs == 1 {
+            crate::inherit::closing_description(fs, u, d.id);
+        }
         fs.close(u)?;
-        Ok(d)
-    })?;
+        Ok(Some(d))
+    });
+    let d = match r {
+        Ok(Some(d)) => d,
+        Ok(None) => return None,
+        Err(e) => return Some(Err(e)),
+    };
     locks::release_process(d.ino);
     if d.refs == 1 {
         locks::release_owner(Owner::Ofd(d.id));
         locks::release_owner(Owner::Flock(d.id));
     }
-    Ok(())
+    Some(Ok(()))
 }
 
 /// A mutable byte slice from a C buffer (EFAULT for NULL with a length).
@@ -309,6 +343,7 @@ fn count(r: ulfs::Result<usize>) -> ssize_t {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn read(fd: c_int, buf: *mut c_void, n: size_t) -> ssize_t {
     let Some(u) = fds::ulfs_fd(fd) else {
+        crate::turns::before_read(fd);
         let real_read = real!(read: unsafe extern "C" fn(c_int, *mut c_void, size_t) -> ssize_t);
         // SAFETY: the program's own arguments.
         return unsafe { real_read(fd, buf, n) };
@@ -327,7 +362,7 @@ pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, n: size_t) -> ssiz
         let real_write =
             real!(write: unsafe extern "C" fn(c_int, *const c_void, size_t) -> ssize_t);
         // SAFETY: the program's own arguments.
-        return unsafe { real_write(fd, buf, n) };
+        return unsafe { crate::turns::write(fd, buf, n, real_write) };
     };
     // SAFETY: `buf` valid for `n` bytes by write's contract.
     count(unsafe { buf_ref(buf, n) }.and_then(|b| on_image(|fs| fs.write(u, b))))
@@ -421,6 +456,7 @@ unsafe fn iovecs<'a>(iov: *const iovec, n: c_int) -> ulfs::Result<Vec<&'a mut [u
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn readv(fd: c_int, iov: *const iovec, n: c_int) -> ssize_t {
     let Some(u) = fds::ulfs_fd(fd) else {
+        crate::turns::before_read(fd);
         let real_readv = real!(readv: unsafe extern "C" fn(c_int, *const iovec, c_int) -> ssize_t);
         // SAFETY: the program's own arguments.
         return unsafe { real_readv(fd, iov, n) };
@@ -450,6 +486,7 @@ pub unsafe extern "C" fn readv(fd: c_int, iov: *const iovec, n: c_int) -> ssize_
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn writev(fd: c_int, iov: *const iovec, n: c_int) -> ssize_t {
     let Some(u) = fds::ulfs_fd(fd) else {
+        crate::turns::before_write(fd);
         let real_writev =
             real!(writev: unsafe extern "C" fn(c_int, *const iovec, c_int) -> ssize_t);
         // SAFETY: the program's own arguments.
@@ -648,9 +685,14 @@ pub extern "C" fn posix_fadvise64(fd: c_int, off: off_t, len: off_t, advice: c_i
 /// Makes kernel descriptor `new` (already a placeholder) another
 /// descriptor of image descriptor `u`.
 fn bind_dup(new: c_int, u: c_int) -> c_int {
-    match on_image(|fs| fs.dup(u)) {
-        Ok(u2) => {
-            fds::bind(new, u2);
+    let dup = on_image(|fs| {
+        let u2 = fs.dup(u)?;
+        fds::bind(new, u2);
+        Ok(())
+    });
+    match dup {
+        Ok(()) => {
+            std_streams::follow(new);
             new
         }
         Err(e) => {
@@ -663,9 +705,7 @@ fn bind_dup(new: c_int, u: c_int) -> c_int {
 /// Before the kernel reuses descriptor `fd` (dup2 and dup3 close their
 /// target): an image file it stood for is closed.
 fn release(fd: c_int) {
-    if let Some(u) = fds::unbind(fd) {
-        let _ = close_image(u);
-    }
+    let _ = close_image(fd);
 }
 
 /// `dup(2)`.
@@ -698,6 +738,9 @@ fn dup_onto(old: c_int, new: c_int, flags: c_int, is_dup2: bool) -> c_int {
         return fail(libc::EBUSY);
     }
     let src = fds::ulfs_fd(old);
+    if src.is_some() || fds::is_image(new) {
+        std_streams::before_change(new);
+    }
     // SAFETY: the program's own descriptors.
     let r = unsafe { real_dup3(old, new, flags) };
     if r < 0 {
@@ -706,7 +749,10 @@ fn dup_onto(old: c_int, new: c_int, flags: c_int, is_dup2: bool) -> c_int {
     release(new);
     match src {
         Some(u) => bind_dup(new, u),
-        None => new,
+        None => {
+            std_streams::follow(new);
+            new
+        }
     }
 }
 
@@ -728,7 +774,10 @@ pub extern "C" fn dup3(old: c_int, new: c_int, flags: c_int) -> c_int {
 #[unsafe(no_mangle)]
 pub extern "C" fn fcntl(fd: c_int, cmd: c_int, arg: c_long) -> c_int {
     let real_fcntl = real!(fcntl: unsafe extern "C" fn(c_int, c_int, c_long) -> c_int);
-    let Some(u) = fds::ulfs_fd(fd) else {
+    // The close-on-exec flag is the kernel descriptor's, image file or
+    // not (so asking needs no mount).
+    let own_flag = matches!(cmd, libc::F_GETFD | libc::F_SETFD);
+    let Some(u) = (!own_flag).then(|| fds::ulfs_fd(fd)).flatten() else {
         // SAFETY: the program's own arguments.
         return unsafe { real_fcntl(fd, cmd, arg) };
     };
@@ -738,8 +787,6 @@ pub extern "C" fn fcntl(fd: c_int, cmd: c_int, arg: c_long) -> c_int {
             let new = unsafe { real_fcntl(fd, cmd, arg) };
             if new < 0 { new } else { bind_dup(new, u) }
         }
-        // SAFETY: the close-on-exec flag of the placeholder.
-        libc::F_GETFD | libc::F_SETFD => unsafe { real_fcntl(fd, cmd, arg) },
         libc::F_GETFL => ret(on_image(|fs| fs.fcntl_getfl(u))),
         libc::F_SETFL => ret(on_image(|fs| fs.fcntl_setfl(u, arg as c_int)).map(|()| 0)),
         libc::F_GETLK
@@ -911,7 +958,9 @@ pub extern "C" fn close_range(first: c_uint, last: c_uint, flags: c_int) -> c_in
     }
     if flags & libc::CLOSE_RANGE_CLOEXEC as c_int == 0 && fds::open_count() > 0 {
         for fd in fds::bound_in(first, last) {
+            std_streams::before_change(fd);
             release(fd);
+            std_streams::follow(fd);
         }
     }
     let f = real!(close_range: unsafe extern "C" fn(c_uint, c_uint, c_int) -> c_int);

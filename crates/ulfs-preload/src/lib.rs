@@ -15,6 +15,15 @@
 //!   for extended attributes;
 //! - `process`: `fork`, `vfork` and the `exec` calls, which hand the image
 //!   over between processes (one writer at a time);
+//! - `inherit`: open image files handed over to the next process that
+//!   mounts the image (across `exec` through the environment), with the
+//!   offsets they share;
+//! - `shared`: the memory every process of a run maps (shared offsets,
+//!   who waits for the image);
+//! - `turns`: a process holding the image never blocks on a host
+//!   descriptor while another waits for it;
+//! - `std_streams`: `stdin`/`stdout`/`stderr` follow descriptors 0-2 onto
+//!   image files, pipes and sockets;
 //! - `tempfiles`: `mkstemp` and friends, `mkdtemp`, for image templates;
 //! - `transfer`: `copy_file_range` and `sendfile` with an image file on
 //!   either side;
@@ -38,6 +47,7 @@ mod fds;
 mod fsinfo;
 mod fts;
 mod ftw;
+mod inherit;
 mod io;
 mod locks;
 mod mmap;
@@ -45,10 +55,13 @@ mod paths;
 mod process;
 mod resolve;
 mod route;
+mod shared;
 mod state;
+mod std_streams;
 mod stdio;
 mod tempfiles;
 mod transfer;
+mod turns;
 mod xattr;
 
 /// Sets errno and returns -1, the libc convention for a failed call.
@@ -97,6 +110,13 @@ fn fatal(parts: &[&str]) -> ! {
 /// `main`.
 extern "C" fn load() {
     state::init();
+    if state::image().is_some() {
+        shared::init();
+        inherit::init();
+        for fd in 0..=2 {
+            std_streams::follow(fd);
+        }
+    }
     process::record_env();
     exit::install();
 }

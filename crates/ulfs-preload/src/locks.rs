@@ -60,6 +60,11 @@ fn table() -> MutexGuard<'static, HashMap<Ino, Vec<Held>>> {
     TABLE.by_ino.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// Whether no lock is held on any image file.
+pub fn is_empty() -> bool {
+    table().values().all(Vec::is_empty)
+}
+
 /// Whether `owner` asking for `write` on `[start, end)` conflicts with `h`.
 fn conflicts(owner: Owner, write: bool, start: u64, end: u64, h: &Held) -> bool {
     let flock = |o: Owner| matches!(o, Owner::Flock(_));

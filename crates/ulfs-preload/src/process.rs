@@ -1,15 +1,16 @@
 //! Processes the program starts: `fork` hands the image over as
 //! `state.rs` describes, and so do `posix_spawn`, `posix_spawnp`,
 //! `system` and `popen` (whose children glibc makes with internal calls)
-//! by letting go of the image first when no image file is open; `vfork` is served by `fork` (a vfork child shares
-//! the parent's memory, and with it the parent's mounted file system,
-//! which it must not touch: an `_exit` there would unmount the parent's
-//! image); the `exec` calls commit and let go of the image first, so the
-//! new program (which inherits `LD_PRELOAD` and the image's environment)
-//! mounts it itself; a working directory inside the image goes along in
-//! the environment (`ULFS_RUN_CWD`), as the kernel's would. Image
-//! descriptors do not survive an exec: the new program's copies are
-//! placeholders that fail with EBADF.
+//! by letting go of the image first (their children get no image
+//! descriptors); `vfork` is served by `fork` (a
+//! vfork child shares the parent's memory, and with it the parent's
+//! mounted file system, which it must not touch: an `_exit` there would
+//! unmount the parent's image); the `exec` calls commit and let go of the
+//! image first, so the new program (which inherits `LD_PRELOAD` and the
+//! image's environment) mounts it itself; a working directory inside the
+//! image goes along in the environment (`ULFS_RUN_CWD`), as the kernel's
+//! would, and so do the image descriptors that survive the exec
+//! (`ULFS_RUN_FDS`, `inherit.rs`).
 
 use std::ffi::{CStr, CString, c_char, c_int};
 
@@ -34,7 +35,7 @@ pub extern "C" fn vfork() -> libc::pid_t {
     fork()
 }
 
-/// Before an exec: commit, let go, and forget image descriptors.
+/// Before an exec: commit and let go, image descriptors pending.
 fn before_exec() {
     if let Some(i) = image() {
         crate::mmap::write_back_all();
@@ -58,6 +59,13 @@ unsafe fn env_for_exec(envp: *const *const c_char) -> Option<Vec<CString>> {
     };
     let key = [ENV_CWD.as_bytes(), b"="].concat();
     let key_ino = [ENV_CWD_INO.as_bytes(), b"="].concat();
+    // Entries this library writes afresh: never passed on stale.
+    let ours = [
+        key.clone(),
+        key_ino.clone(),
+        [crate::inherit::ENV_FDS.as_bytes(), b"="].concat(),
+        [crate::shared::ENV_SHARED.as_bytes(), b"="].concat(),
+    ];
     let mut out = Vec::new();
     let mut i = 0;
     loop {
@@ -68,12 +76,16 @@ unsafe fn env_for_exec(envp: *const *const c_char) -> Option<Vec<CString>> {
         }
         // SAFETY: each entry is NUL-terminated.
         let s = unsafe { CStr::from_ptr(e) };
-        if !s.to_bytes().starts_with(&key) && !s.to_bytes().starts_with(&key_ino) {
+        if !ours.iter().any(|k| s.to_bytes().starts_with(k)) {
             out.push(s.to_owned());
         }
         i += 1;
     }
     carry_on(&mut out);
+    out.extend(crate::inherit::env_for_exec());
+    if let Some(e) = crate::shared::env_entry().and_then(|e| CString::new(e).ok()) {
+        out.push(e);
+    }
     let cwd = image.cwd();
     if cwd.in_image {
         out.push(CString::new([key.as_slice(), &cwd.path].concat()).ok()?);
@@ -198,7 +210,7 @@ pub unsafe extern "C" fn execvp(file: *const c_char, argv: *const *const c_char)
 /// Lets go of the image (when idle) before glibc starts a program.
 fn before_spawn() {
     if let Some(i) = image() {
-        i.let_go_if_idle();
+        i.let_go_before_spawn();
     }
 }
 

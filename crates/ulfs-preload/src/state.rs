@@ -6,15 +6,19 @@
 //! the processes of a pipeline that never do, such as `sort`, never hold
 //! it; `ulfs run` checked that it mounts before starting the program) and
 //! committed at exit (`exit.rs`). Only one process writes an image at a
-//! time (the image lock), so across `fork` the image is handed over: a
-//! process with no image file open commits and lets go of it before
-//! forking, and whichever process next touches an image path mounts it
-//! again, waiting up to `LOCK_WAIT` for the other to let go (a shell
-//! running `mkdir /ulfs/d` forks, the child execs `mkdir`, which mounts,
-//! works and exits; then the shell mounts again). A process that forks
-//! while it holds image files open keeps the image; its child cannot use
-//! them (they fail with EBADF) and waits like anyone else to mount.
+//! time (the image lock), so across `fork` and `exec` the image is handed
+//! over: the process commits and lets go of it first, and whichever
+//! process next touches an image path mounts it again, waiting up to
+//! `LOCK_WAIT` for the other to let go (a shell running `mkdir /ulfs/d`
+//! forks, the child execs `mkdir`, which mounts, works and exits; then the
+//! shell mounts again). Image files open at that moment go along
+//! (`inherit.rs`): they are opened again at the next mount, in whichever
+//! process. A process that cannot hand its files over (a deleted file
+//! still open, which the commit would reap; mappings or locks of image
+//! files) keeps the image across a `fork`; its child cannot use them
+//! (they fail with EBADF) and waits like anyone else to mount.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -32,6 +36,9 @@ pub const ENV_CWD_INO: &str = "ULFS_RUN_CWD_INO";
 /// How long a mount waits for another process of the same run to let go
 /// of the image.
 const LOCK_WAIT: Duration = Duration::from_secs(10);
+
+/// How long a mount lets a process already waiting go first.
+const DEFER_MAX: Duration = Duration::from_millis(200);
 
 pub struct Image {
     fs: Mutex<Slot>,
@@ -68,6 +75,16 @@ pub struct Cwd {
 }
 
 static IMAGE: OnceLock<Image> = OnceLock::new();
+
+/// Whether this process holds the image mounted now (read without the
+/// file system's lock, on the path of host reads and writes).
+static HELD: AtomicBool = AtomicBool::new(false);
+
+/// Whether this process holds the image now.
+#[inline]
+pub fn held_here() -> bool {
+    HELD.load(Ordering::Acquire)
+}
 
 /// The image (`None` when the program was not started by `ulfs run`).
 pub fn image() -> Option<&'static Image> {
@@ -127,8 +144,17 @@ impl Image {
         };
         let shown = self.path.display().to_string();
         let start = Instant::now();
+        // Another process waiting already goes first (this one may just
+        // have let go for it): the image passes between processes in turn.
+        while crate::shared::wanted() && start.elapsed() < DEFER_MAX {
+            std::thread::sleep(Duration::from_millis(1));
+        }
         let file = loop {
-            match ulfs::store::open_locked(&self.path, self.read_only) {
+            let r = ulfs::store::open_locked(&self.path, self.read_only);
+            // The holder lets go at its next call on a host descriptor
+            // while someone waits (`shared.rs`).
+            crate::shared::want(matches!(&r, Err(e) if e.raw_os_error() == Some(libc::EBUSY)));
+            match r {
                 Err(e) if e.raw_os_error() == Some(libc::EBUSY) && start.elapsed() < LOCK_WAIT => {
                     std::thread::sleep(Duration::from_millis(5));
                 }
@@ -156,7 +182,23 @@ impl Image {
     /// go. EIO once the process is exiting, or if it cannot be mounted
     /// (said on standard error).
     pub fn with<T>(&self, f: impl FnOnce(&mut Fs) -> ulfs::Result<T>) -> ulfs::Result<T> {
+        self.serve(true, f)
+    }
+
+    /// As `with`, but never letting go for a waiting process first: for a
+    /// call that already took its descriptor out of the table (a close),
+    /// whose file a hand-over would not note.
+    pub fn with_no_turn<T>(&self, f: impl FnOnce(&mut Fs) -> ulfs::Result<T>) -> ulfs::Result<T> {
+        self.serve(false, f)
+    }
+
+    fn serve<T>(&self, turn: bool, f: impl FnOnce(&mut Fs) -> ulfs::Result<T>) -> ulfs::Result<T> {
         let mut g = lock(&self.fs);
+        if turn && matches!(*g, Slot::Mounted(_)) && crate::shared::wanted() {
+            // Another process waits: it goes first (descriptor numbers
+            // survive the hand-over, so the caller's stays right).
+            self.hand_over(&mut g);
+        }
         if matches!(*g, Slot::Unmounted) {
             let mut fs = match self.mount() {
                 Ok(fs) => fs,
@@ -166,7 +208,9 @@ impl Image {
                 }
             };
             self.restore_cwd(&mut fs);
+            crate::inherit::reopen(&mut fs);
             *g = Slot::Mounted(Box::new(fs));
+            HELD.store(true, Ordering::Release);
         }
         match &mut *g {
             Slot::Mounted(fs) => f(fs),
@@ -203,11 +247,15 @@ impl Image {
     }
 
     /// Commits and unmounts what `slot` holds, noting the working
-    /// directory's inode first. `when` names the moment for a message.
-    fn let_go(&self, slot: Slot, when: &str) {
+    /// directory's inode first, and the open image files (which stay
+    /// pending when `keep`, to be opened again at the next mount). `when`
+    /// names the moment for a message.
+    fn let_go(&self, slot: Slot, when: &str, keep: bool) {
         let Slot::Mounted(mut fs) = slot else {
             return;
         };
+        HELD.store(false, Ordering::Release);
+        crate::inherit::capture(&mut fs, keep);
         {
             let mut cwd = self.cwd();
             if cwd.in_image && !cwd.gone {
@@ -219,6 +267,22 @@ impl Image {
             crate::warn(&format!(
                 "ulfs run: committing the image {when} failed: {e}"
             ));
+        }
+    }
+
+    /// Another process waits for the image: lets go of it, files pending,
+    /// unless this process cannot hand them over. Called where the
+    /// program may block on a host descriptor.
+    pub fn yield_to_waiter(&self) {
+        self.hand_over(&mut lock(&self.fs));
+    }
+
+    fn hand_over(&self, g: &mut MutexGuard<'_, Slot>) {
+        if let Slot::Mounted(fs) = &mut **g
+            && (!holds_files() || crate::inherit::can_hand_over(fs))
+        {
+            let slot = std::mem::replace(&mut **g, Slot::Unmounted);
+            self.let_go(slot, "for another process", true);
         }
     }
 
@@ -235,41 +299,52 @@ impl Image {
     /// Commits and unmounts for good (at exit); later calls get EIO.
     pub fn close(&self) {
         let slot = std::mem::replace(&mut *lock(&self.fs), Slot::Closed);
-        self.let_go(slot, "at exit");
+        self.let_go(slot, "at exit", false);
+        crate::inherit::release_all();
     }
 
-    /// Before an exec: commits and lets go of the image (mounted again if
-    /// the exec fails and the program goes on), and forgets image
-    /// descriptors, which the new program cannot use.
+    /// Before an exec: commits and lets go of the image, its open files
+    /// pending (the new program gets those that survive the exec; if the
+    /// exec fails, the program goes on with them all).
     pub fn before_exec(&self) {
         let slot = std::mem::replace(&mut *lock(&self.fs), Slot::Unmounted);
-        self.let_go(slot, "before exec");
-        crate::fds::forget_all();
+        self.let_go(slot, "before exec", true);
     }
 
     /// `fork`, done by `real_fork` with the file system's lock held (so no
-    /// call is half done in either process). With no image file open, the
-    /// image is committed and let go first, so the child, or what it
-    /// execs, can mount it. Otherwise the parent keeps it; the child's
-    /// copy is abandoned and dropped without writing anything (closing its
-    /// copy of the image file, whose lock stays with the parent) and its
-    /// image descriptors stop being image files.
+    /// call is half done in either process). The image is committed and
+    /// let go first, its open files handed over to both processes (as
+    /// pending descriptors whose offsets they share), so the child, or
+    /// what it execs, can mount it. A process that cannot hand its files
+    /// over keeps the image; the child's copy is abandoned and dropped
+    /// without writing anything (closing its copy of the image file, whose
+    /// lock stays with the parent) and its image descriptors stop being
+    /// image files.
     pub fn fork(&self, real_fork: impl FnOnce() -> libc::pid_t) -> libc::pid_t {
         let mut g = lock(&self.fs);
         let kept = match &mut *g {
-            Slot::Mounted(fs) if holds_files() => {
-                let _ = fs.sync();
-                true
-            }
-            Slot::Mounted(_) => {
-                let slot = std::mem::replace(&mut *g, Slot::Unmounted);
-                self.let_go(slot, "before fork");
-                false
+            Slot::Mounted(fs) => {
+                let keep = holds_files() && !crate::inherit::can_hand_over(fs);
+                if keep {
+                    let _ = fs.sync();
+                } else {
+                    let slot = std::mem::replace(&mut *g, Slot::Unmounted);
+                    self.let_go(slot, "before fork", true);
+                }
+                keep
             }
             _ => false,
         };
+        let child_slots = if kept {
+            Vec::new()
+        } else {
+            crate::inherit::before_fork()
+        };
         let pid = real_fork();
-        if pid == 0 && kept {
+        if pid < 0 {
+            crate::inherit::fork_failed(child_slots);
+        } else if pid == 0 && kept {
+            HELD.store(false, Ordering::Release);
             if let Slot::Mounted(mut fs) = std::mem::replace(&mut *g, Slot::Unmounted) {
                 // Read-only for good: dropping it writes nothing.
                 fs.abandon();
@@ -277,6 +352,9 @@ impl Image {
                 drop(fs);
             }
             crate::fds::forget_all();
+            crate::inherit::forget_all();
+        } else if pid == 0 {
+            crate::inherit::in_child();
         }
         pid
     }
@@ -292,14 +370,11 @@ fn holds_files() -> bool {
 impl Image {
     /// Before the program starts another program some way other than
     /// `fork` (`posix_spawn`, `system`, `popen`, whose children glibc
-    /// makes with internal calls): commits and lets go of the image when
-    /// no image file is open, so the new program can mount it.
-    pub fn let_go_if_idle(&self) {
-        let mut g = lock(&self.fs);
-        if matches!(*g, Slot::Mounted(_)) && !holds_files() {
-            let slot = std::mem::replace(&mut *g, Slot::Unmounted);
-            self.let_go(slot, "before starting a program");
-        }
+    /// makes with internal calls): commits and lets go of the image, its
+    /// open files pending (unless it cannot hand them over), so the new
+    /// program can mount it. The new program gets no image descriptors.
+    pub fn let_go_before_spawn(&self) {
+        self.hand_over(&mut lock(&self.fs));
     }
 }
 

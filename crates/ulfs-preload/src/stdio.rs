@@ -44,7 +44,11 @@ unsafe extern "C" fn cookie_read(cookie: *mut c_void, buf: *mut c_char, n: size_
     unsafe { crate::io::read(fd_of(cookie), buf.cast(), n) }
 }
 
-unsafe extern "C" fn cookie_write(cookie: *mut c_void, buf: *const c_char, n: size_t) -> ssize_t {
+pub unsafe extern "C" fn cookie_write(
+    cookie: *mut c_void,
+    buf: *const c_char,
+    n: size_t,
+) -> ssize_t {
     // SAFETY: glibc hands a buffer valid for `n` bytes.
     let r = unsafe { crate::io::write(fd_of(cookie), buf.cast(), n) };
     // A cookie write must not return -1 for a partial failure with data
@@ -65,7 +69,7 @@ unsafe extern "C" fn cookie_seek(cookie: *mut c_void, off: *mut i64, whence: c_i
 
 unsafe extern "C" fn cookie_close(cookie: *mut c_void) -> c_int {
     let fd = fd_of(cookie);
-    streams().retain(|_, v| *v != fd);
+    forget_streams_of(fd);
     crate::io::close(fd)
 }
 
@@ -113,6 +117,42 @@ fn stream(fd: c_int, mode: *const c_char) -> *mut libc::FILE {
         streams().insert(f as usize, fd);
     }
     f
+}
+
+type WriteFn = unsafe extern "C" fn(*mut c_void, *const c_char, size_t) -> ssize_t;
+type CloseFn = unsafe extern "C" fn(*mut c_void) -> c_int;
+
+/// A cookie stream standing in for a standard stream (`std_streams.rs`),
+/// with that module's own write and close.
+pub fn std_stream(
+    fd: c_int,
+    mode: *const c_char,
+    write: WriteFn,
+    close: CloseFn,
+) -> *mut libc::FILE {
+    let io = CookieIo {
+        read: cookie_read,
+        write,
+        seek: cookie_seek,
+        close,
+    };
+    // SAFETY: a NUL-terminated mode; the cookie is a plain integer.
+    let f = unsafe { fopencookie(fd as usize as *mut c_void, mode, io) };
+    if !f.is_null() {
+        streams().insert(f as usize, fd);
+    }
+    f
+}
+
+/// The cookie streams on descriptor `fd` are being closed (glibc frees
+/// the stream after its close function, which knows only the cookie).
+pub fn forget_streams_of(fd: c_int) {
+    streams().retain(|_, v| *v != fd);
+}
+
+/// A cookie stream is about to be freed by its maker.
+pub fn forget_stream(f: *mut libc::FILE) {
+    streams().remove(&(f as usize));
 }
 
 /// `fileno(3)`: a stream on an image file shows its image descriptor.
@@ -229,8 +269,11 @@ pub unsafe extern "C" fn fdopen(fd: c_int, mode: *const c_char) -> *mut libc::FI
     unsafe { f(fd, mode) }
 }
 
-/// `freopen(3)`: onto a host path as libc does; onto an image path
-/// EOPNOTSUPP (the stream object would have to become a cookie stream).
+/// `freopen(3)`: onto a host path as libc does. A standard stream onto an
+/// image path: the file is opened and moved onto the standard descriptor,
+/// and the stream that follows it there (`std_streams.rs`) is returned.
+/// Any other stream onto an image path: EOPNOTSUPP (the stream object
+/// would have to become a cookie stream).
 ///
 /// # Safety
 /// As libc's `freopen`.
@@ -256,8 +299,25 @@ pub unsafe extern "C" fn freopen(
             // SAFETY: a NUL-terminated path and the program's arguments.
             unsafe { real_freopen(c.as_ptr(), mode, stream) }
         }
+        Route::Image { dirfd, path } if crate::std_streams::std_fd_of(stream).is_some() => {
+            let std_fd = crate::std_streams::std_fd_of(stream).unwrap_or(1);
+            // SAFETY: by freopen's contract.
+            let Some(flags) = unsafe { arg(mode) }.and_then(mode_flags) else {
+                crate::fail::<c_int>(libc::EINVAL);
+                return std::ptr::null_mut();
+            };
+            // SAFETY: flushing the program's live stream, as freopen does.
+            unsafe { libc::fflush(stream) };
+            let fd = open_image(image, dirfd, &path, flags & !libc::O_CLOEXEC, 0o666);
+            if fd < 0 {
+                return std::ptr::null_mut();
+            }
+            crate::std_streams::reopen_onto(std_fd, fd)
+        }
         Route::Image { .. } => {
-            crate::warn("ulfs run: freopen onto a path in the image is not supported");
+            crate::warn(
+                "ulfs run: freopen of a stream other than stdin, stdout or stderr onto a path in the image is not supported",
+            );
             crate::fail::<c_int>(libc::EOPNOTSUPP);
             std::ptr::null_mut()
         }

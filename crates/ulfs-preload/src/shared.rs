@@ -1,0 +1,228 @@
+//! Memory every process of a run shares: a `memfd` the first process
+//! makes at load and every later one inherits (its number travels in
+//! `ULFS_RUN_SHARED`; the descriptor is the library's, at a high number,
+//! kept across exec). It holds
+//!
+//! - the *slots* of open file descriptions that several processes hold,
+//!   with the offset they share (`inherit.rs`);
+//! - who is *waiting* for the image: a process that finds the image held
+//!   by another puts its pid here while it waits, and the holder, at its
+//!   next call on a host descriptor (where it may block on a pipe the
+//!   waiter is to fill or drain), lets go of the image if it can
+//!   (`state.rs`). That is what keeps `cat /ulfs/a | sort > /ulfs/b` from
+//!   waiting on itself.
+//!
+//! Slot 0 is the header: the magic (in its offset) and the waiting pid
+//! (in its count). Every bit pattern is a valid slot (atomic integers), so
+//! a process killed half way leaves nothing unsafe, only a slot held for
+//! the rest of the run.
+
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+use crate::fds;
+use crate::real::real;
+
+/// The shared memory's descriptor.
+pub const ENV_SHARED: &str = "ULFS_RUN_SHARED";
+
+#[repr(C)]
+struct Slot {
+    refs: AtomicU32,
+    _pad: u32,
+    offset: AtomicU64,
+}
+
+const SLOTS: usize = 16384;
+const BYTES: usize = SLOTS * std::mem::size_of::<Slot>();
+/// "ulfsrun1", in the header's offset field.
+const MAGIC: u64 = u64::from_le_bytes(*b"ulfsrun1");
+
+struct Table(&'static [Slot]);
+
+static TABLE: OnceLock<Table> = OnceLock::new();
+
+fn table() -> Option<&'static [Slot]> {
+    TABLE.get().map(|t| t.0)
+}
+
+/// Maps the shared memory behind `fd` (`fresh`: just made, to be stamped
+/// with the magic; otherwise it must carry it).
+fn map(fd: i32, fresh: bool) -> Option<Table> {
+    // SAFETY: a zeroed `stat` is a valid out-parameter.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    let fstat = real!(fstat: unsafe extern "C" fn(libc::c_int, *mut libc::stat) -> libc::c_int);
+    // SAFETY: `st` is valid for writing.
+    if unsafe { fstat(fd, &mut st) } != 0
+        || st.st_mode & libc::S_IFMT != libc::S_IFREG
+        || st.st_size as usize != BYTES
+    {
+        return None;
+    }
+    let mmap = real!(mmap: unsafe extern "C" fn(*mut libc::c_void, libc::size_t, libc::c_int, libc::c_int, libc::c_int, libc::off_t) -> *mut libc::c_void);
+    // SAFETY: a fresh shared mapping of the whole file, never unmapped.
+    let p = unsafe {
+        mmap(
+            std::ptr::null_mut(),
+            BYTES,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED,
+            fd,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        return None;
+    }
+    // SAFETY: the mapping is BYTES long, page-aligned, lives as long as
+    // the process, and every bit pattern is a valid slot.
+    let slots = unsafe { std::slice::from_raw_parts(p.cast::<Slot>(), SLOTS) };
+    if fresh {
+        slots[0].offset.store(MAGIC, Ordering::Release);
+    } else if slots[0].offset.load(Ordering::Acquire) != MAGIC {
+        let munmap =
+            real!(munmap: unsafe extern "C" fn(*mut libc::c_void, libc::size_t) -> libc::c_int);
+        // SAFETY: the mapping just made, unused.
+        unsafe { munmap(p, BYTES) };
+        return None;
+    }
+    Some(Table(slots))
+}
+
+/// At load: maps the run's shared memory, or makes it in the run's first
+/// process. A number in the environment that is not the run's memory (a
+/// program closed it, or set the variable itself) is ignored: the
+/// process then makes its own, shared with what it starts.
+pub fn init() {
+    if let Some(fd) = std::env::var(ENV_SHARED)
+        .ok()
+        .and_then(|v| v.parse::<i32>().ok())
+        && let Some(t) = map(fd, false)
+    {
+        fds::set_shared_file(fd);
+        let _ = TABLE.set(t);
+        return;
+    }
+    make();
+}
+
+fn make() -> Option<()> {
+    // SAFETY: a NUL-terminated name; no flags (the memory crosses execs).
+    let fd = unsafe { libc::memfd_create(c"ulfs-run".as_ptr(), 0) };
+    if fd < 0 {
+        return None;
+    }
+    let ftruncate = real!(ftruncate: unsafe extern "C" fn(libc::c_int, libc::off_t) -> libc::c_int);
+    // SAFETY: sizing the memfd just made.
+    if unsafe { ftruncate(fd, BYTES as libc::off_t) } != 0 {
+        fds::close_kernel(fd);
+        return None;
+    }
+    let fd = fds::move_high(fd, false);
+    if fd < 0 {
+        return None;
+    }
+    let Some(t) = map(fd, true) else {
+        fds::close_kernel(fd);
+        return None;
+    };
+    fds::set_shared_file(fd);
+    let _ = TABLE.set(t);
+    let value = fd.to_string();
+    // SAFETY: at load, before `main`: no other thread reads the
+    // environment. Programs started by `system` or `posix_spawn` find the
+    // memory through it.
+    unsafe { std::env::set_var(ENV_SHARED, &value) };
+    Some(())
+}
+
+/// The environment entry that passes the memory on to an exec.
+pub fn env_entry() -> Option<String> {
+    table()?;
+    Some(format!("{ENV_SHARED}={}", fds::shared_file()?))
+}
+
+/// A free slot, taken (one holder) with `offset`.
+pub fn take(offset: u64) -> Option<u32> {
+    let t = table()?;
+    let i = 1 + t[1..].iter().position(|s| {
+        s.refs
+            .compare_exchange(0, 1, Ordering::AcqRel, Ordering::Relaxed)
+            .is_ok()
+    })?;
+    t[i].offset.store(offset, Ordering::Release);
+    Some(i as u32)
+}
+
+fn slot(i: u32) -> Option<&'static Slot> {
+    (i != 0).then(|| table()?.get(i as usize)).flatten()
+}
+
+/// Whether slot `i` exists in this run's memory.
+pub fn exists(i: u32) -> bool {
+    slot(i).is_some()
+}
+
+/// One more process holds slot `i`.
+pub fn hold(i: u32) {
+    if let Some(s) = slot(i) {
+        s.refs.fetch_add(1, Ordering::AcqRel);
+    }
+}
+
+/// One holder fewer.
+pub fn release(i: u32) {
+    if let Some(s) = slot(i) {
+        let _ = s
+            .refs
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |r| r.checked_sub(1));
+    }
+}
+
+pub fn offset(i: u32) -> Option<u64> {
+    Some(slot(i)?.offset.load(Ordering::Acquire))
+}
+
+pub fn set_offset(i: u32, offset: u64) {
+    if let Some(s) = slot(i) {
+        s.offset.store(offset, Ordering::Release);
+    }
+}
+
+/// This process waits for the image (`on`), or no longer does.
+pub fn want(on: bool) {
+    let Some(t) = table() else {
+        return;
+    };
+    let me = std::process::id();
+    if on {
+        t[0].refs.store(me, Ordering::Release);
+    } else {
+        let _ = t[0]
+            .refs
+            .compare_exchange(me, 0, Ordering::AcqRel, Ordering::Relaxed);
+    }
+}
+
+/// Whether another live process waits for the image (one load when none
+/// does).
+#[inline]
+pub fn wanted() -> bool {
+    let Some(t) = table() else {
+        return false;
+    };
+    let pid = t[0].refs.load(Ordering::Relaxed);
+    pid != 0 && pid != std::process::id() && waiter_alive(pid)
+}
+
+#[cold]
+fn waiter_alive(pid: u32) -> bool {
+    // SAFETY: signal 0 only checks that the process exists.
+    let alive = unsafe { libc::kill(pid as libc::pid_t, 0) } == 0 || crate::errno() == libc::EPERM;
+    if !alive && let Some(t) = table() {
+        let _ = t[0]
+            .refs
+            .compare_exchange(pid, 0, Ordering::AcqRel, Ordering::Relaxed);
+    }
+    alive
+}

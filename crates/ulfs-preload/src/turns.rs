@@ -1,0 +1,135 @@
+//! Taking turns on the image with the other processes of a run. One
+//! process holds the image at a time (`state.rs`); the others wait for it.
+//! So that a pipeline whose processes all use the image does not wait on
+//! itself (`cat /ulfs/a | sort > /ulfs/b`: `cat` fills the pipe while the
+//! shell's child waits for the image to open `b` before it becomes
+//! `sort`), a process that holds the image never blocks on a host
+//! descriptor (a pipe, a socket, a terminal) while another process waits:
+//! before a read or write that could block, it polls the descriptor, and
+//! while it is not ready checks every `RECHECK` whether someone waits
+//! (`shared.rs`); if so, it lets go of the image first. A process that
+//! holds nothing does the call straight away.
+//!
+//! Writes of more than `CHUNK` bytes to a descriptor that may block part
+//! way (not a regular file) go in pieces, each after the descriptor is
+//! ready, so that none blocks; a pipe's atomic writes (`PIPE_BUF`, 4 KiB)
+//! stay whole.
+//!
+//! This covers the program's own `read`, `write`, `readv` and `writev`,
+//! and the standard streams' stdio, which goes through them
+//! (`std_streams.rs`). A `writev` of more than a pipe holds is not split.
+
+use std::ffi::c_void;
+
+use libc::{c_int, size_t, ssize_t};
+
+/// How often a process holding the image, waiting for a host descriptor,
+/// looks for a process waiting for the image.
+const RECHECK_MS: c_int = 20;
+
+/// The largest piece of a write that cannot block once the descriptor is
+/// ready (a pipe takes `PIPE_BUF` bytes then).
+const CHUNK: usize = libc::PIPE_BUF;
+
+/// Lets go of the image for the process waiting for it.
+fn give_way() {
+    if let Some(i) = crate::state::image() {
+        i.yield_to_waiter();
+    }
+}
+
+/// Returns once `fd` is ready for `events` (or polling it fails), or once
+/// this process no longer holds the image, having let go of it if another
+/// process waits meanwhile.
+fn wait_ready(fd: c_int, events: libc::c_short) {
+    loop {
+        if !crate::state::held_here() {
+            return;
+        }
+        if crate::shared::wanted() {
+            give_way();
+            return;
+        }
+        let mut p = libc::pollfd {
+            fd,
+            events,
+            revents: 0,
+        };
+        let poll = crate::real::real!(poll: unsafe extern "C" fn(*mut libc::pollfd, libc::nfds_t, c_int) -> c_int);
+        // SAFETY: one valid pollfd.
+        let r = unsafe { poll(&mut p, 1, RECHECK_MS) };
+        if r != 0 {
+            // Ready, or an error the call itself will report.
+            return;
+        }
+    }
+}
+
+/// Before a read of host descriptor `fd`.
+#[inline]
+pub fn before_read(fd: c_int) {
+    if crate::state::held_here() {
+        wait_ready(fd, libc::POLLIN);
+    }
+}
+
+/// Before a write of host descriptor `fd` that is not split (`writev`).
+#[inline]
+pub fn before_write(fd: c_int) {
+    if crate::state::held_here() {
+        wait_ready(fd, libc::POLLOUT);
+    }
+}
+
+/// Whether a write to `fd` could block part way (not a regular file or a
+/// block device, whose writes never wait on another process).
+fn may_block_part_way(fd: c_int) -> bool {
+    let fstat = crate::real::real!(fstat: unsafe extern "C" fn(c_int, *mut libc::stat) -> c_int);
+    // SAFETY: a zeroed `stat` is a valid out-parameter.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: `st` is valid for writing.
+    if unsafe { fstat(fd, &mut st) } != 0 {
+        return false;
+    }
+    !matches!(st.st_mode & libc::S_IFMT, libc::S_IFREG | libc::S_IFBLK)
+}
+
+type WriteFn = unsafe extern "C" fn(c_int, *const c_void, size_t) -> ssize_t;
+
+/// `write` of host descriptor `fd` with libc's `real`, taking turns.
+///
+/// # Safety
+/// As `write`: `buf` valid for `n` bytes.
+pub unsafe fn write(fd: c_int, buf: *const c_void, n: size_t, real: WriteFn) -> ssize_t {
+    if !crate::state::held_here() {
+        // SAFETY: the caller's contract.
+        return unsafe { real(fd, buf, n) };
+    }
+    if n <= CHUNK || !may_block_part_way(fd) {
+        wait_ready(fd, libc::POLLOUT);
+        // SAFETY: the caller's contract.
+        return unsafe { real(fd, buf, n) };
+    }
+    let mut done = 0usize;
+    while done < n {
+        let held = crate::state::held_here();
+        if held {
+            wait_ready(fd, libc::POLLOUT);
+        }
+        let piece = if crate::state::held_here() {
+            CHUNK.min(n - done)
+        } else {
+            n - done
+        };
+        // SAFETY: `buf + done` is valid for `n - done` bytes.
+        let r = unsafe { real(fd, buf.cast::<u8>().add(done).cast(), piece) };
+        if r < 0 {
+            return if done > 0 { done as ssize_t } else { r };
+        }
+        done += r as usize;
+        if (r as usize) < piece && !held {
+            break;
+        }
+    }
+    done as ssize_t
+}
