@@ -9,6 +9,10 @@
 //!   a count; on tmpfs, on ext4 (the host disk's /tmp, checked) and under
 //!   `ulfs run`.
 //! - PostMark: 2,000 files and 10,000 transactions; the same three.
+//! - A shell script: 200 commands appending to one file (each a fork and
+//!   exec, which under `ulfs run` hands the image and the open file over
+//!   twice), then pipelines whose every stage uses the image (they take
+//!   turns on it); the same three.
 //!
 //! Peers take turns (one round of each, `ROUNDS` rounds) and each value
 //! is the median; the ratio is ulfs / peer, below 1 meaning ulfs is
@@ -29,6 +33,13 @@ fn main() {
         eprintln!("ulfs-bench-preload: {e}");
         std::process::exit(1);
     }
+}
+
+#[derive(Clone, Copy)]
+enum Prog {
+    Sqlite,
+    Postmark,
+    Shell,
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -196,10 +207,14 @@ fn run() -> Res<()> {
             dir.display()
         )
     };
+    let shell = "set -e; cd \"$1\"; for i in $(seq 200); do ls / >> log; done; \
+                 seq 1 100000 > nums; cat nums | sort -n -r > sorted; \
+                 sort -n sorted | uniq | tail -n 1 > last; grep 7 nums | tee sevens | wc -l > count";
     let mut rows = Vec::new();
-    for (name, is_pm) in [
-        ("sqlite3: 10,000 inserts", false),
-        ("postmark: 2,000 files, 10,000 transactions", true),
+    for (name, kind) in [
+        ("sqlite3: 10,000 inserts", Prog::Sqlite),
+        ("postmark: 2,000 files, 10,000 transactions", Prog::Postmark),
+        ("sh: 200 commands >> a file, 3 pipelines", Prog::Shell),
     ] {
         let mut t = [Vec::new(), Vec::new(), Vec::new()];
         for round in 0..ROUNDS {
@@ -211,7 +226,22 @@ fn run() -> Res<()> {
             ];
             for (k, place) in places.iter().enumerate() {
                 let dir = place.dir();
-                let elapsed = if is_pm {
+                let elapsed = if let Prog::Shell = kind {
+                    let target = dir.join(format!("sh{round}"));
+                    if let Place::Host(_) = place {
+                        std::fs::create_dir_all(&target)?;
+                    }
+                    let make = format!("mkdir -p \"$1\"; {shell}");
+                    let start = Instant::now();
+                    let out = place
+                        .command(Path::new("/bin/sh"))
+                        .args(["-c", &make, "sh"])
+                        .arg(&target)
+                        .output()?;
+                    let elapsed = start.elapsed();
+                    check(out, "sh")?;
+                    elapsed
+                } else if let Prog::Postmark = kind {
                     let cfg = work.path().join(format!("pm-{round}-{k}.cfg"));
                     let target = dir.join(format!("pm{round}"));
                     std::fs::write(&cfg, pm_cfg(&target))?;
