@@ -1162,3 +1162,40 @@ cmp big py && echo same-py
 "#;
     same_as_tmpfs(script);
 }
+
+/// A last path component `.` or `..` reaches the image as Linux would see
+/// it (not folded away): `rmdir d/.` is EINVAL, `unlink d/.` EISDIR,
+/// `rename d/. e` EBUSY; and `O_TMPFILE`, which ulfs refuses as a file
+/// system without unnamed files does, sends python's `TemporaryFile` to
+/// its fallback.
+#[test]
+fn last_dot_components_and_o_tmpfile_agree_with_tmpfs() {
+    let script = r#"
+set -e
+python3 - "$1" <<'EOF'
+import errno, os, sys, tempfile
+d = sys.argv[1]
+os.mkdir(f"{d}/x"); os.mkdir(f"{d}/x/y")
+def t(name, f):
+    try:
+        f(); print(name, "ok")
+    except OSError as e:
+        print(name, errno.errorcode[e.errno])
+t("rmdir x/y/.", lambda: os.rmdir(f"{d}/x/y/."))
+t("rmdir x/y/..", lambda: os.rmdir(f"{d}/x/y/.."))
+t("unlink x/.", lambda: os.unlink(f"{d}/x/."))
+t("rename x/y/. z", lambda: os.rename(f"{d}/x/y/.", f"{d}/z"))
+t("rename x/y x/y/..", lambda: os.rename(f"{d}/x/y", f"{d}/x/y/.."))
+t("mkdir x/.", lambda: os.mkdir(f"{d}/x/."))
+t("mkdir x/y/..", lambda: os.mkdir(f"{d}/x/y/.."))
+t("stat x/y/./", lambda: os.stat(f"{d}/x/y/./"))
+t("rmdir x/y/", lambda: os.rmdir(f"{d}/x/y/"))
+t("O_TMPFILE read-only", lambda: os.open(f"{d}/x", os.O_TMPFILE | os.O_RDONLY))
+t("O_TMPFILE in a file", lambda: os.open(f"{d}/x/.", os.O_TMPFILE | os.O_RDWR | os.O_CREAT))
+with tempfile.TemporaryFile(dir=f"{d}/x") as f:
+    f.write(b"temporary"); f.seek(0); print(f.read())
+print(sorted(os.listdir(d)), sorted(os.listdir(f"{d}/x")))
+EOF
+"#;
+    same_as_tmpfs(script);
+}

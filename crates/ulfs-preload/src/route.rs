@@ -65,6 +65,25 @@ pub fn normalize(p: &[u8]) -> Vec<u8> {
     out
 }
 
+/// The image path `inner` with the original path's last component put
+/// back when it was `.` or `..`: Linux judges those itself (`rmdir` of
+/// `d/.` is EINVAL, `unlink` EISDIR, `rename` EBUSY), so the image must
+/// see them rather than the folded name.
+fn keep_last_dot(original: &[u8], inner: Vec<u8>) -> Vec<u8> {
+    let last = original.split(|&b| b == b'/').rfind(|c| !c.is_empty());
+    match last {
+        Some(c @ (b"." | b"..")) => {
+            let mut p = inner;
+            if p.last() != Some(&b'/') {
+                p.push(b'/');
+            }
+            p.extend_from_slice(c);
+            p
+        }
+        _ => inner,
+    }
+}
+
 /// `//` and `.` folded out of a path, `..` kept.
 fn fold_dots(p: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(p.len());
@@ -97,7 +116,7 @@ pub fn route(image: &Image, dirfd: i32, path: &[u8]) -> Route {
         return match under_prefix(&image.prefix, &n) {
             Some(p) => Route::Image {
                 dirfd: libc::AT_FDCWD,
-                path: p,
+                path: keep_last_dot(path, p),
             },
             // `/ulfs/../etc`: the kernel would look for the prefix, which
             // does not exist on the host; the folded path is what is meant.
@@ -173,6 +192,19 @@ fn could_reach(cwd: &[u8], prefix: &[u8], path: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_last_dot_or_dotdot_reaches_the_image() {
+        let k =
+            |o: &str, i: &str| String::from_utf8(keep_last_dot(o.as_bytes(), i.into())).unwrap();
+        assert_eq!(k("/ulfs/d/.", "/d/"), "/d/.");
+        assert_eq!(k("/ulfs/d/./", "/d/"), "/d/.");
+        assert_eq!(k("/ulfs/d/..", "/"), "/..");
+        assert_eq!(k("/ulfs/.", "/"), "/.");
+        assert_eq!(k("/ulfs/d", "/d"), "/d");
+        assert_eq!(k("/ulfs/d/", "/d/"), "/d/");
+        assert_eq!(k("/ulfs/./d", "/d"), "/d");
+    }
 
     #[test]
     fn normalize_folds_lexically() {

@@ -499,3 +499,36 @@ fn status_flags_match_linux() {
     assert_eq!(&buf[..4], b"abcd");
     assert_eq!(fs.fcntl_getfl(9999), Err(Errno::EBADF));
 }
+
+/// O_TMPFILE: Linux's own checks first (EINVAL without write access or
+/// with O_CREAT; ENOENT and ENOTDIR for the directory), then EOPNOTSUPP,
+/// as Linux says for a file system without unnamed files; nothing is
+/// created and nothing stays open.
+#[test]
+fn o_tmpfile_is_refused_as_by_a_file_system_without_it() {
+    let (_d, _img, mut fs) = fresh(16 << 20);
+    fs.mkdir("/d", 0o755).unwrap();
+    let created = fs
+        .open("/f", libc::O_CREAT | libc::O_WRONLY, 0o644)
+        .unwrap();
+    fs.close(created).unwrap();
+    let tmp = libc::O_TMPFILE;
+    let cases = [
+        ("/d", tmp | libc::O_RDWR, Errno::EOPNOTSUPP),
+        ("/d", tmp | libc::O_WRONLY | libc::O_EXCL, Errno::EOPNOTSUPP),
+        ("/d", tmp | libc::O_RDONLY, Errno::EINVAL),
+        ("/d", tmp | libc::O_RDWR | libc::O_CREAT, Errno::EINVAL),
+        ("/missing", tmp | libc::O_RDWR, Errno::ENOENT),
+        ("/f", tmp | libc::O_RDWR, Errno::ENOTDIR),
+    ];
+    for (path, flags, want) in cases {
+        assert_eq!(
+            fs.open(path, flags, 0o600).err(),
+            Some(want),
+            "{path} {flags:#o}"
+        );
+    }
+    assert_eq!(names(&mut fs, "/d"), [".", ".."]);
+    // The lowest descriptor is free again: nothing leaked.
+    assert_eq!(fs.open("/f", libc::O_RDONLY, 0).unwrap(), created);
+}

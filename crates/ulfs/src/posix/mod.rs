@@ -37,6 +37,9 @@ fn p(path: &impl AsRef<[u8]>) -> &[u8] {
     path.as_ref()
 }
 
+/// `__O_TMPFILE`: the bit O_TMPFILE adds to O_DIRECTORY.
+const TMPFILE_BIT: i32 = libc::O_TMPFILE & !libc::O_DIRECTORY;
+
 impl Fs {
     /// Mounts an image. A file that is not a ulfs image, or a damaged one,
     /// is refused with an error that says why.
@@ -230,6 +233,9 @@ impl Fs {
         mode: u32,
     ) -> Result<Fd> {
         let path = p(&path);
+        if flags & TMPFILE_BIT != 0 {
+            return self.open_tmpfile(dirfd, path, flags);
+        }
         let creat = flags & libc::O_CREAT != 0;
         if flags & libc::O_ACCMODE == libc::O_ACCMODE || (creat && flags & libc::O_DIRECTORY != 0) {
             // O_CREAT|O_DIRECTORY is always EINVAL, as since Linux 6.4.
@@ -246,6 +252,24 @@ impl Fs {
         let fd = self.proc.fds.insert(OpenFile::new(ino, flags, is_dir))?;
         self.vol.open_ref(ino);
         Ok(fd)
+    }
+
+    /// open(O_TMPFILE): Linux's checks (the flag without O_CREAT, with
+    /// write access: else EINVAL; the directory must exist: ENOENT,
+    /// ENOTDIR), then EOPNOTSUPP: ulfs makes no unnamed files, and that is
+    /// what Linux says for a file system without them, which programs fall
+    /// back from (python's `tempfile`, glibc's `tmpfile`).
+    fn open_tmpfile(&mut self, dirfd: Fd, path: &[u8], flags: i32) -> Result<Fd> {
+        let mask = TMPFILE_BIT | libc::O_DIRECTORY | libc::O_CREAT;
+        let access = flags & libc::O_ACCMODE;
+        if flags & mask != libc::O_TMPFILE || access == libc::O_RDONLY || access == libc::O_ACCMODE
+        {
+            return Err(Errno::EINVAL);
+        }
+        namei::check_path(path)?;
+        let start = self.start(dirfd, path)?;
+        self.open_existing(start, path, libc::O_RDONLY | libc::O_DIRECTORY)?;
+        Err(Errno::EOPNOTSUPP)
     }
 
     /// open(O_CREAT): the last component is created if missing; symlinks
