@@ -90,6 +90,7 @@ pub fn init() {
         return;
     };
     let mut held = pending();
+    let mut dropped_slots = Vec::new();
     for h in notes.split(',').filter_map(parse) {
         let h = Held {
             slot: h.slot.filter(|&s| shared::exists(s)),
@@ -98,6 +99,17 @@ pub fn init() {
         if is_placeholder(h.fd) && !held.iter().any(|o| o.fd == h.fd) {
             fds::pend(h.fd);
             held.push(h);
+        } else if let Some(s) = h.slot {
+            dropped_slots.push(s);
+        }
+    }
+    // The exec handed this process a hold on each slot: one it keeps no
+    // descriptor of is let go.
+    dropped_slots.sort_unstable();
+    dropped_slots.dedup();
+    for s in dropped_slots {
+        if !held.iter().any(|h| h.slot == Some(s)) {
+            shared::release(s);
         }
     }
 }
