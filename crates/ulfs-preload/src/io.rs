@@ -486,11 +486,10 @@ pub unsafe extern "C" fn readv(fd: c_int, iov: *const iovec, n: c_int) -> ssize_
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn writev(fd: c_int, iov: *const iovec, n: c_int) -> ssize_t {
     let Some(u) = fds::ulfs_fd(fd) else {
-        crate::turns::before_write(fd);
         let real_writev =
             real!(writev: unsafe extern "C" fn(c_int, *const iovec, c_int) -> ssize_t);
         // SAFETY: the program's own arguments.
-        return unsafe { real_writev(fd, iov, n) };
+        return crate::turns::write_whole(fd, || unsafe { real_writev(fd, iov, n) });
     };
     // SAFETY: writev's contract.
     let r = unsafe { iovecs(iov, n) }.and_then(|bufs| {

@@ -115,6 +115,22 @@ fn stream(fd: c_int, mode: *const c_char) -> *mut libc::FILE {
     let f = unsafe { fopencookie(fd as usize as *mut c_void, mode, io) };
     if !f.is_null() {
         streams().insert(f as usize, fd);
+        // glibc buffers a file stream by the file's block size (a cookie
+        // stream would get BUFSIZ): the same writes then reach the file
+        // at the same moments as on a kernel file system.
+        // SAFETY: a zeroed `stat` is a valid out-parameter.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: `st` is valid for writing; the stream is not used yet.
+        if unsafe { crate::io::fstat(fd, &mut st) } == 0 && st.st_blksize > 0 {
+            unsafe {
+                libc::setvbuf(
+                    f,
+                    std::ptr::null_mut(),
+                    libc::_IOFBF,
+                    st.st_blksize as usize,
+                )
+            };
+        }
     }
     f
 }

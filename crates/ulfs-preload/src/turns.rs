@@ -15,6 +15,11 @@
 //! ready, so that none blocks; a pipe's atomic writes (`PIPE_BUF`, 4 KiB)
 //! stay whole.
 //!
+//! A write to a pipe nobody reads any more commits the image before its
+//! SIGPIPE is delivered: the signal ends most programs
+//! (`tee /ulfs/log < f | head -1`) before their exit could commit, and
+//! the image must keep what they wrote, as a kernel file system would.
+//!
 //! This covers the program's own `read`, `write`, `readv` and `writev`,
 //! and the standard streams' stdio, which goes through them
 //! (`std_streams.rs`). A `writev` of more than a pipe holds is not split.
@@ -35,6 +40,13 @@ const CHUNK: usize = libc::PIPE_BUF;
 fn give_way() {
     if let Some(i) = crate::state::image() {
         i.yield_to_waiter();
+    }
+}
+
+/// Commits the image's running transaction.
+fn commit_now() {
+    if let Some(i) = crate::state::image() {
+        let _ = i.with_no_turn(|fs| fs.sync());
     }
 }
 
@@ -73,11 +85,46 @@ pub fn before_read(fd: c_int) {
     }
 }
 
-/// Before a write of host descriptor `fd` that is not split (`writev`).
+/// A write of a host descriptor while this process holds the image:
+/// SIGPIPE is held back during the call, and if the call meets a pipe
+/// nobody reads (EPIPE) the image is committed before the signal is let
+/// through (it is delivered when the mask is restored, unless the program
+/// blocks or ignores it itself).
+fn guarded(call: impl FnOnce() -> ssize_t) -> ssize_t {
+    // SAFETY: sigset_t is plain data, filled by sigemptyset/sigaddset.
+    let (mut pipe, mut old): (libc::sigset_t, libc::sigset_t) = unsafe { std::mem::zeroed() };
+    // SAFETY: valid sigsets; this thread's mask only.
+    let masked = unsafe {
+        libc::sigemptyset(&mut pipe);
+        libc::sigaddset(&mut pipe, libc::SIGPIPE);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &pipe, &mut old) == 0
+    };
+    let r = call();
+    let err = crate::errno();
+    if r < 0 && err == libc::EPIPE {
+        commit_now();
+    }
+    if masked {
+        // SAFETY: restoring this thread's own mask.
+        unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut()) };
+    }
+    // SAFETY: this thread's errno slot.
+    unsafe { *libc::__errno_location() = err };
+    r
+}
+
+/// A write of host descriptor `fd` that is not split (`writev`), done by
+/// `call`.
 #[inline]
-pub fn before_write(fd: c_int) {
+pub fn write_whole(fd: c_int, call: impl FnOnce() -> ssize_t) -> ssize_t {
+    if !crate::state::held_here() {
+        return call();
+    }
+    wait_ready(fd, libc::POLLOUT);
     if crate::state::held_here() {
-        wait_ready(fd, libc::POLLOUT);
+        guarded(call)
+    } else {
+        call()
     }
 }
 
@@ -106,28 +153,33 @@ pub unsafe fn write(fd: c_int, buf: *const c_void, n: size_t, real: WriteFn) -> 
         return unsafe { real(fd, buf, n) };
     }
     if n <= CHUNK || !may_block_part_way(fd) {
-        wait_ready(fd, libc::POLLOUT);
         // SAFETY: the caller's contract.
-        return unsafe { real(fd, buf, n) };
+        return write_whole(fd, || unsafe { real(fd, buf, n) });
     }
     let mut done = 0usize;
     while done < n {
-        let held = crate::state::held_here();
-        if held {
+        if crate::state::held_here() {
             wait_ready(fd, libc::POLLOUT);
         }
-        let piece = if crate::state::held_here() {
+        // Still holding the image: a piece the ready descriptor takes
+        // without blocking; else the rest at once.
+        let holding = crate::state::held_here();
+        let piece = if holding {
             CHUNK.min(n - done)
         } else {
             n - done
         };
         // SAFETY: `buf + done` is valid for `n - done` bytes.
-        let r = unsafe { real(fd, buf.cast::<u8>().add(done).cast(), piece) };
+        let at = unsafe { buf.cast::<u8>().add(done).cast() };
+        // SAFETY: as above.
+        let call = || unsafe { real(fd, at, piece) };
+        let r = if holding { guarded(call) } else { call() };
         if r < 0 {
             return if done > 0 { done as ssize_t } else { r };
         }
         done += r as usize;
-        if (r as usize) < piece && !held {
+        if (r as usize) < piece && !holding {
+            // Interrupted part way, as the kernel's write may be.
             break;
         }
     }
