@@ -23,9 +23,9 @@
 //!
 //! Output the old stream holds is flushed before the descriptor changes
 //! (to where it was going); the kernel would let it go to the new file,
-//! which only a program that forgets to flush before `dup2` notices. A
-//! stream that captured `stdout`'s value before the swap (C++'s `cout`
-//! when its library starts before this one) keeps the original stream.
+//! which only a program that forgets to flush before `dup2` notices.
+//! Code that saved `stdout`'s value before a swap keeps the original
+//! stream.
 
 use std::cell::Cell;
 use std::ffi::c_int;
