@@ -29,6 +29,7 @@ command -v git >/dev/null || missing+=(git)
 command -v tar >/dev/null || missing+=(tar)
 command -v gzip >/dev/null || missing+=(gzip)
 command -v find >/dev/null || missing+=(findutils)
+command -v make >/dev/null || missing+=(make)
 if [ ${#missing[@]} -gt 0 ]; then
     if [ "$(id -u)" = 0 ]; then
         apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"

@@ -1203,3 +1203,98 @@ EOF
 "#;
     same_as_tmpfs(script);
 }
+
+/// The library's own descriptors (the image file, the run's shared
+/// memory, the placeholder base, all at 1000 or above) are not open for
+/// the program: reading, writing, duplicating or saving one with
+/// `F_DUPFD` (as bash does for `exec 1001>file`) is EBADF, so no copy of
+/// the locked image file escapes into the program. And handed-over
+/// descriptor notes a program leaves in the environment of a program it
+/// starts some other way never make a host descriptor an image file.
+#[test]
+fn library_descriptors_and_stray_notes_are_not_the_programs() {
+    let (_d, img) = image();
+    let script = r#"
+import errno, fcntl, os, subprocess
+open("/ulfs/s", "w").write("secret")
+lib = [fd for fd in range(1000, 1010) if os.path.exists(f"/proc/self/fd/{fd}")]
+print("library descriptors:", len(lib) >= 2)
+for fd in lib:
+    for name, call in [("read", lambda: os.read(fd, 1)), ("write", lambda: os.write(fd, b"x")),
+                       ("dup", lambda: os.dup(fd)), ("dup2", lambda: os.dup2(fd, 50)),
+                       ("F_DUPFD", lambda: fcntl.fcntl(fd, fcntl.F_DUPFD, 10)),
+                       ("pwrite", lambda: os.pwrite(fd, b"x", 0)), ("ftruncate", lambda: os.ftruncate(fd, 0))]:
+        try:
+            call(); print(fd, name, "worked")
+        except OSError as e:
+            if e.errno != errno.EBADF: print(fd, name, errno.errorcode[e.errno])
+st = os.stat("/ulfs/s")
+os.environ["ULFS_RUN_FDS"] = f"{os.getpid()}/0:0:{st.st_ino}:0:0:0:0:-"
+os.dup2(os.open("/etc/hostname", os.O_PATH), 0)
+r = subprocess.run("cat", shell=True, capture_output=True)
+os.system("cat > /ulfs/got 2>/dev/null")
+print("cat of a stray note:", r.stdout != b"secret" and open("/ulfs/got").read() != "secret")
+print(open("/ulfs/s").read())
+"#;
+    let out = run(&img, &[], &["python3", "-c", script]);
+    assert_eq!(
+        text(&out.stdout),
+        "library descriptors: True\ncat of a stray note: True\nsecret\n",
+        "{}",
+        text(&out.stderr)
+    );
+    let bash = run(
+        &img,
+        &[],
+        &[
+            "bash",
+            "-c",
+            "exec 9>/ulfs/h9; exec 1001>/dev/null; echo b >&1000; echo in-h9 >&9; cat /ulfs/h9",
+        ],
+    );
+    assert_eq!(text(&bash.stdout), "in-h9\n", "{}", text(&bash.stderr));
+    assert_clean(&img);
+}
+
+/// A process that holds the image and then waits (for a child, on a
+/// pipe read through stdio, in `poll` or a sleep) hands it over to the
+/// processes it waits for: bash's `&` and `wait`, python's `Popen.wait`
+/// and `multiprocessing.Pool`, `make -j3` and `make > log`, C `popen`
+/// read and written with stdio, and `flock FILE cmd` (a lock held
+/// across the hand-over stays held in its process).
+#[test]
+fn waiting_processes_hand_the_image_over_agree_with_tmpfs() {
+    let (dir, _img) = image();
+    let popen = compile_c(dir.path(), "run_popen");
+    let script = format!(
+        r#"
+set -e
+cd "$1"
+sort /etc/passwd > sorted & [ -d . ] && echo isdir; wait; wc -l < sorted
+(sleep 0.2; seq 1 300 > list) & echo go > started; wait; wc -l < list
+python3 - <<'EOF'
+import multiprocessing, subprocess, time
+p = subprocess.Popen(["sh", "-c", "sleep 0.2; echo child > c"])
+open("p", "w").write("parent")
+print(p.wait(), open("c").read().strip(), open("p").read())
+time.sleep(0.1)
+def work(i):
+    with open(f"w{{i}}", "w") as f:
+        f.write(str(i * i))
+    return open(f"w{{i}}").read()
+if __name__ == "__main__":
+    with multiprocessing.Pool(3) as pool:
+        print(pool.map(work, range(6)))
+EOF
+mkdir m
+printf 'all: a b c\na:\n\tsleep 0.2; seq 1 100 > a\nb:\n\tsleep 0.1; seq 1 200 > b\nc:\n\techo c > c\n' > m/Makefile
+make -s -C m -j3; cat m/c; wc -l < m/a; wc -l < m/b
+rm m/a m/b m/c; make -C m --no-print-directory > m/log 2>&1; sed 's/;.*//' m/log
+seq 1 100 > in
+{popen}
+flock lockfile -c "echo inside-the-lock > locked"; cat locked
+"#,
+        popen = popen.display()
+    );
+    same_as_tmpfs(&script);
+}

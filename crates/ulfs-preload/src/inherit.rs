@@ -76,9 +76,11 @@ fn slots_by_description() -> MutexGuard<'static, HashMap<u64, u32>> {
     lock(SLOTS.get_or_init(Default::default))
 }
 
-/// At load: the descriptors an exec handed over become pending. Each must
-/// still be a placeholder (an `O_PATH` descriptor): a stale or forged
-/// note never turns a host file into an image file. The notes are taken
+/// At load: the descriptors an exec handed over become pending. The notes
+/// must name this process (the pid the exec kept), and each descriptor
+/// must still be a placeholder (an `O_PATH` descriptor): notes left in an
+/// environment for some other process are ignored, and a host file never
+/// becomes an image file by a note. The notes are taken
 /// out of the environment, so that nothing the program starts some other
 /// way (`system`, `posix_spawn`) reads them again.
 pub fn init() {
@@ -86,7 +88,19 @@ pub fn init() {
     // SAFETY: at load, before `main`: no other thread reads the
     // environment.
     unsafe { std::env::remove_var(ENV_FDS) };
-    let Some(notes) = notes else {
+    // Notes are for the process that execs (an exec keeps the pid): ones
+    // a program left in the environment of something it starts another
+    // way are not this process's.
+    // Or, from `posix_spawn`, for a child of the process that wrote them.
+    let me = std::process::id().to_string();
+    // SAFETY: getppid has no preconditions.
+    let spawned_by = format!("p{}", unsafe { libc::getppid() });
+    let Some(notes) = notes
+        .as_deref()
+        .and_then(|n| n.split_once('/'))
+        .filter(|(pid, _)| *pid == me || *pid == spawned_by)
+        .map(|(_, notes)| notes.to_string())
+    else {
         return;
     };
     let mut held = pending();
@@ -176,6 +190,9 @@ pub fn reopen(fs: &mut Fs) {
     // an open takes is then never one a later descriptor needs back.
     held.sort_by_key(|h| (h.u < 0, h.u));
     let mut opened: HashMap<u64, Option<i32>> = HashMap::new();
+    // This process's own descriptions (not an exec's) get new ids: their
+    // OFD and flock locks follow.
+    let mut moved: HashMap<u64, u64> = HashMap::new();
     for h in &held {
         let u = match opened.get(&h.group) {
             Some(Some(u0)) => fs.dup(*u0).ok().and_then(|t| place(fs, t, h.u)),
@@ -191,6 +208,11 @@ pub fn reopen(fs: &mut Fs) {
                         shared::release(s);
                     }
                 }
+                if let (Some(u0), true) = (u0, h.u >= 0)
+                    && let Ok(d) = fs.file_description(u0)
+                {
+                    moved.insert(h.group, d.id);
+                }
                 opened.insert(h.group, u0);
                 u0
             }
@@ -202,6 +224,7 @@ pub fn reopen(fs: &mut Fs) {
             }
         }
     }
+    crate::locks::rekey(&moved);
 }
 
 /// Moves ulfs descriptor `t` to `target` (when there is one).
@@ -280,10 +303,11 @@ pub fn capture(fs: &mut Fs, keep: bool) {
 
 /// Whether the image can be let go while these files are open: not when
 /// the next commit would reap a deleted file still open here, nor while
-/// mappings or locks of image files are held (they belong to this
-/// process's mounted file system).
+/// mappings of image files are held (each keeps a descriptor of this
+/// process's mounted file system outside the table). Locks go along: they
+/// live in this process's table and follow their descriptions' new ids.
 pub fn can_hand_over(fs: &mut Fs) -> bool {
-    if crate::mmap::count() > 0 || !crate::locks::is_empty() {
+    if crate::mmap::count() > 0 {
         return false;
     }
     fds::bound_in(0, u32::MAX)
@@ -418,10 +442,37 @@ pub fn env_for_exec() -> Vec<CString> {
     if notes.is_empty() {
         return out;
     }
-    if let Ok(c) = CString::new(format!("{ENV_FDS}={}", notes.join(","))) {
+    let me = std::process::id();
+    if let Ok(c) = CString::new(format!("{ENV_FDS}={me}/{}", notes.join(","))) {
         out.push(c);
     }
     out
+}
+
+/// Before a `posix_spawn` (the image handed over): the environment entry
+/// that hands the child the descriptors it keeps, each description
+/// shared through a slot, and the slots the child holds (given back with
+/// `fork_failed` if the spawn fails). A description with no slot free is
+/// not handed over.
+pub fn env_for_spawn() -> (Option<CString>, Vec<u32>) {
+    let child = before_fork();
+    let fcntl =
+        real!(fcntl: unsafe extern "C" fn(libc::c_int, libc::c_int, libc::c_long) -> libc::c_int);
+    let held = pending();
+    let notes: Vec<String> = held
+        .iter()
+        // SAFETY: F_GETFD takes no argument.
+        .filter(|h| {
+            h.slot.is_some() && unsafe { fcntl(h.fd, libc::F_GETFD, 0) } & libc::FD_CLOEXEC == 0
+        })
+        .map(format)
+        .collect();
+    if notes.is_empty() {
+        return (None, child);
+    }
+    let me = std::process::id();
+    let entry = CString::new(format!("{ENV_FDS}=p{me}/{}", notes.join(","))).ok();
+    (entry, child)
 }
 
 #[cfg(test)]

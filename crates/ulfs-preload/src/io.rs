@@ -343,6 +343,9 @@ fn count(r: ulfs::Result<usize>) -> ssize_t {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn read(fd: c_int, buf: *mut c_void, n: size_t) -> ssize_t {
     let Some(u) = fds::ulfs_fd(fd) else {
+        if fds::is_library(fd) {
+            return fail(libc::EBADF);
+        }
         crate::turns::before_read(fd);
         let real_read = real!(read: unsafe extern "C" fn(c_int, *mut c_void, size_t) -> ssize_t);
         // SAFETY: the program's own arguments.
@@ -359,6 +362,9 @@ pub unsafe extern "C" fn read(fd: c_int, buf: *mut c_void, n: size_t) -> ssize_t
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, n: size_t) -> ssize_t {
     let Some(u) = fds::ulfs_fd(fd) else {
+        if fds::is_library(fd) {
+            return fail(libc::EBADF);
+        }
         let real_write =
             real!(write: unsafe extern "C" fn(c_int, *const c_void, size_t) -> ssize_t);
         // SAFETY: the program's own arguments.
@@ -380,6 +386,9 @@ fn offset(off: off_t) -> ulfs::Result<u64> {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn pread(fd: c_int, buf: *mut c_void, n: size_t, off: off_t) -> ssize_t {
     let Some(u) = fds::ulfs_fd(fd) else {
+        if fds::is_library(fd) {
+            return fail(libc::EBADF);
+        }
         let real_pread =
             real!(pread: unsafe extern "C" fn(c_int, *mut c_void, size_t, off_t) -> ssize_t);
         // SAFETY: the program's own arguments.
@@ -406,6 +415,9 @@ pub unsafe extern "C" fn pread64(fd: c_int, buf: *mut c_void, n: size_t, off: of
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn pwrite(fd: c_int, buf: *const c_void, n: size_t, off: off_t) -> ssize_t {
     let Some(u) = fds::ulfs_fd(fd) else {
+        if fds::is_library(fd) {
+            return fail(libc::EBADF);
+        }
         let real_pwrite =
             real!(pwrite: unsafe extern "C" fn(c_int, *const c_void, size_t, off_t) -> ssize_t);
         // SAFETY: the program's own arguments.
@@ -456,6 +468,9 @@ unsafe fn iovecs<'a>(iov: *const iovec, n: c_int) -> ulfs::Result<Vec<&'a mut [u
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn readv(fd: c_int, iov: *const iovec, n: c_int) -> ssize_t {
     let Some(u) = fds::ulfs_fd(fd) else {
+        if fds::is_library(fd) {
+            return fail(libc::EBADF);
+        }
         crate::turns::before_read(fd);
         let real_readv = real!(readv: unsafe extern "C" fn(c_int, *const iovec, c_int) -> ssize_t);
         // SAFETY: the program's own arguments.
@@ -486,6 +501,9 @@ pub unsafe extern "C" fn readv(fd: c_int, iov: *const iovec, n: c_int) -> ssize_
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn writev(fd: c_int, iov: *const iovec, n: c_int) -> ssize_t {
     let Some(u) = fds::ulfs_fd(fd) else {
+        if fds::is_library(fd) {
+            return fail(libc::EBADF);
+        }
         let real_writev =
             real!(writev: unsafe extern "C" fn(c_int, *const iovec, c_int) -> ssize_t);
         // SAFETY: the program's own arguments.
@@ -506,6 +524,9 @@ pub unsafe extern "C" fn writev(fd: c_int, iov: *const iovec, n: c_int) -> ssize
 #[unsafe(no_mangle)]
 pub extern "C" fn lseek(fd: c_int, off: off_t, whence: c_int) -> off_t {
     let Some(u) = fds::ulfs_fd(fd) else {
+        if fds::is_library(fd) {
+            return fail(libc::EBADF);
+        }
         let real_lseek = real!(lseek: unsafe extern "C" fn(c_int, off_t, c_int) -> off_t);
         // SAFETY: the program's own arguments.
         return unsafe { real_lseek(fd, off, whence) };
@@ -596,6 +617,7 @@ macro_rules! fd_call {
         pub extern "C" fn $name(fd: c_int $(, $a: $t)*) -> c_int {
             match fds::ulfs_fd(fd) {
                 Some($u) => ret(on_image(|$fs| $image).map(|_| 0)),
+                None if fds::is_library(fd) => fail(libc::EBADF),
                 None => {
                     let f = real!($name: unsafe extern "C" fn(c_int $(, $t)*) -> c_int);
                     // SAFETY: the program's own arguments.
@@ -710,6 +732,10 @@ fn release(fd: c_int) {
 /// `dup(2)`.
 #[unsafe(no_mangle)]
 pub extern "C" fn dup(fd: c_int) -> c_int {
+    if fds::is_library(fd) {
+        // Not the program's: as if it were not open.
+        return fail(libc::EBADF);
+    }
     let real_dup = real!(dup: unsafe extern "C" fn(c_int) -> c_int);
     // SAFETY: the program's own descriptor (or a placeholder of it).
     let new = unsafe { real_dup(fd) };
@@ -722,6 +748,10 @@ pub extern "C" fn dup(fd: c_int) -> c_int {
 /// `dup3(2)` (and `dup2` with flags 0, and the same descriptor twice
 /// checked as dup2 does).
 fn dup_onto(old: c_int, new: c_int, flags: c_int, is_dup2: bool) -> c_int {
+    if fds::is_library(old) {
+        // Not the program's: as if it were not open.
+        return fail(libc::EBADF);
+    }
     if is_dup2 && old == new {
         let real_fcntl = real!(fcntl: unsafe extern "C" fn(c_int, c_int, c_long) -> c_int);
         // SAFETY: F_GETFD takes no argument.
@@ -775,6 +805,12 @@ pub extern "C" fn fcntl(fd: c_int, cmd: c_int, arg: c_long) -> c_int {
     let real_fcntl = real!(fcntl: unsafe extern "C" fn(c_int, c_int, c_long) -> c_int);
     // The close-on-exec flag is the kernel descriptor's, image file or
     // not (so asking needs no mount).
+    if fds::is_library(fd) {
+        // The library's own descriptor: not open, for the program (a
+        // shell saving it with F_DUPFD would otherwise copy the image's
+        // locked file, or the run's shared memory).
+        return fail(libc::EBADF);
+    }
     let own_flag = matches!(cmd, libc::F_GETFD | libc::F_SETFD);
     let Some(u) = (!own_flag).then(|| fds::ulfs_fd(fd)).flatten() else {
         // SAFETY: the program's own arguments.

@@ -22,6 +22,7 @@
 //!   who waits for the image);
 //! - `turns`: a process holding the image never blocks on a host
 //!   descriptor while another waits for it;
+//! - `waits`: nor in `wait`, `poll`, `select`, `epoll_wait` or a sleep;
 //! - `std_streams`: `stdin`/`stdout`/`stderr` follow descriptors 0-2 onto
 //!   image files, pipes and sockets;
 //! - `tempfiles`: `mkstemp` and friends, `mkdtemp`, for image templates;
@@ -62,6 +63,7 @@ mod stdio;
 mod tempfiles;
 mod transfer;
 mod turns;
+mod waits;
 mod xattr;
 
 /// Sets errno and returns -1, the libc convention for a failed call.
@@ -69,6 +71,12 @@ fn fail<T: From<i8>>(e: i32) -> T {
     // SAFETY: __errno_location returns this thread's errno slot.
     unsafe { *libc::__errno_location() = e };
     T::from(-1)
+}
+
+/// Sets this thread's errno.
+fn set_errno(e: i32) {
+    // SAFETY: __errno_location returns this thread's errno slot.
+    unsafe { *libc::__errno_location() = e };
 }
 
 /// This thread's errno.

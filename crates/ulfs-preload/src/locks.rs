@@ -60,11 +60,6 @@ fn table() -> MutexGuard<'static, HashMap<Ino, Vec<Held>>> {
     TABLE.by_ino.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Whether no lock is held on any image file.
-pub fn is_empty() -> bool {
-    table().values().all(Vec::is_empty)
-}
-
 /// Whether `owner` asking for `write` on `[start, end)` conflicts with `h`.
 fn conflicts(owner: Owner, write: bool, start: u64, end: u64, h: &Held) -> bool {
     let flock = |o: Owner| matches!(o, Owner::Flock(_));
@@ -146,6 +141,25 @@ pub fn set(
 
 /// Drops every lock `owner` holds (the last descriptor of its description
 /// closed).
+/// The open file descriptions were opened again (the image was handed
+/// over and mounted again): their locks follow them to their new ids,
+/// all at once (`moved` maps old id to new).
+pub fn rekey(moved: &std::collections::HashMap<u64, u64>) {
+    if moved.is_empty() {
+        return;
+    }
+    let mut t = table();
+    for held in t.values_mut() {
+        for h in held.iter_mut() {
+            h.owner = match h.owner {
+                Owner::Ofd(id) => Owner::Ofd(*moved.get(&id).unwrap_or(&id)),
+                Owner::Flock(id) => Owner::Flock(*moved.get(&id).unwrap_or(&id)),
+                o => o,
+            };
+        }
+    }
+}
+
 pub fn release_owner(owner: Owner) {
     let mut t = table();
     t.retain(|_, v| {

@@ -50,6 +50,33 @@ fn before_exec() {
 /// # Safety
 /// `envp` NULL or a NULL-terminated array of NUL-terminated strings.
 unsafe fn env_for_exec(envp: *const *const c_char) -> Option<Vec<CString>> {
+    // SAFETY: the caller's contract.
+    let mut out = unsafe { env_carried(envp) }?;
+    out.extend(crate::inherit::env_for_exec());
+    Some(out)
+}
+
+/// The environment a `posix_spawn` passes on: as an exec's, with the
+/// descriptors the child keeps handed over (`inherit::env_for_spawn`),
+/// and the slots the child holds.
+///
+/// # Safety
+/// As `env_for_exec`.
+unsafe fn env_for_spawn(envp: *const *const c_char) -> Option<(Vec<CString>, Vec<u32>)> {
+    // SAFETY: the caller's contract.
+    let mut out = unsafe { env_carried(envp) }?;
+    let (notes, slots) = crate::inherit::env_for_spawn();
+    out.extend(notes);
+    Some((out, slots))
+}
+
+/// `envp` (or this process's environment) with what a started program
+/// needs to run on the image: the carried variables, the shared memory,
+/// and the working directory when it is in the image.
+///
+/// # Safety
+/// As `env_for_exec`.
+unsafe fn env_carried(envp: *const *const c_char) -> Option<Vec<CString>> {
     let image = image()?;
     let envp = if envp.is_null() {
         // SAFETY: `environ` is this process's environment array.
@@ -82,7 +109,6 @@ unsafe fn env_for_exec(envp: *const *const c_char) -> Option<Vec<CString>> {
         i += 1;
     }
     carry_on(&mut out);
-    out.extend(crate::inherit::env_for_exec());
     if let Some(e) = crate::shared::env_entry().and_then(|e| CString::new(e).ok()) {
         out.push(e);
     }
@@ -208,6 +234,28 @@ pub unsafe extern "C" fn execvp(file: *const c_char, argv: *const *const c_char)
 }
 
 /// Lets go of the image (when idle) before glibc starts a program.
+/// Runs a `posix_spawn` with the environment that carries the image
+/// (`envp` as is when there is no image); a failed spawn gives back the
+/// child's slots.
+///
+/// # Safety
+/// `envp` NULL or a NULL-terminated array of NUL-terminated strings.
+unsafe fn spawn_with_env(
+    envp: *const *mut c_char,
+    spawn: impl FnOnce(*const *mut c_char) -> c_int,
+) -> c_int {
+    // SAFETY: the caller's contract.
+    let Some((env, slots)) = (unsafe { env_for_spawn(envp.cast()) }) else {
+        return spawn(envp);
+    };
+    let ptrs = ptrs(&env);
+    let r = spawn(ptrs.as_ptr().cast());
+    if r != 0 {
+        crate::inherit::fork_failed(slots);
+    }
+    r
+}
+
 fn before_spawn() {
     if let Some(i) = image() {
         i.let_go_before_spawn();
@@ -239,8 +287,8 @@ pub unsafe extern "C" fn posix_spawn(
 ) -> c_int {
     before_spawn();
     let f = real!(posix_spawn: SpawnFn);
-    // SAFETY: the program's own arguments.
-    unsafe { f(pid, path, actions, attr, argv, envp) }
+    // SAFETY: the program's own arguments, and an environment of ours.
+    unsafe { spawn_with_env(envp, |env| f(pid, path, actions, attr, argv, env)) }
 }
 
 /// `posix_spawnp(3)`: as `posix_spawn`.
@@ -258,8 +306,8 @@ pub unsafe extern "C" fn posix_spawnp(
 ) -> c_int {
     before_spawn();
     let f = real!(posix_spawnp: SpawnFn);
-    // SAFETY: the program's own arguments.
-    unsafe { f(pid, file, actions, attr, argv, envp) }
+    // SAFETY: the program's own arguments, and an environment of ours.
+    unsafe { spawn_with_env(envp, |env| f(pid, file, actions, attr, argv, env)) }
 }
 
 /// `system(3)`: as `posix_spawn` (glibc spawns the shell internally).
@@ -285,7 +333,11 @@ pub unsafe extern "C" fn popen(command: *const c_char, mode: *const c_char) -> *
     before_spawn();
     let f = real!(popen: unsafe extern "C" fn(*const c_char, *const c_char) -> *mut libc::FILE);
     // SAFETY: the program's own arguments.
-    unsafe { f(command, mode) }
+    let orig = unsafe { f(command, mode) };
+    if orig.is_null() {
+        return orig;
+    }
+    crate::stdio::wrap_popen(orig, mode)
 }
 
 /// How many arguments the `execl` forms take here (the program name

@@ -194,6 +194,10 @@ impl Image {
 
     fn serve<T>(&self, turn: bool, f: impl FnOnce(&mut Fs) -> ulfs::Result<T>) -> ulfs::Result<T> {
         let mut g = lock(&self.fs);
+        // Handing over and mounting make calls of their own: the
+        // program's errno is kept through them (a successful call leaves
+        // it as it found it, as libc's do).
+        let errno = crate::errno();
         if turn && matches!(*g, Slot::Mounted(_)) && crate::shared::wanted() {
             // Another process waits: it goes first (descriptor numbers
             // survive the hand-over, so the caller's stays right).
@@ -212,6 +216,7 @@ impl Image {
             *g = Slot::Mounted(Box::new(fs));
             HELD.store(true, Ordering::Release);
         }
+        crate::set_errno(errno);
         match &mut *g {
             Slot::Mounted(fs) => f(fs),
             _ => Err(Errno::EIO),

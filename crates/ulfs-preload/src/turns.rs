@@ -30,14 +30,14 @@ use libc::{c_int, size_t, ssize_t};
 
 /// How often a process holding the image, waiting for a host descriptor,
 /// looks for a process waiting for the image.
-const RECHECK_MS: c_int = 20;
+pub const RECHECK_MS: c_int = 20;
 
 /// The largest piece of a write that cannot block once the descriptor is
 /// ready (a pipe takes `PIPE_BUF` bytes then).
 const CHUNK: usize = libc::PIPE_BUF;
 
 /// Lets go of the image for the process waiting for it.
-fn give_way() {
+pub fn give_way() {
     if let Some(i) = crate::state::image() {
         i.yield_to_waiter();
     }
@@ -54,6 +54,12 @@ fn commit_now() {
 /// this process no longer holds the image, having let go of it if another
 /// process waits meanwhile.
 fn wait_ready(fd: c_int, events: libc::c_short) {
+    let errno = crate::errno();
+    wait_ready_inner(fd, events);
+    crate::set_errno(errno);
+}
+
+fn wait_ready_inner(fd: c_int, events: libc::c_short) {
     loop {
         if !crate::state::held_here() {
             return;
@@ -108,8 +114,7 @@ fn guarded(call: impl FnOnce() -> ssize_t) -> ssize_t {
         // SAFETY: restoring this thread's own mask.
         unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut()) };
     }
-    // SAFETY: this thread's errno slot.
-    unsafe { *libc::__errno_location() = err };
+    crate::set_errno(err);
     r
 }
 
