@@ -172,6 +172,18 @@ pub fn set_shared_file(fd: i32) {
     SHARED_FD.store(fd as i64, Ordering::Release);
 }
 
+/// The run's wake-up eventfd (`shared.rs`), once this process has it.
+static WAKE_FD: AtomicI64 = AtomicI64::new(-1);
+
+pub fn set_wake_file(fd: i32) {
+    WAKE_FD.store(fd as i64, Ordering::Release);
+}
+
+pub fn wake_file() -> Option<i32> {
+    let fd = WAKE_FD.load(Ordering::Acquire);
+    (fd >= 0).then_some(fd as i32)
+}
+
 /// The shared table's descriptor, once there is one.
 pub fn shared_file() -> Option<i32> {
     let fd = SHARED_FD.load(Ordering::Acquire);
@@ -201,7 +213,8 @@ pub fn is_library(fd: i32) -> bool {
     fd >= 0
         && (IMAGE_FD.load(Ordering::Acquire) == fd as i64
             || BASE.load(Ordering::Relaxed) == fd as i64
-            || SHARED_FD.load(Ordering::Acquire) == fd as i64)
+            || SHARED_FD.load(Ordering::Acquire) == fd as i64
+            || WAKE_FD.load(Ordering::Acquire) == fd as i64)
 }
 
 /// The library's descriptors in `[first, last]`, in order.
@@ -210,6 +223,7 @@ pub fn library_in(first: u32, last: u32) -> Vec<i32> {
         IMAGE_FD.load(Ordering::Acquire),
         BASE.load(Ordering::Relaxed),
         SHARED_FD.load(Ordering::Acquire),
+        WAKE_FD.load(Ordering::Acquire),
     ]
     .into_iter()
     .filter(|&f| f >= first as i64 && f <= last as i64)

@@ -12,6 +12,10 @@
 //!   (`state.rs`). That is what keeps `cat /ulfs/a | sort > /ulfs/b` from
 //!   waiting on itself.
 //!
+//! An `eventfd` goes with it (its number after the memory's in
+//! `ULFS_RUN_SHARED`): a waiter signals it, so a holder polling a pipe
+//! wakes at once rather than at its next look.
+//!
 //! Slot 0 is the header: the magic (in its offset) and the waiting pid
 //! (in its count). Every bit pattern is a valid slot (atomic integers), so
 //! a process killed half way leaves nothing unsafe, only a slot held for
@@ -94,16 +98,28 @@ fn map(fd: i32, fresh: bool) -> Option<Table> {
 /// program closed it, or set the variable itself) is ignored: the
 /// process then makes its own, shared with what it starts.
 pub fn init() {
-    if let Some(fd) = std::env::var(ENV_SHARED)
-        .ok()
-        .and_then(|v| v.parse::<i32>().ok())
+    let given = std::env::var(ENV_SHARED).ok();
+    let mut numbers = given
+        .iter()
+        .flat_map(|v| v.split(','))
+        .map(|n| n.parse::<i32>().ok());
+    let (memory, wake) = (numbers.next().flatten(), numbers.next().flatten());
+    if let Some(fd) = memory
         && let Some(t) = map(fd, false)
     {
         fds::set_shared_file(fd);
         let _ = TABLE.set(t);
+        if let Some(w) = wake.filter(|&w| is_eventfd(w)) {
+            fds::set_wake_file(w);
+        }
         return;
     }
     make();
+}
+
+fn is_eventfd(fd: i32) -> bool {
+    std::fs::read_link(format!("/proc/self/fd/{fd}"))
+        .is_ok_and(|p| p.as_os_str() == "anon_inode:[eventfd]")
 }
 
 fn make() -> Option<()> {
@@ -128,7 +144,17 @@ fn make() -> Option<()> {
     };
     fds::set_shared_file(fd);
     let _ = TABLE.set(t);
-    let value = fd.to_string();
+    // SAFETY: a fresh eventfd, no flags (it crosses execs).
+    let wake = unsafe { libc::eventfd(0, 0) };
+    let wake = if wake >= 0 {
+        fds::move_high(wake, false)
+    } else {
+        -1
+    };
+    if wake >= 0 {
+        fds::set_wake_file(wake);
+    }
+    let value = format!("{fd},{wake}");
     // SAFETY: at load, before `main`: no other thread reads the
     // environment. Programs started by `system` or `posix_spawn` find the
     // memory through it.
@@ -139,7 +165,22 @@ fn make() -> Option<()> {
 /// The environment entry that passes the memory on to an exec.
 pub fn env_entry() -> Option<String> {
     table()?;
-    Some(format!("{ENV_SHARED}={}", fds::shared_file()?))
+    let wake = fds::wake_file().unwrap_or(-1);
+    Some(format!("{ENV_SHARED}={},{wake}", fds::shared_file()?))
+}
+
+/// The descriptor a holder polls to wake when someone starts waiting.
+pub fn wake_fd() -> Option<i32> {
+    fds::wake_file()
+}
+
+/// A holder woke on the wake descriptor: its count goes back to zero.
+pub fn drain_wake() {
+    if let Some(w) = fds::wake_file() {
+        let mut v: libc::eventfd_t = 0;
+        // SAFETY: a valid out-parameter; glibc reads with its own call.
+        unsafe { libc::eventfd_read(w, &mut v) };
+    }
 }
 
 /// A free slot, taken (one holder) with `offset`.
@@ -196,7 +237,13 @@ pub fn want(on: bool) {
     };
     let me = std::process::id();
     if on {
-        t[0].refs.store(me, Ordering::Release);
+        let before = t[0].refs.swap(me, Ordering::AcqRel);
+        if before != me
+            && let Some(w) = fds::wake_file()
+        {
+            // SAFETY: the run's eventfd; glibc writes with its own call.
+            unsafe { libc::eventfd_write(w, 1) };
+        }
     } else {
         let _ = t[0]
             .refs

@@ -156,7 +156,7 @@ impl Image {
             crate::shared::want(matches!(&r, Err(e) if e.raw_os_error() == Some(libc::EBUSY)));
             match r {
                 Err(e) if e.raw_os_error() == Some(libc::EBUSY) && start.elapsed() < LOCK_WAIT => {
-                    std::thread::sleep(Duration::from_millis(5));
+                    std::thread::sleep(Duration::from_millis(1));
                 }
                 Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {
                     return Err(ulfs::Error::new(

@@ -68,15 +68,28 @@ fn wait_ready_inner(fd: c_int, events: libc::c_short) {
             give_way();
             return;
         }
-        let mut p = libc::pollfd {
-            fd,
-            events,
-            revents: 0,
-        };
+        // The descriptor, and the run's wake-up eventfd, which a process
+        // starting to wait for the image signals.
+        let wake = crate::shared::wake_fd().unwrap_or(-1);
+        let mut p = [
+            libc::pollfd {
+                fd,
+                events,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: wake,
+                events: libc::POLLIN,
+                revents: 0,
+            },
+        ];
         let poll = crate::real::real!(poll: unsafe extern "C" fn(*mut libc::pollfd, libc::nfds_t, c_int) -> c_int);
-        // SAFETY: one valid pollfd.
-        let r = unsafe { poll(&mut p, 1, RECHECK_MS) };
-        if r != 0 {
+        // SAFETY: two valid pollfds (a negative fd is skipped).
+        let r = unsafe { poll(p.as_mut_ptr(), 2, RECHECK_MS) };
+        if p[1].revents & libc::POLLIN != 0 {
+            crate::shared::drain_wake();
+        }
+        if r < 0 || p[0].revents != 0 {
             // Ready, or an error the call itself will report.
             return;
         }
