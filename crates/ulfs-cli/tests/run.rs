@@ -1259,9 +1259,10 @@ print(open("/ulfs/s").read())
 /// A process that holds the image and then waits (for a child, on a
 /// pipe read through stdio, in `poll` or a sleep) hands it over to the
 /// processes it waits for: bash's `&` and `wait`, python's `Popen.wait`
-/// and `multiprocessing.Pool`, `make -j3` and `make > log`, C `popen`
-/// read and written with stdio, and `flock FILE cmd` (a lock held
-/// across the hand-over stays held in its process).
+/// and `multiprocessing.Pool`, a python process holding a shared
+/// mapping while its child writes the image, `make -j3` and `make > log`,
+/// C `popen` read and written with stdio, and `flock FILE cmd` (a lock
+/// held across the hand-over stays held in its process).
 #[test]
 fn waiting_processes_hand_the_image_over_agree_with_tmpfs() {
     let (dir, _img) = image();
@@ -1278,6 +1279,17 @@ p = subprocess.Popen(["sh", "-c", "sleep 0.2; echo child > c"])
 open("p", "w").write("parent")
 print(p.wait(), open("c").read().strip(), open("p").read())
 time.sleep(0.1)
+import mmap
+with open("m", "wb") as f:
+    f.write(b"0123456789" * 100)
+mf = open("m", "r+b")
+mm = mmap.mmap(mf.fileno(), 0)
+mm[0:5] = b"HELLO"
+mm.flush()
+subprocess.run("echo mapped-and-handed-over > mc", shell=True, check=True)
+print(open("mc").read().strip(), mm[0:10])
+mm.close()
+mf.close()
 def work(i):
     with open(f"w{{i}}", "w") as f:
         f.write(str(i * i))

@@ -42,7 +42,8 @@ pub const ENV_FDS: &str = "ULFS_RUN_FDS";
 /// A pending descriptor: what opens its file again.
 #[derive(Clone, Debug, PartialEq, Eq)]
 struct Held {
-    /// The kernel descriptor (a placeholder).
+    /// The kernel descriptor (a placeholder); -1 for a descriptor a
+    /// mapping holds (`mmap.rs`), which only `u` names.
     fd: i32,
     /// Descriptors with the same group shared one open file description.
     group: u64,
@@ -218,6 +219,7 @@ pub fn reopen(fs: &mut Fs) {
             }
         };
         match u {
+            _ if h.fd < 0 => {}
             Some(u) => fds::bind(h.fd, u),
             None => {
                 fds::unbind(h.fd);
@@ -262,10 +264,11 @@ fn open_again(fs: &mut Fs, h: &Held) -> Option<i32> {
 pub fn capture(fs: &mut Fs, keep: bool) {
     let mut slots = slots_by_description();
     let mut held = Vec::new();
-    for fd in fds::bound_in(0, u32::MAX) {
-        let Some(u) = fds::bound(fd) else {
-            continue;
-        };
+    let table = fds::bound_in(0, u32::MAX)
+        .into_iter()
+        .filter_map(|fd| Some((fd, fds::bound(fd)?)));
+    let mappings = crate::mmap::descriptors().into_iter().map(|u| (-1, u));
+    for (fd, u) in table.collect::<Vec<_>>().into_iter().chain(mappings) {
         let Ok(d) = fs.file_description(u) else {
             continue;
         };
@@ -289,7 +292,9 @@ pub fn capture(fs: &mut Fs, keep: bool) {
                 slot,
                 u,
             });
-            fds::pend(fd);
+            if fd >= 0 {
+                fds::pend(fd);
+            }
         }
     }
     if !keep {
@@ -301,18 +306,21 @@ pub fn capture(fs: &mut Fs, keep: bool) {
     pending().extend(held);
 }
 
-/// Whether the image can be let go while these files are open: not when
-/// the next commit would reap a deleted file still open here, nor while
-/// mappings of image files are held (each keeps a descriptor of this
-/// process's mounted file system outside the table). Locks go along: they
-/// live in this process's table and follow their descriptions' new ids.
+/// Whether the image can be let go while these files are open (by
+/// descriptors or mappings): not when the next commit would reap a
+/// deleted file still open here. Locks go along: they live in this
+/// process's table and follow their descriptions' new ids; mappings are
+/// this process's memory, and their descriptors come back under the same
+/// numbers.
 pub fn can_hand_over(fs: &mut Fs) -> bool {
-    if crate::mmap::count() > 0 {
-        return false;
-    }
-    fds::bound_in(0, u32::MAX)
+    let table = fds::bound_in(0, u32::MAX)
         .into_iter()
-        .all(|fd| fds::bound(fd).is_some_and(|u| fs.fstat(u).is_ok_and(|st| st.nlink > 0)))
+        .filter_map(fds::bound)
+        .collect::<Vec<_>>();
+    table
+        .into_iter()
+        .chain(crate::mmap::descriptors())
+        .all(|u| fs.fstat(u).is_ok_and(|st| st.nlink > 0))
 }
 
 /// A process ends: it stops holding the slots of its pending descriptors.
@@ -387,12 +395,13 @@ pub fn fork_failed(child: Vec<u32>) {
 pub fn in_child() {
     let unshared: Vec<i32> = pending()
         .iter()
-        .filter(|h| h.slot.is_none())
+        .filter(|h| h.slot.is_none() && h.fd >= 0)
         .map(|h| h.fd)
         .collect();
     for fd in unshared {
         fds::unbind(fd);
     }
+    pending().retain(|h| h.slot.is_some());
 }
 
 /// In the child of a `fork` that kept the image in the parent: nothing is
@@ -412,7 +421,8 @@ pub fn env_for_exec() -> Vec<CString> {
         real!(fcntl: unsafe extern "C" fn(libc::c_int, libc::c_int, libc::c_long) -> libc::c_int);
     let mut held = pending();
     // SAFETY: F_GETFD takes no argument.
-    let survives = |fd: i32| unsafe { fcntl(fd, libc::F_GETFD, 0) } & libc::FD_CLOEXEC == 0;
+    let survives =
+        |fd: i32| fd >= 0 && unsafe { fcntl(fd, libc::F_GETFD, 0) } & libc::FD_CLOEXEC == 0;
     let surviving: Vec<bool> = held.iter().map(|h| survives(h.fd)).collect();
     let kept_groups: Vec<u64> = held
         .iter()
@@ -463,7 +473,9 @@ pub fn env_for_spawn() -> (Option<CString>, Vec<u32>) {
         .iter()
         // SAFETY: F_GETFD takes no argument.
         .filter(|h| {
-            h.slot.is_some() && unsafe { fcntl(h.fd, libc::F_GETFD, 0) } & libc::FD_CLOEXEC == 0
+            h.slot.is_some()
+                && h.fd >= 0
+                && unsafe { fcntl(h.fd, libc::F_GETFD, 0) } & libc::FD_CLOEXEC == 0
         })
         .map(format)
         .collect();

@@ -289,6 +289,15 @@ fn dup_own(u: c_int) -> c_int {
         .unwrap_or(u)
 }
 
+/// The ulfs descriptors the live mappings hold (a hand-over notes them
+/// with the program's, and gives them back under the same numbers).
+pub fn descriptors() -> Vec<c_int> {
+    if count() == 0 {
+        return Vec::new();
+    }
+    maps().iter().map(|m| m.ufd).collect()
+}
+
 /// How many mappings of image files are live (each holds the image
 /// open, as a descriptor does).
 pub fn count() -> usize {
