@@ -1280,9 +1280,9 @@ open("p", "w").write("parent")
 print(p.wait(), open("c").read().strip(), open("p").read())
 time.sleep(0.1)
 import mmap
-with open("m", "wb") as f:
+with open("mapped", "wb") as f:
     f.write(b"0123456789" * 100)
-mf = open("m", "r+b")
+mf = open("mapped", "r+b")
 mm = mmap.mmap(mf.fileno(), 0)
 mm[0:5] = b"HELLO"
 mm.flush()
