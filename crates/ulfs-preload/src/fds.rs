@@ -193,6 +193,14 @@ pub fn shared_file() -> Option<i32> {
 /// A descriptor of the library's own at `BASE_MIN` or above, kept across
 /// an exec when `cloexec` is false; the old one is closed. -1 on failure.
 pub fn move_high(fd: i32, cloexec: bool) -> i32 {
+    let high = dup_from(fd, BASE_MIN, cloexec);
+    close_kernel(fd);
+    high
+}
+
+/// A duplicate of the library's descriptor `fd` at the lowest free number
+/// from `min` (close-on-exec as asked), or -1.
+fn dup_from(fd: i32, min: i32, cloexec: bool) -> i32 {
     let fcntl =
         real!(fcntl: unsafe extern "C" fn(libc::c_int, libc::c_int, libc::c_long) -> libc::c_int);
     let cmd = if cloexec {
@@ -201,34 +209,33 @@ pub fn move_high(fd: i32, cloexec: bool) -> i32 {
         libc::F_DUPFD
     };
     // SAFETY: duplicating a descriptor the library owns.
-    let high = unsafe { fcntl(fd, cmd, BASE_MIN as libc::c_long) };
-    close_kernel(fd);
-    high
+    unsafe { fcntl(fd, cmd, min as libc::c_long) }
+}
+
+/// The library's own descriptors (-1 for those it has not made).
+fn library_fds() -> [i64; 4] {
+    [
+        IMAGE_FD.load(Ordering::Acquire),
+        BASE.load(Ordering::Relaxed),
+        SHARED_FD.load(Ordering::Acquire),
+        WAKE_FD.load(Ordering::Acquire),
+    ]
 }
 
 /// Whether `fd` is one of the library's own descriptors (the image file,
 /// the placeholder base, the shared table), which the program's closes
 /// must not reach.
 pub fn is_library(fd: i32) -> bool {
-    fd >= 0
-        && (IMAGE_FD.load(Ordering::Acquire) == fd as i64
-            || BASE.load(Ordering::Relaxed) == fd as i64
-            || SHARED_FD.load(Ordering::Acquire) == fd as i64
-            || WAKE_FD.load(Ordering::Acquire) == fd as i64)
+    fd >= 0 && library_fds().contains(&(fd as i64))
 }
 
 /// The library's descriptors in `[first, last]`, in order.
 pub fn library_in(first: u32, last: u32) -> Vec<i32> {
-    let mut v: Vec<i32> = [
-        IMAGE_FD.load(Ordering::Acquire),
-        BASE.load(Ordering::Relaxed),
-        SHARED_FD.load(Ordering::Acquire),
-        WAKE_FD.load(Ordering::Acquire),
-    ]
-    .into_iter()
-    .filter(|&f| f >= first as i64 && f <= last as i64)
-    .map(|f| f as i32)
-    .collect();
+    let mut v: Vec<i32> = library_fds()
+        .into_iter()
+        .filter(|&f| f >= first as i64 && f <= last as i64)
+        .map(|f| f as i32)
+        .collect();
     v.sort_unstable();
     v.dedup();
     v
@@ -237,20 +244,8 @@ pub fn library_in(first: u32, last: u32) -> Vec<i32> {
 /// A fresh placeholder descriptor (`O_CLOEXEC` as asked), or -errno:
 /// the lowest free number, as an `open` would give.
 pub fn placeholder(cloexec: bool) -> Result<i32, i32> {
-    let fcntl =
-        real!(fcntl: unsafe extern "C" fn(libc::c_int, libc::c_int, libc::c_long) -> libc::c_int);
-    let cmd = if cloexec {
-        libc::F_DUPFD_CLOEXEC
-    } else {
-        libc::F_DUPFD
-    };
     let b = base();
-    // SAFETY: duplicating our own base descriptor.
-    let mut fd = if b >= 0 {
-        unsafe { fcntl(b, cmd, 0) }
-    } else {
-        -1
-    };
+    let mut fd = if b >= 0 { dup_from(b, 0, cloexec) } else { -1 };
     if fd < 0 {
         // No base (the table was full at BASE_MIN): one by one.
         fd = open_placeholder(cloexec);
