@@ -222,11 +222,35 @@ fn library_fds() -> [i64; 4] {
     ]
 }
 
+thread_local! {
+    /// How deep this thread is in the library's own work on the image
+    /// (its store flocks, maps, stats and syncs the image file through
+    /// the same libc symbols the program's calls come through).
+    static INSIDE: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// While alive, this thread's calls are the library's own: its
+/// descriptors are open to them.
+pub struct LibraryCall(());
+
+impl LibraryCall {
+    pub fn enter() -> Self {
+        INSIDE.with(|c| c.set(c.get() + 1));
+        LibraryCall(())
+    }
+}
+
+impl Drop for LibraryCall {
+    fn drop(&mut self) {
+        INSIDE.with(|c| c.set(c.get().saturating_sub(1)));
+    }
+}
+
 /// Whether `fd` is one of the library's own descriptors (the image file,
-/// the placeholder base, the shared table), which the program's closes
-/// must not reach.
+/// the placeholder base, the shared memory, the wake-up eventfd) and the
+/// call is the program's: then the descriptor is not open, for it.
 pub fn is_library(fd: i32) -> bool {
-    fd >= 0 && library_fds().contains(&(fd as i64))
+    fd >= 0 && library_fds().contains(&(fd as i64)) && INSIDE.with(|c| c.get() == 0)
 }
 
 /// The library's descriptors in `[first, last]`, in order.
@@ -326,6 +350,11 @@ pub fn close_kernel(fd: i32) {
 /// `/dev/stderr`, when N stands for an image file.
 pub fn proc_fd_path(p: &[u8]) -> Option<i32> {
     TABLE.get()?;
+    ulfs_fd(proc_fd_number(p)?)
+}
+
+/// The descriptor number a `/proc/self/fd/N`-style path names.
+pub fn proc_fd_number(p: &[u8]) -> Option<i32> {
     let n: &[u8] = match p {
         b"/dev/stdin" => b"0",
         b"/dev/stdout" => b"1",
@@ -339,6 +368,5 @@ pub fn proc_fd_path(p: &[u8]) -> Option<i32> {
                 p.strip_prefix(own.as_bytes())
             })?,
     };
-    let fd: i32 = std::str::from_utf8(n).ok()?.parse().ok()?;
-    ulfs_fd(fd)
+    std::str::from_utf8(n).ok()?.parse().ok()
 }

@@ -65,6 +65,10 @@ unsafe fn open_at(dirfd: c_int, path: *const c_char, flags: c_int, mode: c_uint)
     if let Some(u) = fds::proc_fd_path(p) {
         return reopen_image(image, u, flags);
     }
+    if fds::proc_fd_number(p).is_some_and(fds::is_library) {
+        // The library's descriptor is not open, for the program.
+        return fail(libc::ENOENT);
+    }
     match route(image, dirfd, p) {
         // SAFETY: the program's own arguments, passed on unchanged.
         Route::Host { dirfd, path: None } => unsafe { real_openat(dirfd, path, flags, mode) },
@@ -346,7 +350,9 @@ pub unsafe extern "C" fn read(fd: c_int, buf: *mut c_void, n: size_t) -> ssize_t
         if fds::is_library(fd) {
             return fail(libc::EBADF);
         }
-        crate::turns::before_read(fd);
+        if !crate::turns::before_read(fd) {
+            return fail(libc::EINTR);
+        }
         let real_read = real!(read: unsafe extern "C" fn(c_int, *mut c_void, size_t) -> ssize_t);
         // SAFETY: the program's own arguments.
         return unsafe { real_read(fd, buf, n) };
@@ -471,7 +477,9 @@ pub unsafe extern "C" fn readv(fd: c_int, iov: *const iovec, n: c_int) -> ssize_
         if fds::is_library(fd) {
             return fail(libc::EBADF);
         }
-        crate::turns::before_read(fd);
+        if !crate::turns::before_read(fd) {
+            return fail(libc::EINTR);
+        }
         let real_readv = real!(readv: unsafe extern "C" fn(c_int, *const iovec, c_int) -> ssize_t);
         // SAFETY: the program's own arguments.
         return unsafe { real_readv(fd, iov, n) };
@@ -566,6 +574,7 @@ pub unsafe extern "C" fn fstat(fd: c_int, st: *mut libc::stat) -> c_int {
     match fds::ulfs_fd(fd) {
         // SAFETY: fstat's contract.
         Some(u) => unsafe { fstat_image(u, st) },
+        None if fds::is_library(fd) => fail(libc::EBADF),
         None => {
             let real_fstat = real!(fstat: unsafe extern "C" fn(c_int, *mut libc::stat) -> c_int);
             // SAFETY: the program's own arguments.
@@ -928,6 +937,10 @@ fn record_lock(u: c_int, cmd: c_int, fl: *mut libc::flock) -> ulfs::Result<()> {
 /// `flock(2)`.
 #[unsafe(no_mangle)]
 pub extern "C" fn flock(fd: c_int, op: c_int) -> c_int {
+    if fds::is_library(fd) {
+        // The image lock is a `flock` on the library's descriptor.
+        return fail(libc::EBADF);
+    }
     let Some(u) = fds::ulfs_fd(fd) else {
         let f = real!(flock: unsafe extern "C" fn(c_int, c_int) -> c_int);
         // SAFETY: the program's own arguments.

@@ -24,7 +24,8 @@
 //!   descriptor while another waits for it;
 //! - `waits`: nor in `wait`, `poll`, `select`, `epoll_wait` or a sleep;
 //! - `std_streams`: `stdin`/`stdout`/`stderr` follow descriptors 0-2 onto
-//!   image files, pipes and sockets;
+//!   image files;
+//! - `wide`: wide-character stdio on streams of image files;
 //! - `tempfiles`: `mkstemp` and friends, `mkdtemp`, for image templates;
 //! - `transfer`: `copy_file_range` and `sendfile` with an image file on
 //!   either side;
@@ -64,6 +65,7 @@ mod tempfiles;
 mod transfer;
 mod turns;
 mod waits;
+mod wide;
 mod xattr;
 
 /// Sets errno and returns -1, the libc convention for a failed call.

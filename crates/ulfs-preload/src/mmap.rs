@@ -77,6 +77,11 @@ pub unsafe extern "C" fn mmap(
 ) -> *mut c_void {
     let real_mmap = real!(mmap: MmapFn);
     let anonymous = flags & libc::MAP_ANONYMOUS != 0;
+    if !anonymous && fds::is_library(fd) {
+        // The library's descriptor is not open, for the program.
+        fail::<c_int>(libc::EBADF);
+        return libc::MAP_FAILED;
+    }
     let (Some(u), false) = (fds::ulfs_fd(fd), anonymous) else {
         // SAFETY: the program's own arguments.
         return unsafe { real_mmap(addr, len, prot, flags, fd, off) };

@@ -333,11 +333,7 @@ pub unsafe extern "C" fn popen(command: *const c_char, mode: *const c_char) -> *
     before_spawn();
     let f = real!(popen: unsafe extern "C" fn(*const c_char, *const c_char) -> *mut libc::FILE);
     // SAFETY: the program's own arguments.
-    let orig = unsafe { f(command, mode) };
-    if orig.is_null() {
-        return orig;
-    }
-    crate::stdio::wrap_popen(orig, mode)
+    unsafe { f(command, mode) }
 }
 
 /// How many arguments the `execl` forms take here (the program name

@@ -47,6 +47,8 @@ pub struct Image {
     path: std::path::PathBuf,
     read_only: bool,
     cwd: Mutex<Cwd>,
+    /// This process has mounted the image before.
+    mounted_once: AtomicBool,
 }
 
 enum Slot {
@@ -121,6 +123,7 @@ pub fn init() {
             ino: None,
             gone: false,
         }),
+        mounted_once: AtomicBool::new(false),
     };
     if let Some(c) = std::env::var_os(ENV_CWD) {
         let c = crate::route::normalize(c.as_encoded_bytes());
@@ -193,6 +196,7 @@ impl Image {
     }
 
     fn serve<T>(&self, turn: bool, f: impl FnOnce(&mut Fs) -> ulfs::Result<T>) -> ulfs::Result<T> {
+        let _inside = crate::fds::LibraryCall::enter();
         let mut g = lock(&self.fs);
         // Handing over and mounting make calls of their own: the
         // program's errno is kept through them (a successful call leaves
@@ -215,6 +219,9 @@ impl Image {
             crate::inherit::reopen(&mut fs);
             *g = Slot::Mounted(Box::new(fs));
             HELD.store(true, Ordering::Release);
+            if !self.mounted_once.swap(true, Ordering::AcqRel) {
+                crate::std_streams::on_first_mount();
+            }
         }
         crate::set_errno(errno);
         match &mut *g {
@@ -279,6 +286,7 @@ impl Image {
     /// unless this process cannot hand them over. Called where the
     /// program may block on a host descriptor.
     pub fn yield_to_waiter(&self) {
+        let _inside = crate::fds::LibraryCall::enter();
         self.hand_over(&mut lock(&self.fs));
     }
 
@@ -303,6 +311,7 @@ impl Image {
 
     /// Commits and unmounts for good (at exit); later calls get EIO.
     pub fn close(&self) {
+        let _inside = crate::fds::LibraryCall::enter();
         let slot = std::mem::replace(&mut *lock(&self.fs), Slot::Closed);
         self.let_go(slot, "at exit", false);
         crate::inherit::release_all();
@@ -312,6 +321,7 @@ impl Image {
     /// pending (the new program gets those that survive the exec; if the
     /// exec fails, the program goes on with them all).
     pub fn before_exec(&self) {
+        let _inside = crate::fds::LibraryCall::enter();
         let slot = std::mem::replace(&mut *lock(&self.fs), Slot::Unmounted);
         self.let_go(slot, "before exec", true);
     }
@@ -326,6 +336,7 @@ impl Image {
     /// lock stays with the parent) and its image descriptors stop being
     /// image files.
     pub fn fork(&self, real_fork: impl FnOnce() -> libc::pid_t) -> libc::pid_t {
+        let _inside = crate::fds::LibraryCall::enter();
         let mut g = lock(&self.fs);
         let kept = match &mut *g {
             Slot::Mounted(fs) => {
@@ -379,6 +390,7 @@ impl Image {
     /// open files pending (unless it cannot hand them over), so the new
     /// program can mount it. The new program gets no image descriptors.
     pub fn let_go_before_spawn(&self) {
+        let _inside = crate::fds::LibraryCall::enter();
         self.hand_over(&mut lock(&self.fs));
     }
 }

@@ -1,5 +1,4 @@
-//! The standard streams follow descriptors 0-2 onto image files, and
-//! onto pipes and sockets.
+//! The standard streams follow descriptors 0-2 onto image files.
 //!
 //! glibc's `stdin`, `stdout` and `stderr` read and write descriptors 0-2
 //! through internal calls this library cannot see, which would reach the
@@ -14,12 +13,14 @@
 //! started with an image file as a standard stream (`ls > /ulfs/out`,
 //! `inherit.rs`).
 //!
-//! A standard stream on a pipe or a socket gets a cookie stream too (with
-//! the buffering glibc would give it), so that its reads and writes take
-//! turns on the image with the other processes of a pipeline (`turns.rs`):
-//! `grep x /ulfs/a | tee /ulfs/b` would otherwise block `grep` on a full
-//! pipe while it holds the image `tee` waits for. A terminal keeps
-//! glibc's own stream.
+//! A standard stream on a pipe or a socket becomes a cookie stream when
+//! the process first mounts the image (`on_first_mount`), so that its
+//! stdio takes turns on the image with the other processes of a pipeline.
+//! glibc's cookie streams have no wide-character side: `wide.rs` serves
+//! the character and string calls on them; the formatted ones
+//! (`wprintf`) fail there, so a stream already used for wide characters
+//! is left as it is, and a process that never touches the image keeps
+//! glibc's streams.
 //!
 //! Output the old stream holds is flushed before the descriptor changes
 //! (to where it was going); the kernel would let it go to the new file,
@@ -93,12 +94,15 @@ pub fn follow(fd: c_int) {
     if !is_std(fd) {
         return;
     }
-    let kind = kind_of(fd);
     let mut swaps = swaps();
     let slot = &mut swaps[fd as usize];
-    match (kind, *slot) {
-        (Some(kind), None) => *slot = install(fd, kind),
-        (None, Some(swap)) => {
+    let image = fds::is_image(fd);
+    // A cookie stream stays while the descriptor is an image file, or
+    // still a pipe or a socket (`on_first_mount`).
+    let keep = image || (slot.is_some() && is_pipe_or_socket(fd));
+    match (image, keep, *slot) {
+        (true, _, None) => *slot = install(fd),
+        (_, false, Some(swap)) => {
             uninstall(fd, swap);
             *slot = None;
         }
@@ -106,39 +110,16 @@ pub fn follow(fd: c_int) {
     }
 }
 
-/// What a standard descriptor needs a cookie stream for.
-#[derive(Clone, Copy)]
-enum Kind {
-    ImageFile,
-    /// A pipe or a socket, with its block size (glibc's buffer for it).
-    Pipe(usize),
-}
-
-fn kind_of(fd: c_int) -> Option<Kind> {
-    if fds::is_image(fd) {
-        return Some(Kind::ImageFile);
-    }
-    let fstat = crate::real::real!(fstat: unsafe extern "C" fn(c_int, *mut libc::stat) -> c_int);
-    // SAFETY: a zeroed `stat` is a valid out-parameter.
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    // SAFETY: `st` is valid for writing.
-    if unsafe { fstat(fd, &mut st) } != 0 {
-        return None;
-    }
-    matches!(st.st_mode & libc::S_IFMT, libc::S_IFIFO | libc::S_IFSOCK)
-        .then(|| Kind::Pipe((st.st_blksize as usize).clamp(512, 1 << 20)))
-}
-
-fn install(fd: c_int, kind: Kind) -> Option<Swap> {
+fn install(fd: c_int) -> Option<Swap> {
     let mode = if fd == 0 { c"r" } else { c"w" };
     let cookie = crate::stdio::std_stream(fd, mode.as_ptr(), std_write, std_close);
     if cookie.is_null() {
         return None;
     }
-    let (buffering, size) = match (fd, kind) {
-        (2, _) => (libc::_IONBF, 0),
-        (_, Kind::Pipe(size)) => (libc::_IOFBF, size),
-        (_, Kind::ImageFile) => (libc::_IOFBF, libc::BUFSIZ as usize),
+    let (buffering, size) = match fd {
+        2 => (libc::_IONBF, 0),
+        // glibc's buffer for a file, a pipe or a socket: a page.
+        _ => (libc::_IOFBF, 4096),
     };
     // SAFETY: a stream just made, not yet used; glibc allocates the
     // buffer.
@@ -191,6 +172,62 @@ unsafe extern "C" fn std_close(cookie: *mut libc::c_void) -> c_int {
     let r = crate::io::close(fd);
     CLOSING.set(-1);
     r
+}
+
+/// glibc's `struct _IO_FILE` as far as the read buffer (its public
+/// layout, `<bits/types/struct_FILE.h>`).
+#[repr(C)]
+struct FilePrefix {
+    flags: c_int,
+    read_ptr: *mut libc::c_char,
+    read_end: *mut libc::c_char,
+}
+
+unsafe extern "C" {
+    fn fwide(f: *mut libc::FILE, mode: c_int) -> c_int;
+}
+
+fn is_pipe_or_socket(fd: c_int) -> bool {
+    let fstat = crate::real::real!(fstat: unsafe extern "C" fn(c_int, *mut libc::stat) -> c_int);
+    // SAFETY: a zeroed `stat` is a valid out-parameter.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: `st` is valid for writing.
+    let ok = unsafe { fstat(fd, &mut st) } == 0;
+    ok && matches!(st.st_mode & libc::S_IFMT, libc::S_IFIFO | libc::S_IFSOCK)
+}
+
+/// When the process first mounts the image (it holds it from now on,
+/// with the file system's lock held): a standard stream on a pipe or a
+/// socket becomes a cookie stream too, so that stdio on it takes turns on
+/// the image (`turns.rs`) rather than block on the pipe holding it
+/// (`grep x /ulfs/a | tee /ulfs/b`). Not a stream already used for wide
+/// characters (cookie streams have none), nor a standard input with read
+/// data still buffered; output buffered so far is flushed first. A
+/// process that never touches the image keeps glibc's streams.
+pub fn on_first_mount() {
+    let mut swaps = swaps();
+    for fd in 0..=2 {
+        if swaps[fd as usize].is_some() || !is_pipe_or_socket(fd) {
+            continue;
+        }
+        // SAFETY: libc's live stream.
+        let original = unsafe { *variable(fd) };
+        // SAFETY: asking a live stream's orientation changes nothing.
+        if original.is_null() || unsafe { fwide(original, 0) } > 0 {
+            continue;
+        }
+        if fd == 0 {
+            // SAFETY: the public prefix of glibc's FILE.
+            let p = unsafe { &*original.cast::<FilePrefix>() };
+            if p.read_ptr != p.read_end {
+                continue;
+            }
+        } else {
+            // SAFETY: a live stream; glibc writes with its own call.
+            unsafe { libc::fflush(original) };
+        }
+        swaps[fd as usize] = install(fd);
+    }
 }
 
 /// The standard descriptor whose stream `stream` is (the one in libc's

@@ -115,6 +115,7 @@ fn stream(fd: c_int, mode: *const c_char) -> *mut libc::FILE {
     let f = unsafe { fopencookie(fd as usize as *mut c_void, mode, io) };
     if !f.is_null() {
         streams().insert(f as usize, fd);
+        byte_oriented(f);
         // glibc buffers a file stream by the file's block size (a cookie
         // stream would get BUFSIZ): the same writes then reach the file
         // at the same moments as on a kernel file system.
@@ -156,14 +157,32 @@ pub fn std_stream(
     let f = unsafe { fopencookie(fd as usize as *mut c_void, mode, io) };
     if !f.is_null() {
         streams().insert(f as usize, fd);
+        byte_oriented(f);
     }
     f
+}
+
+unsafe extern "C" {
+    fn fwide(f: *mut libc::FILE, mode: c_int) -> c_int;
+}
+
+/// glibc's cookie streams have no wide-character side: wide calls on one
+/// would crash. Oriented to bytes, they fail instead (WEOF, -1), as on a
+/// stream already used for bytes.
+fn byte_oriented(f: *mut libc::FILE) {
+    // SAFETY: a stream just made.
+    unsafe { fwide(f, -1) };
 }
 
 /// The cookie streams on descriptor `fd` are being closed (glibc frees
 /// the stream after its close function, which knows only the cookie).
 pub fn forget_streams_of(fd: c_int) {
     streams().retain(|_, v| *v != fd);
+}
+
+/// Whether `f` is a cookie stream this library made.
+pub fn is_cookie_stream(f: *mut libc::FILE) -> bool {
+    streams().contains_key(&(f as usize))
 }
 
 /// A cookie stream is about to be freed by its maker.
@@ -272,10 +291,11 @@ pub unsafe extern "C" fn fopen64(path: *const c_char, mode: *const c_char) -> *m
 /// As libc's `fdopen`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn fdopen(fd: c_int, mode: *const c_char) -> *mut libc::FILE {
-    // An image file, and (while the program runs on an image) a pipe or
-    // a socket: a cookie stream, whose reads and writes take turns on the
-    // image (`turns.rs`) where glibc's would block holding it.
-    if fds::ulfs_fd(fd).is_some() || (image().is_some() && is_pipe_or_socket(fd)) {
+    if fds::is_library(fd) {
+        crate::fail::<c_int>(libc::EBADF);
+        return std::ptr::null_mut();
+    }
+    if fds::ulfs_fd(fd).is_some() {
         // SAFETY: by fdopen's contract.
         if unsafe { arg(mode) }.and_then(mode_flags).is_none() {
             crate::fail::<c_int>(libc::EINVAL);
@@ -286,102 +306,6 @@ pub unsafe extern "C" fn fdopen(fd: c_int, mode: *const c_char) -> *mut libc::FI
     let f = real!(fdopen: unsafe extern "C" fn(c_int, *const c_char) -> *mut libc::FILE);
     // SAFETY: the program's own arguments.
     unsafe { f(fd, mode) }
-}
-
-/// Whether host descriptor `fd` is a pipe, a FIFO or a socket.
-pub fn is_pipe_or_socket(fd: c_int) -> bool {
-    let fstat = real!(fstat: unsafe extern "C" fn(c_int, *mut libc::stat) -> c_int);
-    // SAFETY: a zeroed `stat` is a valid out-parameter.
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    // SAFETY: `st` is valid for writing.
-    let ok = unsafe { fstat(fd, &mut st) } == 0;
-    ok && matches!(st.st_mode & libc::S_IFMT, libc::S_IFIFO | libc::S_IFSOCK)
-}
-
-/// `popen` streams: their descriptor -> glibc's stream, which `pclose`
-/// needs (it waits for the command).
-fn popened() -> std::sync::MutexGuard<'static, HashMap<c_int, usize>> {
-    static POPENED: LazyLock<Mutex<HashMap<c_int, usize>>> = LazyLock::new(Default::default);
-    POPENED.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-thread_local! {
-    /// The popen descriptor whose cookie stream `pclose` is freeing.
-    static PCLOSING: std::cell::Cell<c_int> = const { std::cell::Cell::new(-1) };
-}
-
-unsafe extern "C" fn popen_close(cookie: *mut c_void) -> c_int {
-    let fd = fd_of(cookie);
-    forget_streams_of(fd);
-    if PCLOSING.get() == fd {
-        return 0;
-    }
-    // fclose of a popen stream: glibc's stream is closed as pclose would.
-    let Some(orig) = popened().remove(&fd) else {
-        return 0;
-    };
-    let real_pclose = real!(pclose: unsafe extern "C" fn(*mut libc::FILE) -> c_int);
-    // SAFETY: glibc's popen stream, closed once.
-    if unsafe { real_pclose(orig as *mut libc::FILE) } < 0 {
-        -1
-    } else {
-        0
-    }
-}
-
-/// After glibc's `popen` made `orig` (on a pipe): a cookie stream over its
-/// descriptor takes its place, so that reads and writes of it take turns
-/// on the image (glibc's would block on the pipe holding the image the
-/// command waits for). `orig` when that cannot be done.
-pub fn wrap_popen(orig: *mut libc::FILE, mode: *const c_char) -> *mut libc::FILE {
-    let real_fileno = real!(fileno: unsafe extern "C" fn(*mut libc::FILE) -> c_int);
-    // SAFETY: glibc's fresh stream.
-    let fd = unsafe { real_fileno(orig) };
-    // SAFETY: the program's NUL-terminated mode.
-    let m = unsafe { arg(mode) }.unwrap_or(b"r");
-    let cmode = if m.first() == Some(&b'w') { c"w" } else { c"r" };
-    if fd < 0 || image().is_none() {
-        return orig;
-    }
-    let io = CookieIo {
-        read: cookie_read,
-        write: cookie_write,
-        seek: cookie_seek,
-        close: popen_close,
-    };
-    // SAFETY: a NUL-terminated mode; the cookie is a plain integer.
-    let f = unsafe { fopencookie(fd as usize as *mut c_void, cmode.as_ptr(), io) };
-    if f.is_null() {
-        return orig;
-    }
-    streams().insert(f as usize, fd);
-    popened().insert(fd, orig as usize);
-    f
-}
-
-/// `pclose(3)`: of a popen stream this library wrapped, its buffered
-/// output written, then glibc's `pclose` of the original (which waits for
-/// the command and returns its status).
-///
-/// # Safety
-/// As libc's `pclose`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn pclose(f: *mut libc::FILE) -> c_int {
-    let real_pclose = real!(pclose: unsafe extern "C" fn(*mut libc::FILE) -> c_int);
-    let fd = streams().get(&(f as usize)).copied();
-    let orig = fd.and_then(|fd| popened().remove(&fd));
-    match (fd, orig) {
-        (Some(fd), Some(orig)) => {
-            PCLOSING.set(fd);
-            // SAFETY: the cookie stream this library made, freed once.
-            unsafe { libc::fclose(f) };
-            PCLOSING.set(-1);
-            // SAFETY: glibc's popen stream.
-            unsafe { real_pclose(orig as *mut libc::FILE) }
-        }
-        // SAFETY: the program's own stream.
-        _ => unsafe { real_pclose(f) },
-    }
 }
 
 /// `freopen(3)`: onto a host path as libc does. A standard stream onto an

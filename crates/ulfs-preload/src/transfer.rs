@@ -109,6 +109,9 @@ pub unsafe extern "C" fn copy_file_range(
     len: size_t,
     flags: c_uint,
 ) -> ssize_t {
+    if fds::is_library(fd_in) || fds::is_library(fd_out) {
+        return crate::fail(libc::EBADF);
+    }
     if fds::ulfs_fd(fd_in).is_none() && fds::ulfs_fd(fd_out).is_none() {
         let f = real!(copy_file_range: unsafe extern "C" fn(c_int, *mut off_t, c_int, *mut off_t, size_t, c_uint) -> ssize_t);
         // SAFETY: the program's own arguments.
@@ -133,6 +136,9 @@ pub unsafe extern "C" fn sendfile(
     offset: *mut off_t,
     count: size_t,
 ) -> ssize_t {
+    if fds::is_library(fd_in) || fds::is_library(fd_out) {
+        return crate::fail(libc::EBADF);
+    }
     if fds::ulfs_fd(fd_in).is_none() && fds::ulfs_fd(fd_out).is_none() {
         let f = real!(sendfile: unsafe extern "C" fn(c_int, c_int, *mut off_t, size_t) -> ssize_t);
         // SAFETY: the program's own arguments.

@@ -53,20 +53,51 @@ fn commit_now() {
 /// Returns once `fd` is ready for `events` (or polling it fails), or once
 /// this process no longer holds the image, having let go of it if another
 /// process waits meanwhile.
-fn wait_ready(fd: c_int, events: libc::c_short) {
+/// `false` when a signal interrupted the wait and the program has a
+/// handler that does not restart calls: the call must then fail with
+/// EINTR, as it would have. (Which signal came is not known here; a
+/// handler installed with `SA_RESTART`, or none, lets the wait go on.)
+#[must_use]
+fn wait_ready(fd: c_int, events: libc::c_short) -> bool {
     let errno = crate::errno();
-    wait_ready_inner(fd, events);
+    let go_on = wait_ready_inner(fd, events);
     crate::set_errno(errno);
+    go_on
 }
 
-fn wait_ready_inner(fd: c_int, events: libc::c_short) {
+/// Whether a blocking call on `fd` returns at once (`O_NONBLOCK`).
+fn non_blocking(fd: c_int) -> bool {
+    let fcntl =
+        crate::real::real!(fcntl: unsafe extern "C" fn(c_int, c_int, libc::c_long) -> c_int);
+    // SAFETY: F_GETFL takes no argument.
+    let fl = unsafe { fcntl(fd, libc::F_GETFL, 0) };
+    fl >= 0 && fl & libc::O_NONBLOCK != 0
+}
+
+/// Whether some signal has a handler that does not restart calls.
+fn a_handler_interrupts() -> bool {
+    (1..libc::SIGRTMAX()).any(|sig| {
+        // SAFETY: a zeroed sigaction is a valid out-parameter; querying only.
+        let mut act: libc::sigaction = unsafe { std::mem::zeroed() };
+        // SAFETY: as above.
+        let ok = unsafe { libc::sigaction(sig, std::ptr::null(), &mut act) } == 0;
+        ok && act.sa_sigaction != libc::SIG_DFL
+            && act.sa_sigaction != libc::SIG_IGN
+            && act.sa_flags & libc::SA_RESTART == 0
+    })
+}
+
+fn wait_ready_inner(fd: c_int, events: libc::c_short) -> bool {
+    if non_blocking(fd) {
+        return true;
+    }
     loop {
         if !crate::state::held_here() {
-            return;
+            return true;
         }
         if crate::shared::wanted() {
             give_way();
-            return;
+            return true;
         }
         // The descriptor, and the run's wake-up eventfd, which a process
         // starting to wait for the image signals.
@@ -89,19 +120,24 @@ fn wait_ready_inner(fd: c_int, events: libc::c_short) {
         if p[1].revents & libc::POLLIN != 0 {
             crate::shared::drain_wake();
         }
+        if r < 0 && crate::errno() == libc::EINTR {
+            if a_handler_interrupts() {
+                return false;
+            }
+            continue;
+        }
         if r < 0 || p[0].revents != 0 {
             // Ready, or an error the call itself will report.
-            return;
+            return true;
         }
     }
 }
 
-/// Before a read of host descriptor `fd`.
+/// Before a read of host descriptor `fd`: `false` when the read must
+/// fail with EINTR (see `wait_ready`).
 #[inline]
-pub fn before_read(fd: c_int) {
-    if crate::state::held_here() {
-        wait_ready(fd, libc::POLLIN);
-    }
+pub fn before_read(fd: c_int) -> bool {
+    !crate::state::held_here() || wait_ready(fd, libc::POLLIN)
 }
 
 /// A write of a host descriptor while this process holds the image:
@@ -138,7 +174,10 @@ pub fn write_whole(fd: c_int, call: impl FnOnce() -> ssize_t) -> ssize_t {
     if !crate::state::held_here() {
         return call();
     }
-    wait_ready(fd, libc::POLLOUT);
+    if !wait_ready(fd, libc::POLLOUT) {
+        crate::set_errno(libc::EINTR);
+        return -1;
+    }
     if crate::state::held_here() {
         guarded(call)
     } else {
@@ -170,14 +209,18 @@ pub unsafe fn write(fd: c_int, buf: *const c_void, n: size_t, real: WriteFn) -> 
         // SAFETY: the caller's contract.
         return unsafe { real(fd, buf, n) };
     }
-    if n <= CHUNK || !may_block_part_way(fd) {
+    if n <= CHUNK || non_blocking(fd) || !may_block_part_way(fd) {
         // SAFETY: the caller's contract.
         return write_whole(fd, || unsafe { real(fd, buf, n) });
     }
     let mut done = 0usize;
     while done < n {
-        if crate::state::held_here() {
-            wait_ready(fd, libc::POLLOUT);
+        if crate::state::held_here() && !wait_ready(fd, libc::POLLOUT) {
+            if done > 0 {
+                break;
+            }
+            crate::set_errno(libc::EINTR);
+            return -1;
         }
         // Still holding the image: a piece the ready descriptor takes
         // without blocking; else the rest at once.

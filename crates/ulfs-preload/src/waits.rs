@@ -16,6 +16,11 @@
 //!   hands nothing over while nobody asks). Once the image is let go, the
 //!   rest of the wait is one call.
 //!
+//! - `pselect`, `epoll_pwait`: sliced as `select` and `epoll_wait`
+//!   (GNU make waits for its jobs in `pselect`); `sigtimedwait` hands
+//!   over as the other signal waits;
+//! - `recv`, `recvfrom`, `recvmsg`, `accept`, `accept4` on a blocking
+//!   socket: as a read of a pipe (`turns.rs`);
 //! - `sem_wait`, `sem_timedwait`: sliced the same way (semaphores shared
 //!   between processes, as python's `multiprocessing` queues use).
 //!
@@ -308,8 +313,33 @@ pub unsafe extern "C" fn ppoll(
     unsafe { f(fds, n, timeout, sigmask) }
 }
 
-/// `select(2)`: the sets are restored before each slice (a slice that
-/// times out clears them).
+/// A `select`-shaped wait of `ms` (negative: for ever) in slices while
+/// the image is held: the sets are restored before each slice (a slice
+/// that times out clears them). `call(slice_ms)` makes one slice.
+///
+/// # Safety
+/// Each set NULL or valid.
+unsafe fn sets_in_slices(
+    rd: *mut libc::fd_set,
+    wr: *mut libc::fd_set,
+    ex: *mut libc::fd_set,
+    ms: i64,
+    mut call: impl FnMut(i64) -> c_int,
+) -> c_int {
+    // SAFETY: each set is NULL or valid, by the contract.
+    let saved = unsafe { [rd, wr, ex].map(|s| (!s.is_null()).then(|| *s)) };
+    in_slices(ms, |slice| {
+        for (s, copy) in [rd, wr, ex].into_iter().zip(&saved) {
+            if let Some(c) = copy {
+                // SAFETY: restoring the program's set.
+                unsafe { *s = *c };
+            }
+        }
+        call(slice)
+    })
+}
+
+/// `select(2)`.
 ///
 /// # Safety
 /// As libc's `select`.
@@ -340,28 +370,22 @@ pub unsafe extern "C" fn select(
         // SAFETY: the program's own arguments.
         return unsafe { f(nfds, rd, wr, ex, timeout) };
     }
-    // SAFETY: each set is NULL or valid, by select's contract.
-    let saved = unsafe { [rd, wr, ex].map(|s| (!s.is_null()).then(|| *s)) };
     let start = now_ms();
-    let r = in_slices(ms, |slice| {
-        for (s, copy) in [rd, wr, ex].into_iter().zip(&saved) {
-            if let Some(c) = copy {
-                // SAFETY: restoring the program's set.
-                unsafe { *s = *c };
-            }
-        }
-        let mut t = libc::timeval {
-            tv_sec: slice / 1000,
-            tv_usec: (slice % 1000) * 1000,
-        };
-        let tp = if slice < 0 {
-            std::ptr::null_mut()
-        } else {
-            &mut t
-        };
-        // SAFETY: the program's sets, with a shorter timeout.
-        unsafe { f(nfds, rd, wr, ex, tp) }
-    });
+    // SAFETY: the program's sets, by select's contract.
+    let r = unsafe {
+        sets_in_slices(rd, wr, ex, ms, |slice| {
+            let mut t = libc::timeval {
+                tv_sec: slice / 1000,
+                tv_usec: (slice % 1000) * 1000,
+            };
+            let tp = if slice < 0 {
+                std::ptr::null_mut()
+            } else {
+                &mut t
+            };
+            f(nfds, rd, wr, ex, tp)
+        })
+    };
     if !timeout.is_null() {
         // Linux leaves the time not slept in the timeout.
         let left = (ms - (now_ms() - start)).max(0);
@@ -372,6 +396,91 @@ pub unsafe extern "C" fn select(
         }
     }
     r
+}
+
+/// `pselect(2)` (GNU make waits for its jobs this way).
+///
+/// # Safety
+/// As libc's `pselect`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pselect(
+    nfds: c_int,
+    rd: *mut libc::fd_set,
+    wr: *mut libc::fd_set,
+    ex: *mut libc::fd_set,
+    timeout: *const timespec,
+    sigmask: *const libc::sigset_t,
+) -> c_int {
+    type PselectFn = unsafe extern "C" fn(
+        c_int,
+        *mut libc::fd_set,
+        *mut libc::fd_set,
+        *mut libc::fd_set,
+        *const timespec,
+        *const libc::sigset_t,
+    ) -> c_int;
+    let f = real!(pselect: PselectFn);
+    let ms = if timeout.is_null() {
+        -1
+    } else {
+        // SAFETY: a valid timespec by pselect's contract.
+        let t = unsafe { *timeout };
+        t.tv_sec.saturating_mul(1000) + t.tv_nsec / 1_000_000
+    };
+    if ms == 0 || !held_here() {
+        // SAFETY: the program's own arguments.
+        return unsafe { f(nfds, rd, wr, ex, timeout, sigmask) };
+    }
+    // SAFETY: the program's sets, by pselect's contract.
+    unsafe {
+        sets_in_slices(rd, wr, ex, ms, |slice| {
+            let t = timespec {
+                tv_sec: slice / 1000,
+                tv_nsec: (slice % 1000) * 1_000_000,
+            };
+            let tp = if slice < 0 { std::ptr::null() } else { &t };
+            f(nfds, rd, wr, ex, tp, sigmask)
+        })
+    }
+}
+
+/// `epoll_pwait(2)`.
+///
+/// # Safety
+/// As libc's `epoll_pwait`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn epoll_pwait(
+    epfd: c_int,
+    events: *mut libc::epoll_event,
+    max: c_int,
+    timeout: c_int,
+    sigmask: *const libc::sigset_t,
+) -> c_int {
+    let f = real!(epoll_pwait: unsafe extern "C" fn(c_int, *mut libc::epoll_event, c_int, c_int, *const libc::sigset_t) -> c_int);
+    // SAFETY: the program's own arguments, with a shorter timeout.
+    in_slices(timeout as i64, |ms| unsafe {
+        f(epfd, events, max, ms as c_int, sigmask)
+    })
+}
+
+/// `sigtimedwait(2)`: as `sigwaitinfo` unless it only polls.
+///
+/// # Safety
+/// As libc's `sigtimedwait`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sigtimedwait(
+    set: *const libc::sigset_t,
+    info: *mut libc::siginfo_t,
+    timeout: *const timespec,
+) -> c_int {
+    // SAFETY: a valid timespec when not NULL.
+    let polls = !timeout.is_null() && unsafe { (*timeout).tv_sec == 0 && (*timeout).tv_nsec == 0 };
+    if !polls {
+        before_signal_wait();
+    }
+    let f = real!(sigtimedwait: unsafe extern "C" fn(*const libc::sigset_t, *mut libc::siginfo_t, *const timespec) -> c_int);
+    // SAFETY: the program's own arguments.
+    unsafe { f(set, info, timeout) }
 }
 
 /// `epoll_wait(2)`.
@@ -501,4 +610,104 @@ pub extern "C" fn sleep(secs: c_uint) -> c_uint {
     } else {
         (rem.tv_sec + (rem.tv_nsec > 0) as libc::time_t) as c_uint
     }
+}
+
+/// Before a receive or an accept on host socket `fd` that may block:
+/// `false` when it must fail with EINTR (`turns::before_read`).
+fn before_receive(fd: c_int, flags: c_int) -> bool {
+    flags & libc::MSG_DONTWAIT != 0 || crate::turns::before_read(fd)
+}
+
+/// `recv(2)`.
+///
+/// # Safety
+/// As libc's `recv`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn recv(fd: c_int, buf: *mut libc::c_void, n: usize, flags: c_int) -> isize {
+    if !before_receive(fd, flags) {
+        return crate::fail(libc::EINTR);
+    }
+    let f = real!(recv: unsafe extern "C" fn(c_int, *mut libc::c_void, usize, c_int) -> isize);
+    // SAFETY: the program's own arguments.
+    unsafe { f(fd, buf, n, flags) }
+}
+
+/// `recvfrom(2)`.
+///
+/// # Safety
+/// As libc's `recvfrom`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn recvfrom(
+    fd: c_int,
+    buf: *mut libc::c_void,
+    n: usize,
+    flags: c_int,
+    addr: *mut libc::sockaddr,
+    len: *mut libc::socklen_t,
+) -> isize {
+    if !before_receive(fd, flags) {
+        return crate::fail(libc::EINTR);
+    }
+    type RecvFromFn = unsafe extern "C" fn(
+        c_int,
+        *mut libc::c_void,
+        usize,
+        c_int,
+        *mut libc::sockaddr,
+        *mut libc::socklen_t,
+    ) -> isize;
+    let f = real!(recvfrom: RecvFromFn);
+    // SAFETY: the program's own arguments.
+    unsafe { f(fd, buf, n, flags, addr, len) }
+}
+
+/// `recvmsg(2)`.
+///
+/// # Safety
+/// As libc's `recvmsg`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn recvmsg(fd: c_int, msg: *mut libc::msghdr, flags: c_int) -> isize {
+    if !before_receive(fd, flags) {
+        return crate::fail(libc::EINTR);
+    }
+    let f = real!(recvmsg: unsafe extern "C" fn(c_int, *mut libc::msghdr, c_int) -> isize);
+    // SAFETY: the program's own arguments.
+    unsafe { f(fd, msg, flags) }
+}
+
+/// `accept(2)`.
+///
+/// # Safety
+/// As libc's `accept`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn accept(
+    fd: c_int,
+    addr: *mut libc::sockaddr,
+    len: *mut libc::socklen_t,
+) -> c_int {
+    if !before_receive(fd, 0) {
+        return crate::fail(libc::EINTR);
+    }
+    let f = real!(accept: unsafe extern "C" fn(c_int, *mut libc::sockaddr, *mut libc::socklen_t) -> c_int);
+    // SAFETY: the program's own arguments.
+    unsafe { f(fd, addr, len) }
+}
+
+/// `accept4(2)`.
+///
+/// # Safety
+/// As libc's `accept4`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn accept4(
+    fd: c_int,
+    addr: *mut libc::sockaddr,
+    len: *mut libc::socklen_t,
+    flags: c_int,
+) -> c_int {
+    if !before_receive(fd, 0) {
+        return crate::fail(libc::EINTR);
+    }
+    let f = real!(accept4: unsafe extern "C" fn(c_int, *mut libc::sockaddr, *mut libc::socklen_t, c_int) -> c_int);
+    // SAFETY: the program's own arguments.
+    unsafe { f(fd, addr, len, flags) }
 }
