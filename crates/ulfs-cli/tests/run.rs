@@ -1138,7 +1138,8 @@ PY
 /// on its standard streams. Every stage below reads or writes the image
 /// while the others run, with more data than a pipe holds. A stage killed
 /// by SIGPIPE keeps what it wrote to the image (committed before the
-/// signal is delivered).
+/// signal is delivered). Wide-character stdio (`rev`) on pipes and image
+/// files, and a non-blocking pipe read while holding the image.
 #[test]
 fn pipelines_on_the_image_agree_with_tmpfs() {
     let script = r#"
@@ -1163,6 +1164,18 @@ print(n)'
 cmp big py && echo same-py
 tee cut < big | head -n 1
 [ -s cut ] && cmp -n "$(wc -c < cut)" big cut && echo what-tee-wrote-before-sigpipe-is-kept
+printf 'abc\nh\303\251llo\n' > wide
+echo abc | rev; rev wide; rev < wide | cat; cat wide | rev > wide-rev; cat wide-rev
+python3 - <<'EOF'
+import errno, os
+held = open("held", "w")
+r, w = os.pipe()
+os.set_blocking(r, False)
+try:
+    os.read(r, 1)
+except BlockingIOError:
+    print("non-blocking read of an empty pipe: EAGAIN")
+EOF
 "#;
     same_as_tmpfs(script);
 }

@@ -608,7 +608,8 @@ pub extern "C" fn sleep(secs: c_uint) -> c_uint {
     if unsafe { nanosleep(&t, &mut rem) } == 0 {
         0
     } else {
-        (rem.tv_sec + (rem.tv_nsec > 0) as libc::time_t) as c_uint
+        // The whole seconds left, as glibc's sleep returns them.
+        rem.tv_sec as c_uint
     }
 }
 
