@@ -1273,7 +1273,8 @@ print(open("/ulfs/s").read())
 /// pipe read through stdio, in `poll` or a sleep) hands it over to the
 /// processes it waits for: bash's `&` and `wait`, python's `Popen.wait`
 /// and `multiprocessing.Pool`, a python process holding a shared
-/// mapping while its child writes the image, `make -j3` and `make > log`,
+/// mapping while its child writes the image, `system` after a `chdir`
+/// into the image (its command works there, not on the host), `make -j3` and `make > log`,
 /// C `popen` read and written with stdio, and `flock FILE cmd` (a lock
 /// held across the hand-over stays held in its process).
 #[test]
@@ -1303,6 +1304,12 @@ subprocess.run("echo mapped-and-handed-over > mc", shell=True, check=True)
 print(open("mc").read().strip(), mm[0:10])
 mm.close()
 mf.close()
+import os
+os.mkdir("sysd")
+os.chdir("sysd")
+os.system("echo via-system > rel; basename $(pwd)")
+print(open("rel").read().strip())
+os.chdir("..")
 def work(i):
     with open(f"w{{i}}", "w") as f:
         f.write(str(i * i))

@@ -13,6 +13,7 @@
 //! (`ULFS_RUN_FDS`, `inherit.rs`).
 
 use std::ffi::{CStr, CString, c_char, c_int};
+use std::os::unix::ffi::OsStringExt;
 
 use crate::real::real;
 use crate::state::{ENV_CWD, ENV_CWD_INO, image};
@@ -259,6 +260,41 @@ unsafe fn spawn_with_env(
 fn before_spawn() {
     if let Some(i) = image() {
         i.let_go_before_spawn();
+        cwd_into_environment(i);
+    }
+}
+
+/// `system` and `popen` start their command with the program's own
+/// environment: it is made to say where the working directory is now
+/// (`ULFS_RUN_CWD`, or nothing when it is on the host), so that the
+/// command's relative paths go where the program's would, never to the
+/// directory `ulfs run` started in. Changed only when it differs.
+fn cwd_into_environment(image: &crate::state::Image) {
+    let (path, ino) = {
+        let cwd = image.cwd();
+        if cwd.in_image {
+            (
+                Some(std::ffi::OsString::from_vec(cwd.path.clone())),
+                cwd.ino.map(|i| i.to_string()),
+            )
+        } else {
+            (None, None)
+        }
+    };
+    for (key, value) in [(ENV_CWD, path), (ENV_CWD_INO, ino.map(Into::into))] {
+        if std::env::var_os(key) == value {
+            continue;
+        }
+        // SAFETY: the environment changes only when the working
+        // directory moved since the last start of a program, just before
+        // starting one; a thread reading the environment at that moment
+        // is the one risk, as with any setenv.
+        unsafe {
+            match &value {
+                Some(v) => std::env::set_var(key, v),
+                None => std::env::remove_var(key),
+            }
+        }
     }
 }
 
