@@ -226,8 +226,36 @@ pub fn on_first_mount() {
             // SAFETY: a live stream; glibc writes with its own call.
             unsafe { libc::fflush(original) };
         }
+        // SAFETY: the public prefix of glibc's FILE.
+        let flags = unsafe { (*original.cast::<FilePrefix>()).flags };
         swaps[fd as usize] = install(fd);
+        if let Some(swap) = swaps[fd as usize] {
+            keep_buffering(flags, swap.cookie as *mut libc::FILE);
+        }
     }
+}
+
+/// The buffering the program chose for the original stream (glibc's
+/// `_IO_UNBUFFERED` and `_IO_LINE_BUF` flags), on the cookie stream.
+fn keep_buffering(flags: c_int, cookie: *mut libc::FILE) {
+    const UNBUFFERED: c_int = 0x2;
+    const LINE_BUF: c_int = 0x200;
+    let mode = if flags & UNBUFFERED != 0 {
+        libc::_IONBF
+    } else if flags & LINE_BUF != 0 {
+        libc::_IOLBF
+    } else {
+        return;
+    };
+    // SAFETY: a stream just made, not yet used.
+    unsafe {
+        libc::setvbuf(
+            cookie,
+            std::ptr::null_mut(),
+            mode,
+            if mode == libc::_IONBF { 0 } else { 4096 },
+        )
+    };
 }
 
 /// The standard descriptor whose stream `stream` is (the one in libc's

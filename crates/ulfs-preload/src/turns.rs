@@ -16,9 +16,9 @@
 //! stay whole.
 //!
 //! A write to a pipe nobody reads any more commits the image before its
-//! SIGPIPE is delivered: the signal ends most programs
-//! (`tee /ulfs/log < f | head -1`) before their exit could commit, and
-//! the image must keep what they wrote, as a kernel file system would.
+//! SIGPIPE is delivered: the signal ends most programs (a writer in
+//! `... | head -1`) before their exit could commit, and the image must
+//! keep what they wrote, as a kernel file system would.
 //!
 //! This covers the program's own `read`, `write`, `readv` and `writev`,
 //! and the standard streams' stdio, which goes through them
