@@ -159,7 +159,7 @@ fn parse(note: &str) -> Option<Held> {
     })
 }
 
-fn format(h: &Held) -> String {
+fn note_text(h: &Held) -> String {
     let slot = h.slot.map_or("-".to_string(), |s| s.to_string());
     format!(
         "{}:{}:{}:{}:{}:{}:{}:{}",
@@ -446,7 +446,7 @@ pub fn env_for_exec() -> Vec<CString> {
         .iter()
         .zip(&surviving)
         .filter(|(_, s)| **s)
-        .map(|(h, _)| format(h))
+        .map(|(h, _)| note_text(h))
         .collect();
     let mut out = Vec::new();
     if notes.is_empty() {
@@ -477,7 +477,7 @@ pub fn env_for_spawn() -> (Option<CString>, Vec<u32>) {
                 && h.fd >= 0
                 && unsafe { fcntl(h.fd, libc::F_GETFD, 0) } & libc::FD_CLOEXEC == 0
         })
-        .map(format)
+        .map(note_text)
         .collect();
     if notes.is_empty() {
         return (None, child);
@@ -503,9 +503,9 @@ mod tests {
             slot: Some(3),
             u: -1,
         };
-        assert_eq!(parse(&format(&h)), Some(h.clone()));
+        assert_eq!(parse(&note_text(&h)), Some(h.clone()));
         let unshared = Held { slot: None, ..h };
-        assert_eq!(parse(&format(&unshared)), Some(unshared));
+        assert_eq!(parse(&note_text(&unshared)), Some(unshared));
     }
 
     #[test]

@@ -92,42 +92,34 @@ fn reopen_image(image: &Image, u: c_int, flags: c_int) -> c_int {
     if flags & (libc::O_CREAT | libc::O_EXCL) == libc::O_CREAT | libc::O_EXCL {
         return fail(libc::EEXIST);
     }
-    let ph = match fds::placeholder(flags & libc::O_CLOEXEC != 0) {
-        Ok(fd) => fd,
-        Err(e) => return fail(e),
-    };
-    // Bound under the file system's lock, as every table change (a
-    // hand-over notes the table's files).
-    let opened = image.with(|fs| {
+    let clear = libc::O_CLOEXEC | libc::O_CREAT | libc::O_NOCTTY;
+    behind_placeholder(image, flags, |fs| {
         let ino = fs.fstat(u)?.ino;
-        let n = fs.open_ino(
-            ino,
-            flags & !(libc::O_CLOEXEC | libc::O_CREAT | libc::O_NOCTTY),
-        )?;
-        fds::bind(ph, n);
-        Ok(())
-    });
-    match opened {
-        Ok(()) => {
-            std_streams::follow(ph);
-            ph
-        }
-        Err(e) => {
-            fds::close_kernel(ph);
-            fail(e.raw())
-        }
-    }
+        fs.open_ino(ino, flags & !clear)
+    })
 }
 
 /// Opens an image file behind a fresh placeholder descriptor.
 pub fn open_image(image: &Image, dirfd: c_int, path: &[u8], flags: c_int, mode: c_uint) -> c_int {
+    behind_placeholder(image, flags, |fs| {
+        fs.openat(dirfd, path, flags & !libc::O_CLOEXEC, mode)
+    })
+}
+
+/// A fresh placeholder (close-on-exec when `flags` say so) standing for
+/// the image file `open` opens. It is bound under the file system's lock,
+/// as every table change is (a hand-over notes the table's files).
+fn behind_placeholder(
+    image: &Image,
+    flags: c_int,
+    open: impl FnOnce(&mut ulfs::Fs) -> ulfs::Result<c_int>,
+) -> c_int {
     let ph = match fds::placeholder(flags & libc::O_CLOEXEC != 0) {
         Ok(fd) => fd,
         Err(e) => return fail(e),
     };
     let opened = image.with(|fs| {
-        let u = fs.openat(dirfd, path, flags & !libc::O_CLOEXEC, mode)?;
-        fds::bind(ph, u);
+        fds::bind(ph, open(fs)?);
         Ok(())
     });
     match opened {

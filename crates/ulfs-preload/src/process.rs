@@ -259,7 +259,7 @@ unsafe fn spawn_with_env(
 
 fn before_spawn() {
     if let Some(i) = image() {
-        i.let_go_before_spawn();
+        i.hand_over_now();
         cwd_into_environment(i);
     }
 }

@@ -282,10 +282,12 @@ impl Image {
         }
     }
 
-    /// Another process waits for the image: lets go of it, files pending,
-    /// unless this process cannot hand them over. Called where the
-    /// program may block on a host descriptor.
-    pub fn yield_to_waiter(&self) {
+    /// Lets go of the image, files pending, unless this process cannot
+    /// hand them over: for a process that waits for it (where the program
+    /// may block), and before the program starts another program some way
+    /// other than `fork` (`posix_spawn`, `system`, `popen`, whose children
+    /// glibc makes with internal calls), so the new program can mount it.
+    pub fn hand_over_now(&self) {
         let _inside = crate::fds::LibraryCall::enter();
         self.hand_over(&mut lock(&self.fs));
     }
@@ -377,22 +379,10 @@ impl Image {
 }
 
 /// Whether the process holds image files open (descriptors, directory
-/// streams, mappings): then it cannot let go of the image, whose open
-/// files live in its mounted file system.
+/// streams, mappings): then letting go of the image must hand them over
+/// (`inherit::can_hand_over`), as they live in its mounted file system.
 fn holds_files() -> bool {
     crate::fds::open_count() > 0 || crate::mmap::count() > 0
-}
-
-impl Image {
-    /// Before the program starts another program some way other than
-    /// `fork` (`posix_spawn`, `system`, `popen`, whose children glibc
-    /// makes with internal calls): commits and lets go of the image, its
-    /// open files pending (unless it cannot hand them over), so the new
-    /// program can mount it. The new program gets no image descriptors.
-    pub fn let_go_before_spawn(&self) {
-        let _inside = crate::fds::LibraryCall::enter();
-        self.hand_over(&mut lock(&self.fs));
-    }
 }
 
 /// A poisoned lock means a panic inside a call, which `ulfs` already turned

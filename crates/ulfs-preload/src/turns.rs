@@ -39,7 +39,7 @@ const CHUNK: usize = libc::PIPE_BUF;
 /// Lets go of the image for the process waiting for it.
 pub fn give_way() {
     if let Some(i) = crate::state::image() {
-        i.yield_to_waiter();
+        i.hand_over_now();
     }
 }
 
