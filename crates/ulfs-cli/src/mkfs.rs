@@ -59,6 +59,7 @@ pub fn run(args: &Args<'_>) -> CliResult {
         force: args.force,
         mode,
         journal_blocks,
+        ..Default::default()
     };
     ulfs::mkfs(args.image, &opts).map_err(|e| {
         if e.errno == Errno::EEXIST {

@@ -1,8 +1,14 @@
 //! Small sample images, made once per process in memory.
+//!
+//! A sample is the same bytes in every run (fixed uuid, hash key and
+//! time): a fuzz input or a damage test names blocks and offsets of it, and
+//! must mean the same damage in every process. With the random hash key
+//! of a default mkfs, names landed in other leaves in each run, so a
+//! failing input failed only sometimes.
 
 use std::sync::{Arc, Mutex, OnceLock};
 use ulfs::store::SimDisk;
-use ulfs::{Fs, MkfsOptions, Mode, MountOptions, format_store};
+use ulfs::{Fs, MkfsOptions, Mode, MountOptions, Timespec, format_store};
 
 /// Size of a sample image: small enough to copy for every fuzz input.
 pub const SAMPLE_BYTES: u64 = 2 << 20;
@@ -33,12 +39,21 @@ fn make_sample(mode: Mode) -> Vec<u8> {
     build(mode, populate)
 }
 
+/// The time every sample is stamped with (2026-01-01).
+const SAMPLE_TIME: Timespec = Timespec {
+    sec: 1_767_225_600,
+    nsec: 0,
+};
+
 /// A fresh image with `fill` run on it, cleanly unmounted.
 fn build(mode: Mode, fill: fn(&mut Fs) -> ulfs::Result<()>) -> Vec<u8> {
     let opts = MkfsOptions {
         size: SAMPLE_BYTES,
         mode,
         journal_blocks: (mode == Mode::Journal).then_some(96),
+        uuid: Some(*b"ulfs-sample-uuid"),
+        hash_key: Some(*b"sample-hash-key!"),
+        fixed_time: Some(SAMPLE_TIME),
         ..Default::default()
     };
     // The image as of the last flush: unmount's, which marks it clean.
@@ -47,7 +62,11 @@ fn build(mode: Mode, fill: fn(&mut Fs) -> ulfs::Result<()>) -> Vec<u8> {
     let sink = last_flush.clone();
     disk.on_flush(move |d| *sink.lock().expect("sample lock") = d.current().to_vec());
     let store = format_store(Box::new(disk), &opts).expect("format the sample");
-    let mut fs = Fs::mount_store(store, MountOptions::default()).expect("mount the sample");
+    let fixed = MountOptions {
+        fixed_time: Some(SAMPLE_TIME),
+        ..Default::default()
+    };
+    let mut fs = Fs::mount_store(store, fixed).expect("mount the sample");
     fill(&mut fs).expect("populate the sample");
     fs.unmount().expect("unmount the sample");
     std::mem::take(&mut *last_flush.lock().expect("sample lock"))
@@ -88,4 +107,26 @@ fn write(fs: &mut Fs, path: &str, data: &[u8]) -> ulfs::Result<()> {
         done += fs.write(fd, &data[done..])?;
     }
     fs.close(fd)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sample_is_the_same_bytes_every_time_it_is_made() {
+        for mode in [Mode::Journal, Mode::None] {
+            let (a, b) = (make_sample(mode), make_sample(mode));
+            assert_eq!(a.len(), b.len());
+            let differ = a
+                .chunks(4096)
+                .zip(b.chunks(4096))
+                .filter(|(x, y)| x != y)
+                .count();
+            assert_eq!(
+                differ, 0,
+                "{mode:?}: {differ} blocks differ between two builds"
+            );
+        }
+    }
 }

@@ -53,8 +53,9 @@ impl Volume {
     }
 
     fn accessed(&mut self, ino: Ino, mut inode: Inode) -> Result<()> {
-        if needs_atime_update(&inode) && self.writable().is_ok() {
-            inode.atime = Timespec::now();
+        let now = self.now();
+        if needs_atime_update(&inode, now) && self.writable().is_ok() {
+            inode.atime = now;
             self.put_inode(ino, &inode)?;
             self.commit()?;
         }
@@ -111,7 +112,7 @@ impl Volume {
             if let Ok(n) = result {
                 done += n;
                 inode.size = inode.size.max(off + done as u64);
-                let now = Timespec::now();
+                let now = self.now();
                 inode.mtime = now;
                 inode.ctime = now;
             }
@@ -189,7 +190,7 @@ impl Volume {
             return Err(Errno::EFBIG);
         }
         self.set_size(&mut inode, len)?;
-        let now = Timespec::now();
+        let now = self.now();
         inode.mtime = now;
         inode.ctime = now;
         self.put_inode(ino, &inode)?;
@@ -241,7 +242,7 @@ impl Volume {
             }
             _ => Err(Errno::EOPNOTSUPP),
         };
-        inode.ctime = Timespec::now();
+        inode.ctime = self.now();
         self.put_inode(ino, &inode)?;
         self.commit()?;
         result
@@ -284,7 +285,7 @@ impl Volume {
         }
         if grow && end > inode.size {
             inode.size = end;
-            inode.mtime = Timespec::now();
+            inode.mtime = self.now();
         }
         Ok(())
     }
@@ -311,7 +312,7 @@ impl Volume {
             }
             pos += chunk as u64;
         }
-        inode.mtime = Timespec::now();
+        inode.mtime = self.now();
         Ok(())
     }
 
@@ -340,8 +341,8 @@ impl Volume {
 
 /// Linux's `relatime`: touch atime only when it is not newer than the last
 /// change or is a day old, so reads do not write metadata on every call.
-fn needs_atime_update(inode: &Inode) -> bool {
+fn needs_atime_update(inode: &Inode, now: Timespec) -> bool {
     inode.atime <= inode.mtime
         || inode.atime <= inode.ctime
-        || Timespec::now().sec - inode.atime.sec >= 24 * 3600
+        || now.sec - inode.atime.sec >= 24 * 3600
 }

@@ -63,6 +63,15 @@ pub struct MkfsOptions {
     pub mode: Mode,
     /// Blocks reserved for the journal region (default: none in mode `none`).
     pub journal_blocks: Option<u32>,
+    /// The image's identity (default: random). Two images made with the
+    /// same uuid, hash key and time from the same calls are byte for byte
+    /// the same: reproducible images and fuzz inputs.
+    pub uuid: Option<[u8; 16]>,
+    /// The key of the directory name hash (default: random, so that names
+    /// chosen to collide on one image do not collide on another).
+    pub hash_key: Option<[u8; 16]>,
+    /// The creation time written into the image (default: the clock).
+    pub fixed_time: Option<Timespec>,
 }
 
 impl Default for MkfsOptions {
@@ -73,6 +82,9 @@ impl Default for MkfsOptions {
             force: false,
             mode: Mode::Journal,
             journal_blocks: None,
+            uuid: None,
+            hash_key: None,
+            fixed_time: None,
         }
     }
 }
@@ -312,7 +324,7 @@ pub fn format_store(
     let rnd = random_bytes().map_err(|e| e.errno)?;
     let first_group = 2 + journal;
     let group_count = (total - first_group as u64).div_ceil(GROUP_SPAN as u64) as u32;
-    let now = Timespec::now();
+    let now = opts.fixed_time.unwrap_or_else(Timespec::now);
     let mut sb = Superblock {
         version: FORMAT_VERSION,
         feat_compat: 0,
@@ -338,8 +350,12 @@ pub fn format_store(
         orphan_head: 0,
         state: STATE_CLEAN,
         next_generation: 0,
-        hash_key: rnd[..16].try_into().expect("16 bytes"),
-        uuid: rnd[16..].try_into().expect("16 bytes"),
+        hash_key: opts
+            .hash_key
+            .unwrap_or_else(|| rnd[..16].try_into().expect("16 bytes")),
+        uuid: opts
+            .uuid
+            .unwrap_or_else(|| rnd[16..].try_into().expect("16 bytes")),
         label: [0; 64],
         mkfs_time: now.sec,
         mount_time: 0,
@@ -415,6 +431,7 @@ impl Volume {
             replayed: Default::default(),
             hash_key: (k0, k1),
             dev,
+            fixed_time: opts.fixed_time,
             call: None,
         }
     }

@@ -57,6 +57,9 @@ pub struct Volume {
     was_clean: bool,
     hash_key: (u64, u64),
     dev: u64,
+    /// Stamps every change with this time instead of the clock
+    /// (`MountOptions::fixed_time`).
+    fixed_time: Option<crate::types::Timespec>,
     /// The call in progress: what to restore if it fails (`calls.rs`).
     call: Option<calls::CallStart>,
 }
@@ -68,6 +71,13 @@ impl Volume {
 
     pub fn is_read_only(&self) -> bool {
         self.read_only
+    }
+
+    /// The time changes are stamped with: the clock, or the mount's fixed
+    /// time (reproducible images).
+    #[inline]
+    pub(crate) fn now(&self) -> crate::types::Timespec {
+        self.fixed_time.unwrap_or_else(crate::types::Timespec::now)
     }
 
     /// Fails with EROFS when the volume cannot be changed.
@@ -212,7 +222,7 @@ impl Volume {
     }
 
     fn write_superblock(&mut self, which: Bid) -> Result<()> {
-        self.sb.write_time = crate::types::Timespec::now().sec;
+        self.sb.write_time = self.now().sec;
         let sb = self.sb.clone();
         sb.encode(self.j.meta_mut(which)?);
         Ok(())

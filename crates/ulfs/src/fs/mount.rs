@@ -53,6 +53,11 @@ pub struct MountOptions {
     /// mismatch). Checkers turn this off to read damaged blocks and report
     /// them themselves.
     pub verify_checksums: bool,
+    /// Stamp every change (file times, the superblock's mount and write
+    /// times) with this time instead of the clock, so that the same calls
+    /// on the same image make the same bytes: reproducible images, and fuzz
+    /// inputs that mean the same thing in every run. `None`: the clock.
+    pub fixed_time: Option<Timespec>,
 }
 
 impl Default for MountOptions {
@@ -62,6 +67,7 @@ impl Default for MountOptions {
             commit_blocks: 0,
             commit_interval: std::time::Duration::from_secs(5),
             verify_checksums: true,
+            fixed_time: None,
         }
     }
 }
@@ -193,7 +199,7 @@ impl Volume {
             self.reap_orphans()?;
         }
         self.sb.state = STATE_DIRTY;
-        self.sb.mount_time = Timespec::now().sec;
+        self.sb.mount_time = self.now().sec;
         self.sb.mount_count = self.sb.mount_count.wrapping_add(1);
         self.sync()?;
         Ok(())

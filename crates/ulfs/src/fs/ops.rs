@@ -85,7 +85,7 @@ impl Volume {
         if self.dir_lookup(&d, name)?.is_some() {
             return Err(Errno::EEXIST);
         }
-        let now = Timespec::now();
+        let now = self.now();
         let is_dir = mode & libc::S_IFMT == libc::S_IFDIR;
         // A set-group-ID directory hands its group to new entries, and its
         // set-group-ID bit to new subdirectories (inode_init_owner).
@@ -181,7 +181,7 @@ impl Volume {
             return Err(Errno::ENOENT);
         }
         self.dir_insert(dir, &mut d, name, ino, dtype_of(target.mode))?;
-        let now = Timespec::now();
+        let now = self.now();
         d.mtime = now;
         d.ctime = now;
         self.put_inode(dir, &d)?;
@@ -200,7 +200,7 @@ impl Volume {
             return Err(Errno::EISDIR);
         }
         self.dir_remove(&mut d, name)?;
-        let now = Timespec::now();
+        let now = self.now();
         d.mtime = now;
         d.ctime = now;
         self.put_inode(dir, &d)?;
@@ -218,7 +218,7 @@ impl Volume {
             return Err(Errno::ENOTEMPTY);
         }
         self.dir_remove(&mut d, name)?;
-        let now = Timespec::now();
+        let now = self.now();
         d.nlink = d.nlink.saturating_sub(1);
         d.mtime = now;
         d.ctime = now;
@@ -231,7 +231,7 @@ impl Volume {
     fn kill_dir(&mut self, ino: Ino) -> Result<()> {
         let mut v = self.inode(ino)?;
         v.nlink = 0;
-        v.ctime = Timespec::now();
+        v.ctime = self.now();
         self.dir_free_all(&mut v)?;
         self.put_inode(ino, &v)?;
         self.release_if_unused(ino)
@@ -241,7 +241,7 @@ impl Volume {
     fn drop_link(&mut self, ino: Ino) -> Result<()> {
         let mut t = self.inode(ino)?;
         t.nlink = t.nlink.saturating_sub(1);
-        t.ctime = Timespec::now();
+        t.ctime = self.now();
         self.put_inode(ino, &t)?;
         if t.nlink == 0 {
             self.release_if_unused(ino)?;
@@ -357,7 +357,7 @@ impl Volume {
         self.writable()?;
         let mut t = self.inode(ino)?;
         f(&mut t);
-        t.ctime = Timespec::now();
+        t.ctime = self.now();
         self.put_inode(ino, &t)?;
         self.commit()
     }
@@ -422,7 +422,7 @@ impl Volume {
                 _ => {}
             }
         }
-        let now = Timespec::now();
+        let now = self.now();
         // Insert (or repoint) first: it is the step that can fail for lack
         // of space, and failing before the removal changes nothing.
         let mut d = self.inode(ddir)?;
@@ -489,7 +489,7 @@ impl Volume {
                 return Err(Errno::EINVAL);
             }
         }
-        let now = Timespec::now();
+        let now = self.now();
         let dkey = self.dir_repoint(&self.inode(ddir)?, dname, src, dtype_of(s.mode))?;
         let skey = self.dir_repoint(&self.inode(sdir)?, sname, dst, dtype_of(t.mode))?;
         for (ino, parent, key) in [(src, ddir, dkey), (dst, sdir, skey)] {

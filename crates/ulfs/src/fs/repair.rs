@@ -154,6 +154,28 @@ fn leaf_records(b: &Block, out: &mut Vec<Salvaged>) {
     }
 }
 
+/// Orders salvaged records so that, of a name with several records (damage
+/// wrote one name over another's record), the one a lookup of the damaged
+/// index finds comes first: that is the file readers saw under the name,
+/// and the rebuild keeps the first record of a name (the others' inodes go
+/// to /lost+found). Leaf order decided before, which kept a misfiled
+/// record's file under the name when its leaf came first.
+fn keep_what_lookup_finds(recs: &mut [Salvaged], lookup: impl Fn(&[u8]) -> Option<Ino>) {
+    let mut count: HashMap<&[u8], u32> = HashMap::new();
+    for (name, _) in recs.iter() {
+        *count.entry(name).or_default() += 1;
+    }
+    let doubled: HashMap<Vec<u8>, Option<Ino>> = count
+        .into_iter()
+        .filter(|&(_, n)| n > 1)
+        .map(|(name, _)| (name.to_vec(), lookup(name)))
+        .collect();
+    if doubled.is_empty() {
+        return;
+    }
+    recs.sort_by_key(|(name, ino)| doubled.get(name).is_some_and(|seen| *seen != Some(*ino)));
+}
+
 /// One bit per block of the image: which blocks have an owner.
 struct Claims {
     bits: Vec<u64>,
@@ -434,7 +456,7 @@ impl Volume {
             }
             None => {}
         }
-        let now = crate::types::Timespec::now();
+        let now = self.now();
         self.sb.next_generation = self.sb.next_generation.wrapping_add(1);
         let inode = Inode {
             mode: libc::S_IFDIR | 0o755,
@@ -748,6 +770,12 @@ impl Volume {
             let Some(b) = is_ours(leaf) else { continue };
             leaf_records(b, &mut out);
         }
+        keep_what_lookup_finds(&mut out, |name| {
+            self.dir_lookup(d, name)
+                .ok()
+                .flatten()
+                .map(|(_, ino, _)| ino)
+        });
         out
     }
 

@@ -981,7 +981,7 @@ impl Fs {
     }
 
     fn set_times(&mut self, ino: Ino, times: Option<[Timespec; 2]>) -> Result<()> {
-        let now = Timespec::now();
+        let now = self.vol.now();
         let [a, m] = times.unwrap_or(
             [Timespec {
                 sec: 0,
