@@ -649,10 +649,16 @@ cd / && ls /ulfs > /dev/null
 
 /// Compiles tests/c/NAME.c into `dir`; the binary's path.
 fn compile_c(dir: &Path, name: &str) -> PathBuf {
-    let bin = dir.join(name);
+    compile_c_with(dir, name, name, &["-O1"])
+}
+
+/// Compiles tests/c/`name`.c with `flags` into `dir`/`bin_name`.
+fn compile_c_with(dir: &Path, name: &str, bin_name: &str, flags: &[&str]) -> PathBuf {
+    let bin = dir.join(bin_name);
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../../tests/c/{name}.c"));
     let cc = Command::new("cc")
-        .args(["-O1", "-Wall", "-Werror", "-o"])
+        .args(flags)
+        .args(["-Wall", "-Werror", "-o"])
         .arg(&bin)
         .arg(&src)
         .arg("-lpthread")
@@ -1082,6 +1088,36 @@ fn standard_streams_agree_with_tmpfs() {
     let (_d, _img, out) = same_as_tmpfs(&script);
     assert!(
         out.contains("child: [parent\nchild-sh\n/\nparent again\n]"),
+        "{out}"
+    );
+}
+
+/// The variadic output calls on image files (tests/c/run_printf.c):
+/// dprintf and vdprintf on a descriptor, fwprintf and vfwprintf on a
+/// stream, wprintf on a standard output that is an image file; plain and
+/// with _FORTIFY_SOURCE, whose `__*_chk` forms are separate symbols.
+#[test]
+fn printf_family_agrees_with_tmpfs() {
+    let (dir, _img) = image();
+    let plain = compile_c_with(dir.path(), "run_printf", "printf_plain", &["-O1"]);
+    let fortified = compile_c_with(
+        dir.path(),
+        "run_printf",
+        "printf_fortified",
+        &["-O2", "-D_FORTIFY_SOURCE=2"],
+    );
+    let script = format!(
+        "set -e\nmkdir \"$1/p\" \"$1/f\"\n{} \"$1/p\"\n{} \"$1/f\"\n",
+        plain.display(),
+        fortified.display()
+    );
+    let (_d, _img, out) = same_as_tmpfs(&script);
+    assert!(
+        out.contains("d.txt: 30028 bytes, starts [dp-42-3.50-z|00007 f]"),
+        "{out}"
+    );
+    assert!(
+        out.contains("child: 0\no.txt: [child wprintf 5 \u{e9}t\u{e9}\n]"),
         "{out}"
     );
 }

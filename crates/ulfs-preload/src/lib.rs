@@ -26,6 +26,8 @@
 //! - `std_streams`: `stdin`/`stdout`/`stderr` follow descriptors 0-2 onto
 //!   image files;
 //! - `wide`: wide-character stdio on streams of image files;
+//! - `variadic`: `dprintf` and the formatted wide output calls, whose
+//!   variadic bodies are C (`variadic.c`);
 //! - `tempfiles`: `mkstemp` and friends, `mkdtemp`, for image templates;
 //! - `transfer`: `copy_file_range` and `sendfile` with an image file on
 //!   either side;
@@ -64,6 +66,7 @@ mod stdio;
 mod tempfiles;
 mod transfer;
 mod turns;
+mod variadic;
 mod waits;
 mod wide;
 mod xattr;

@@ -3,10 +3,11 @@
 //! would crash on one; these serve the byte-stream forms over them, a
 //! multibyte character at a time in the program's locale (`mbrtowc`,
 //! `wcrtomb`): `fgetwc`, `getwc`, `getwchar`, `fgetws`, `fputwc`, `putwc`,
-//! `putwchar`, `fputws`. Other streams go to glibc. The formatted ones
-//! (`fwprintf`, `wprintf`, `fwscanf`) are variadic, which stable Rust
-//! cannot define: on a stream of an image file they fail (-1), the
-//! stream being byte-oriented.
+//! `putwchar`, `fputws`. Other streams go to glibc. The formatted output
+//! calls (`fwprintf`, `wprintf`, ...) are variadic: `variadic.rs` serves
+//! them through `fputws`. The wide `scanf` calls are not served: on a
+//! stream of an image file they fail (-1), the stream being
+//! byte-oriented.
 
 use std::ffi::c_int;
 

@@ -1,0 +1,193 @@
+/*
+ * The variadic and va_list calls of libc that `ulfs run` must serve on image
+ * files: dprintf/vdprintf on an image descriptor, and the formatted wide
+ * calls (fwprintf, wprintf and their v- and fortified forms) on a stream of
+ * an image file. Stable Rust cannot define a C-variadic function, so these
+ * bodies are C; the exported names are Rust naked functions that jump here
+ * (variadic.rs), because the cdylib exports only the Rust crate's symbols.
+ *
+ * Everything not ours goes to libc's own definition (RTLD_NEXT), unchanged.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+#include <wchar.h>
+
+/* variadic.rs: whether the library serves this descriptor or stream. */
+int ulfs_preload_serves_fd(int fd);
+int ulfs_preload_serves_stream(FILE *f);
+
+/* Largest formatted wide text held in memory at once (wide characters). */
+#define WIDE_MAX (1u << 24)
+
+static void *next_definition(const char *name)
+{
+    return dlsym(RTLD_NEXT, name);
+}
+
+/* Writes all of buf through write(), which the library serves for image
+ * descriptors (and refuses with EBADF for its own). */
+static int write_all(int fd, const char *buf, size_t len)
+{
+    size_t done = 0;
+    while (done < len) {
+        ssize_t w = write(fd, buf + done, len - done);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        done += (size_t)w;
+    }
+    return 0;
+}
+
+int ulfs_c_vdprintf(int fd, const char *fmt, va_list ap)
+{
+    if (!ulfs_preload_serves_fd(fd)) {
+        int (*real)(int, const char *, va_list) = next_definition("vdprintf");
+        return real(fd, fmt, ap);
+    }
+    char *text = NULL;
+    int n = vasprintf(&text, fmt, ap);
+    if (n < 0)
+        return -1;
+    int rc = write_all(fd, text, (size_t)n);
+    free(text);
+    return rc < 0 ? -1 : n;
+}
+
+int ulfs_c_dprintf(int fd, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = ulfs_c_vdprintf(fd, fmt, ap);
+    va_end(ap);
+    return n;
+}
+
+int ulfs_c_vdprintf_chk(int fd, int flag, const char *fmt, va_list ap)
+{
+    if (!ulfs_preload_serves_fd(fd)) {
+        int (*real)(int, int, const char *, va_list) = next_definition("__vdprintf_chk");
+        return real(fd, flag, fmt, ap);
+    }
+    return ulfs_c_vdprintf(fd, fmt, ap);
+}
+
+int ulfs_c_dprintf_chk(int fd, int flag, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = ulfs_c_vdprintf_chk(fd, flag, fmt, ap);
+    va_end(ap);
+    return n;
+}
+
+/* Formats wide text and puts it on a stream of an image file through
+ * fputws (wide.rs: a multibyte character at a time, in the locale). */
+static int wide_to_stream(FILE *f, const wchar_t *fmt, va_list ap)
+{
+    size_t cap = 256;
+    wchar_t *text = NULL;
+    int n;
+    for (;;) {
+        wchar_t *grown = realloc(text, cap * sizeof(wchar_t));
+        if (grown == NULL) {
+            free(text);
+            errno = ENOMEM;
+            return -1;
+        }
+        text = grown;
+        int saved = errno;
+        errno = 0;
+        va_list again;
+        va_copy(again, ap);
+        n = vswprintf(text, cap, fmt, again);
+        va_end(again);
+        if (n >= 0) {
+            errno = saved;
+            break;
+        }
+        /* -1 is both "too small" and an encoding error (EILSEQ): grow,
+         * to a bound, only for the first. */
+        if (errno == EILSEQ || cap >= WIDE_MAX) {
+            free(text);
+            if (errno != EILSEQ)
+                errno = EOVERFLOW;
+            return -1;
+        }
+        cap *= 4;
+    }
+    int rc = n == 0 ? 0 : fputws(text, f);
+    free(text);
+    return rc < 0 ? -1 : n;
+}
+
+int ulfs_c_vfwprintf(FILE *f, const wchar_t *fmt, va_list ap)
+{
+    if (!ulfs_preload_serves_stream(f)) {
+        int (*real)(FILE *, const wchar_t *, va_list) = next_definition("vfwprintf");
+        return real(f, fmt, ap);
+    }
+    return wide_to_stream(f, fmt, ap);
+}
+
+int ulfs_c_fwprintf(FILE *f, const wchar_t *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = ulfs_c_vfwprintf(f, fmt, ap);
+    va_end(ap);
+    return n;
+}
+
+int ulfs_c_vwprintf(const wchar_t *fmt, va_list ap)
+{
+    return ulfs_c_vfwprintf(stdout, fmt, ap);
+}
+
+int ulfs_c_wprintf(const wchar_t *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = ulfs_c_vfwprintf(stdout, fmt, ap);
+    va_end(ap);
+    return n;
+}
+
+int ulfs_c_vfwprintf_chk(FILE *f, int flag, const wchar_t *fmt, va_list ap)
+{
+    if (!ulfs_preload_serves_stream(f)) {
+        int (*real)(FILE *, int, const wchar_t *, va_list) = next_definition("__vfwprintf_chk");
+        return real(f, flag, fmt, ap);
+    }
+    return wide_to_stream(f, fmt, ap);
+}
+
+int ulfs_c_fwprintf_chk(FILE *f, int flag, const wchar_t *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = ulfs_c_vfwprintf_chk(f, flag, fmt, ap);
+    va_end(ap);
+    return n;
+}
+
+int ulfs_c_vwprintf_chk(int flag, const wchar_t *fmt, va_list ap)
+{
+    return ulfs_c_vfwprintf_chk(stdout, flag, fmt, ap);
+}
+
+int ulfs_c_wprintf_chk(int flag, const wchar_t *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = ulfs_c_vfwprintf_chk(stdout, flag, fmt, ap);
+    va_end(ap);
+    return n;
+}
