@@ -3,7 +3,9 @@
  * or execle (chosen by argv[2]) running `ls -1 DIR`: what it wrote must be
  * there for the new program (glibc's execl family reaches execve through
  * internal calls, so `ulfs run` serves these variadic calls itself).
- * Usage: run_execl DIR l|lp|le
+ * `many` runs `ls -1 DIR` with 30 more arguments (the name of DIR again),
+ * past any fixed count of parameters.
+ * Usage: run_execl DIR l|lp|le|many
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
@@ -27,7 +29,11 @@ int main(int argc, char **argv) {
     char *env[] = {"LC_ALL=C", NULL};
     if (strcmp(argv[2], "l") == 0)
         execl("/bin/ls", "ls", "-1", argv[1], (char *)NULL);
-    else if (strcmp(argv[2], "lp") == 0)
+    else if (strcmp(argv[2], "many") == 0) {
+        const char *d = argv[1];
+        execl("/bin/ls", "ls", "-1", "-d", d, d, d, d, d, d, d, d, d, d, d, d, d, d, d, d, d, d, d, d, d,
+              d, d, d, d, d, d, d, d, d, (char *)NULL);
+    } else if (strcmp(argv[2], "lp") == 0)
         execlp("ls", "ls", "-1", argv[1], (char *)NULL);
     else
         execle("/bin/ls", "ls", "-1", argv[1], (char *)NULL, env);

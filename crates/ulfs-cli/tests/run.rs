@@ -1038,9 +1038,12 @@ fn execl_family_commits_first() {
     let (dir, _img) = image();
     let bin = compile_c(dir.path(), "run_execl");
     let b = bin.display();
-    let script = format!("set -e\n{b} \"$1\" l\n{b} \"$1\" lp\n{b} \"$1\" le\nls \"$1\" | wc -l\n");
+    let script = format!(
+        "set -e\n{b} \"$1\" l\n{b} \"$1\" lp\n{b} \"$1\" le\n{b} \"$1\" many | wc -l\nls \"$1\" | wc -l\n"
+    );
     let (_d, _img, out) = same_as_tmpfs(&script);
     assert!(out.contains("written-before-exec-le"), "{out}");
+    assert!(out.contains("\n30\n"), "{out}");
 }
 
 /// `/dev/fd/N`, `/proc/self/fd/N` and `/dev/stdout` naming an image

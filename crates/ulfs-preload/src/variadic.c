@@ -191,3 +191,83 @@ int ulfs_c_wprintf_chk(int flag, const wchar_t *fmt, ...)
     va_end(ap);
     return n;
 }
+
+/* The argument list of an execl call, from arg0 to its NULL, as a
+ * NULL-terminated argv (malloc'd); for execle, *envp gets the environment
+ * that follows the NULL. */
+static char **exec_argv(const char *arg0, va_list ap, char ***envp)
+{
+    size_t n = 0;
+    if (arg0 != NULL) {
+        va_list count;
+        va_copy(count, ap);
+        n = 1;
+        while (va_arg(count, char *) != NULL)
+            n++;
+        va_end(count);
+    }
+    char **argv = malloc((n + 1) * sizeof *argv);
+    if (argv == NULL) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    argv[0] = (char *)arg0;
+    for (size_t i = 1; i < n; i++)
+        argv[i] = va_arg(ap, char *);
+    if (n > 0)
+        (void)va_arg(ap, char *); /* the terminating NULL */
+    argv[n] = NULL;
+    if (envp != NULL)
+        *envp = va_arg(ap, char **);
+    return argv;
+}
+
+/* Frees argv keeping the exec's errno, and returns -1 (an exec that
+ * returns failed). */
+static int exec_failed(char **argv)
+{
+    int saved = errno;
+    free(argv);
+    errno = saved;
+    return -1;
+}
+
+/* The execl forms reach the library's execv, execvp and execve (process.rs),
+ * which hand the image over; glibc's own would call execve internally, out of
+ * the library's sight. */
+int ulfs_c_execl(const char *path, const char *arg0, ...)
+{
+    va_list ap;
+    va_start(ap, arg0);
+    char **argv = exec_argv(arg0, ap, NULL);
+    va_end(ap);
+    if (argv == NULL)
+        return -1;
+    execv(path, argv);
+    return exec_failed(argv);
+}
+
+int ulfs_c_execlp(const char *file, const char *arg0, ...)
+{
+    va_list ap;
+    va_start(ap, arg0);
+    char **argv = exec_argv(arg0, ap, NULL);
+    va_end(ap);
+    if (argv == NULL)
+        return -1;
+    execvp(file, argv);
+    return exec_failed(argv);
+}
+
+int ulfs_c_execle(const char *path, const char *arg0, ...)
+{
+    char **envp;
+    va_list ap;
+    va_start(ap, arg0);
+    char **argv = exec_argv(arg0, ap, &envp);
+    va_end(ap);
+    if (argv == NULL)
+        return -1;
+    execve(path, argv, envp);
+    return exec_failed(argv);
+}

@@ -2,7 +2,9 @@
 //! serves: `dprintf`, `vdprintf` on image descriptors, and `fwprintf`,
 //! `wprintf`, `vfwprintf`, `vwprintf` on streams of image files, each with
 //! its fortified (`__*_chk`) form, which programs built with
-//! `_FORTIFY_SOURCE` call instead.
+//! `_FORTIFY_SOURCE` call instead; and `execl`, `execlp`, `execle`, which
+//! must reach the library's `execv`/`execvp`/`execve` (`process.rs`) to
+//! hand the image over, where glibc's call `execve` internally.
 //!
 //! Stable Rust cannot define a C-variadic function, so the bodies are C
 //! (`variadic.c`, built by `build.rs`). A cdylib exports only the Rust
@@ -64,4 +66,7 @@ jump_to_c! {
     __vfwprintf_chk => ulfs_c_vfwprintf_chk,
     __wprintf_chk => ulfs_c_wprintf_chk,
     __vwprintf_chk => ulfs_c_vwprintf_chk,
+    execl => ulfs_c_execl,
+    execlp => ulfs_c_execlp,
+    execle => ulfs_c_execle,
 }
