@@ -1095,6 +1095,23 @@ fn standard_streams_agree_with_tmpfs() {
     );
 }
 
+/// Threads of one process fork while other threads use image descriptors
+/// (tests/c/run_thread_forks.c): a fork hands the image over and every
+/// descriptor is opened again at the next mount, possibly between another
+/// thread's look-up of its descriptor and its use. No call fails (before,
+/// a few calls a run failed with EBADF). Three runs, each against tmpfs.
+#[test]
+fn threads_forking_while_others_use_descriptors() {
+    let (dir, _img) = image();
+    let bin = compile_c(dir.path(), "run_thread_forks");
+    let script = format!(
+        "set -e\nfor r in 1 2 3; do mkdir \"$1/r$r\"; {} \"$1/r$r\"; done\n",
+        bin.display()
+    );
+    let (_d, _img, out) = same_as_tmpfs(&script);
+    assert_eq!(out.matches("failures: 0, bytes: 96000").count(), 3, "{out}");
+}
+
 /// The variadic output calls on image files (tests/c/run_printf.c):
 /// dprintf and vdprintf on a descriptor, fwprintf and vfwprintf on a
 /// stream, wprintf on a standard output that is an image file; plain and

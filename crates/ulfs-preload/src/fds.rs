@@ -55,11 +55,24 @@ pub fn ulfs_fd(fd: i32) -> Option<i32> {
     None
 }
 
+/// How often a pending descriptor is opened again before giving up: each
+/// retry means another thread handed the image over (a `fork`, a wait)
+/// between this thread's mount and its look at the table.
+const RESOLVE_TRIES: u32 = 1000;
+
 #[cold]
 fn resolve_pending(fd: i32) -> Option<i32> {
-    crate::inherit::resolve();
-    let v = entry(fd)?.load(Ordering::Acquire);
-    (v >= 0).then_some(v as i32)
+    for _ in 0..RESOLVE_TRIES {
+        if !crate::inherit::resolve() {
+            return None;
+        }
+        match entry(fd)?.load(Ordering::Acquire) {
+            v if v >= 0 => return Some(v as i32),
+            PENDING => continue,
+            _ => return None,
+        }
+    }
+    None
 }
 
 /// The ulfs descriptor behind `fd` as the table holds it now, without

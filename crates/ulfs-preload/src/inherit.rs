@@ -168,10 +168,9 @@ fn note_text(h: &Held) -> String {
 }
 
 /// A pending descriptor is being used: mounting the image opens it again.
-pub fn resolve() {
-    if let Some(i) = crate::state::image() {
-        i.ensure_mounted();
-    }
+/// Whether the image is mounted now.
+pub fn resolve() -> bool {
+    crate::state::image().is_some_and(|i| i.ensure_mounted())
 }
 
 /// Flags a file is opened again with: what `open` would act on once

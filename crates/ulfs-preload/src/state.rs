@@ -303,8 +303,9 @@ impl Image {
 
     /// Mounts the image again if it was let go (so the working directory
     /// is found again); a failure is said when a call needs the image.
-    pub fn ensure_mounted(&self) {
-        let _ = self.with(|_| Ok(()));
+    /// Whether it is mounted.
+    pub fn ensure_mounted(&self) -> bool {
+        self.with(|_| Ok(())).is_ok()
     }
 
     pub fn cwd(&self) -> MutexGuard<'_, Cwd> {
