@@ -1095,6 +1095,50 @@ fn standard_streams_agree_with_tmpfs() {
     );
 }
 
+/// Record locks and flock between the processes of a run
+/// (tests/c/run_locks.c): a child meets its parent's POSIX lock (EAGAIN,
+/// F_GETLK naming the parent) and waits for it with F_SETLKW; flock and
+/// fcntl locks of one process keep another out; a lock goes when its
+/// process exits or is killed; POSIX locks survive an exec. Then what
+/// depends on it: two `flock(1)` commands one after the other, and four
+/// loops of sqlite3 inserting into one database at once (before, each
+/// process saw only its own locks: inserts were lost and sqlite3 reported
+/// disk I/O errors).
+#[test]
+fn locks_between_processes_agree_with_tmpfs() {
+    let (dir, _img) = image();
+    let bin = compile_c(dir.path(), "run_locks");
+    let script = format!(
+        r#"set -e
+mkdir "$1/c" "$1/sh"
+{} "$1/c"
+cd "$1/sh"
+: > order
+flock lk -c 'sleep 0.3; echo first >> order' &
+sleep 0.1
+flock lk -c 'echo second >> order'
+wait
+cat order
+sqlite3 db 'create table t(x)'
+for i in 1 2 3 4; do
+  (for j in 1 2 3 4 5 6 7 8 9 10; do sqlite3 -cmd '.timeout 60000' db "insert into t values($i)"; done) &
+done
+wait
+sqlite3 db 'select x, count(*) from t group by x; pragma integrity_check'
+"#,
+        bin.display()
+    );
+    let (_d, _img, out) = same_as_tmpfs(&script);
+    assert!(
+        out.contains("log: [parent unlocks\nchild has the lock\n]"),
+        "{out}"
+    );
+    assert!(
+        out.contains("first\nsecond\n1|10\n2|10\n3|10\n4|10\nok"),
+        "{out}"
+    );
+}
+
 /// Threads of one process fork while other threads use image descriptors
 /// (tests/c/run_thread_forks.c): a fork hands the image over and every
 /// descriptor is opened again at the next mount, possibly between another

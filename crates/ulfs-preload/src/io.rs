@@ -285,19 +285,20 @@ fn close_image(fd: c_int) -> Option<ulfs::Result<()>> {
             crate::inherit::closing_description(fs, u, d.id);
         }
         fs.close(u)?;
-        Ok(Some(d))
+        // Holding the image still: the next process to mount it sees the
+        // locks gone.
+        locks::release_process(d.ino);
+        if d.refs == 1 {
+            locks::release_owner(Owner::Ofd(d.id));
+            locks::release_owner(Owner::Flock(d.id));
+        }
+        Ok(Some(()))
     });
-    let d = match r {
-        Ok(Some(d)) => d,
-        Ok(None) => return None,
-        Err(e) => return Some(Err(e)),
-    };
-    locks::release_process(d.ino);
-    if d.refs == 1 {
-        locks::release_owner(Owner::Ofd(d.id));
-        locks::release_owner(Owner::Flock(d.id));
+    match r {
+        Ok(Some(())) => Some(Ok(())),
+        Ok(None) => None,
+        Err(e) => Some(Err(e)),
     }
-    Some(Ok(()))
 }
 
 /// A mutable byte slice from a C buffer (EFAULT for NULL with a length).
@@ -854,13 +855,65 @@ fn record_lock(u: c_int, cmd: c_int, fl: *mut libc::flock) -> ulfs::Result<()> {
     if ofd && req.l_pid != 0 {
         return Err(ulfs::Errno::EINVAL);
     }
-    let (d, size, pos, acc) = on_image(|fs| {
+    let kind = match req.l_type as c_int {
+        libc::F_UNLCK => Kind::Unlock,
+        libc::F_RDLCK => Kind::Read,
+        libc::F_WRLCK => Kind::Write,
+        _ => return Err(ulfs::Errno::EINVAL),
+    };
+    let getlk = matches!(cmd, libc::F_GETLK | libc::F_OFD_GETLK);
+    if getlk && kind == Kind::Unlock {
+        return Err(ulfs::Errno::EINVAL);
+    }
+    let wait = matches!(cmd, libc::F_SETLKW | libc::F_OFD_SETLKW);
+    // Every try holds the image: the other processes' locks are current.
+    lock_until_set(wait, |fs| {
         let d = fs.file_description(u)?;
         let size = fs.fstat(u)?.size;
         let pos = fs.lseek(u, 0, libc::SEEK_CUR)?;
         let acc = fs.fcntl_getfl(u)? & libc::O_ACCMODE;
-        Ok((d, size, pos, acc))
-    })?;
+        let (start, end) = lock_range(&req, size, pos)?;
+        let owner = if ofd {
+            Owner::Ofd(d.id)
+        } else {
+            Owner::Process
+        };
+        if getlk {
+            let mut out = req;
+            match locks::conflict(d.ino, owner, kind == Kind::Write, start, end) {
+                Some(b) => {
+                    out.l_type = if b.write {
+                        libc::F_WRLCK
+                    } else {
+                        libc::F_RDLCK
+                    } as i16;
+                    out.l_whence = libc::SEEK_SET as i16;
+                    out.l_start = b.start as i64;
+                    out.l_len = if b.end == u64::MAX {
+                        0
+                    } else {
+                        (b.end - b.start) as i64
+                    };
+                    out.l_pid = b.pid;
+                }
+                None => out.l_type = libc::F_UNLCK as i16,
+            }
+            // SAFETY: writable by fcntl's contract.
+            unsafe { fl.write(out) };
+            return Ok(Ok(()));
+        }
+        match kind {
+            Kind::Read if acc == libc::O_WRONLY => return Err(ulfs::Errno::EBADF),
+            Kind::Write if acc == libc::O_RDONLY => return Err(ulfs::Errno::EBADF),
+            _ => {}
+        }
+        Ok(locks::try_set(d.ino, owner, kind, start, end))
+    })
+}
+
+/// The byte range `[start, end)` a `struct flock` names, for a file of
+/// `size` bytes at offset `pos`.
+fn lock_range(req: &libc::flock, size: u64, pos: u64) -> ulfs::Result<(u64, u64)> {
     let base = match req.l_whence as c_int {
         libc::SEEK_SET => 0i128,
         libc::SEEK_CUR => pos as i128,
@@ -876,54 +929,47 @@ fn record_lock(u: c_int, cmd: c_int, fl: *mut libc::flock) -> ulfs::Result<()> {
     if start < 0 {
         return Err(ulfs::Errno::EINVAL);
     }
-    let (start, end) = (start as u64, end.min(u64::MAX as i128) as u64);
-    let owner = if ofd {
-        Owner::Ofd(d.id)
-    } else {
-        Owner::Process
-    };
-    let kind = match req.l_type as c_int {
-        libc::F_UNLCK => Kind::Unlock,
-        libc::F_RDLCK => Kind::Read,
-        libc::F_WRLCK => Kind::Write,
-        _ => return Err(ulfs::Errno::EINVAL),
-    };
-    if matches!(cmd, libc::F_GETLK | libc::F_OFD_GETLK) {
-        if kind == Kind::Unlock {
-            return Err(ulfs::Errno::EINVAL);
-        }
-        let mut out = req;
-        match locks::conflict(d.ino, owner, kind == Kind::Write, start, end) {
-            Some(h) => {
-                out.l_type = if h.write {
-                    libc::F_WRLCK
-                } else {
-                    libc::F_RDLCK
-                } as i16;
-                out.l_whence = libc::SEEK_SET as i16;
-                out.l_start = h.start as i64;
-                out.l_len = if h.end == u64::MAX {
-                    0
-                } else {
-                    (h.end - h.start) as i64
-                };
-                // The holder is this process, through an open file
-                // description (an OFD lock): Linux reports -1 for those.
-                out.l_pid = -1;
+    Ok((start as u64, end.min(u64::MAX as i128) as u64))
+}
+
+/// How long a lock request waits for another process before giving up
+/// with EDEADLK when this process cannot let go of the image for it.
+const LOCK_STUCK: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Runs `try_once` (a lock request, holding the image) until the lock is
+/// set; with `wait`, a conflict is waited out as Linux does (without
+/// `wait` it is EAGAIN): another thread's lock outside the file system's
+/// lock, another process's by letting go of the image between tries, so
+/// that the holder can mount it and unlock.
+fn lock_until_set(
+    wait: bool,
+    try_once: impl Fn(&mut ulfs::Fs) -> ulfs::Result<Result<(), locks::Refused>>,
+) -> ulfs::Result<()> {
+    let mut stuck_since = None;
+    loop {
+        match on_image(&try_once)? {
+            Ok(()) => return Ok(()),
+            Err(locks::Refused::TooMany) => return Err(ulfs::Errno(libc::ENOLCK)),
+            Err(_) if !wait => return Err(ulfs::Errno::EAGAIN),
+            Err(locks::Refused::Local) => {
+                locks::wait_for_release(std::time::Duration::from_millis(20));
             }
-            None => out.l_type = libc::F_UNLCK as i16,
+            Err(locks::Refused::Foreign) => {
+                if let Some(i) = image() {
+                    i.hand_over_now();
+                }
+                if crate::state::held_here() {
+                    // Open files that cannot be handed over keep the image
+                    // here: the holder of the lock cannot run.
+                    let since = *stuck_since.get_or_insert_with(std::time::Instant::now);
+                    if since.elapsed() > LOCK_STUCK {
+                        return Err(ulfs::Errno(libc::EDEADLK));
+                    }
+                }
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
         }
-        // SAFETY: writable by fcntl's contract.
-        unsafe { fl.write(out) };
-        return Ok(());
     }
-    match kind {
-        Kind::Read if acc == libc::O_WRONLY => return Err(ulfs::Errno::EBADF),
-        Kind::Write if acc == libc::O_RDONLY => return Err(ulfs::Errno::EBADF),
-        _ => {}
-    }
-    let wait = matches!(cmd, libc::F_SETLKW | libc::F_OFD_SETLKW);
-    locks::set(d.ino, owner, kind, start, end, wait)
 }
 
 /// `flock(2)`.
@@ -944,9 +990,9 @@ pub extern "C" fn flock(fd: c_int, op: c_int) -> c_int {
         libc::LOCK_UN => Kind::Unlock,
         _ => return fail(libc::EINVAL),
     };
-    let r = on_image(|fs| fs.file_description(u)).and_then(|d| {
-        let wait = op & libc::LOCK_NB == 0;
-        locks::set(d.ino, Owner::Flock(d.id), kind, 0, u64::MAX, wait)
+    let r = lock_until_set(op & libc::LOCK_NB == 0, |fs| {
+        let d = fs.file_description(u)?;
+        Ok(locks::try_set(d.ino, Owner::Flock(d.id), kind, 0, u64::MAX))
     });
     ret(r.map(|()| 0))
 }

@@ -12,6 +12,11 @@
 //!   (`state.rs`). That is what keeps `cat /ulfs/a | sort > /ulfs/b` from
 //!   waiting on itself.
 //!
+//! - the *record locks* every process holds on image files (`locks.rs`):
+//!   written by a process as it lets go of the image, read by the next to
+//!   mount it. Only the process holding the image reads or writes them, so
+//!   the image lock is their lock.
+//!
 //! An `eventfd` goes with it (its number after the memory's in
 //! `ULFS_RUN_SHARED`): a waiter signals it, so a holder polling a pipe
 //! wakes at once rather than at its next look.
@@ -38,16 +43,63 @@ struct Slot {
 }
 
 const SLOTS: usize = 16384;
-const BYTES: usize = SLOTS * std::mem::size_of::<Slot>();
-/// "ulfsrun1", in the header's offset field.
-const MAGIC: u64 = u64::from_le_bytes(*b"ulfsrun1");
+const SLOT_BYTES: usize = SLOTS * std::mem::size_of::<Slot>();
+/// Words of one lock record (`locks.rs` says what they hold).
+pub const LOCK_WORDS: usize = 5;
+/// Most lock records the run holds at once (past it, ENOLCK).
+pub const LOCK_RECORDS: usize = 4096;
+/// The lock area after the slots: a count, then the records.
+const LOCK_AREA_WORDS: usize = 1 + LOCK_RECORDS * LOCK_WORDS;
+const BYTES: usize = SLOT_BYTES + LOCK_AREA_WORDS * 8;
+/// "ulfsrun2", in the header's offset field (2: with the lock area).
+const MAGIC: u64 = u64::from_le_bytes(*b"ulfsrun2");
 
-struct Table(&'static [Slot]);
+struct Table {
+    slots: &'static [Slot],
+    locks: &'static [AtomicU64],
+}
 
 static TABLE: OnceLock<Table> = OnceLock::new();
 
 fn table() -> Option<&'static [Slot]> {
-    TABLE.get().map(|t| t.0)
+    TABLE.get().map(|t| t.slots)
+}
+
+/// The run's lock records (each `LOCK_WORDS` words). Call only while
+/// holding the image.
+pub fn read_locks() -> Vec<[u64; LOCK_WORDS]> {
+    let Some(area) = TABLE.get().map(|t| t.locks) else {
+        return Vec::new();
+    };
+    // Whatever another process left: a count past the area is cut.
+    let n = (area[0].load(Ordering::Acquire) as usize).min(LOCK_RECORDS);
+    (0..n)
+        .map(|i| std::array::from_fn(|w| area[1 + i * LOCK_WORDS + w].load(Ordering::Relaxed)))
+        .collect()
+}
+
+/// Replaces the run's lock records. Call only while holding the image.
+/// False (nothing written) when there are more than `LOCK_RECORDS`, or
+/// no shared memory.
+pub fn write_locks(records: &[[u64; LOCK_WORDS]]) -> bool {
+    let Some(area) = TABLE.get().map(|t| t.locks) else {
+        return false;
+    };
+    if records.len() > LOCK_RECORDS {
+        return false;
+    }
+    for (i, r) in records.iter().enumerate() {
+        for (w, v) in r.iter().enumerate() {
+            area[1 + i * LOCK_WORDS + w].store(*v, Ordering::Relaxed);
+        }
+    }
+    area[0].store(records.len() as u64, Ordering::Release);
+    true
+}
+
+/// Whether the run has shared memory for locks.
+pub fn has_lock_area() -> bool {
+    TABLE.get().is_some()
 }
 
 /// Maps the shared memory behind `fd` (`fresh`: just made, to be stamped
@@ -81,6 +133,15 @@ fn map(fd: i32, fresh: bool) -> Option<Table> {
     // SAFETY: the mapping is BYTES long, page-aligned, lives as long as
     // the process, and every bit pattern is a valid slot.
     let slots = unsafe { std::slice::from_raw_parts(p.cast::<Slot>(), SLOTS) };
+    // SAFETY: the lock area follows the slots inside the same mapping
+    // (8-aligned: SLOT_BYTES is a multiple of 16); every bit pattern is a
+    // valid atomic word.
+    let locks = unsafe {
+        std::slice::from_raw_parts(
+            p.cast::<u8>().add(SLOT_BYTES).cast::<AtomicU64>(),
+            LOCK_AREA_WORDS,
+        )
+    };
     if fresh {
         slots[0].offset.store(MAGIC, Ordering::Release);
     } else if slots[0].offset.load(Ordering::Acquire) != MAGIC {
@@ -90,7 +151,7 @@ fn map(fd: i32, fresh: bool) -> Option<Table> {
         unsafe { munmap(p, BYTES) };
         return None;
     }
-    Some(Table(slots))
+    Some(Table { slots, locks })
 }
 
 /// At load: maps the run's shared memory, or makes it in the run's first

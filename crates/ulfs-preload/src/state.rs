@@ -217,6 +217,7 @@ impl Image {
             };
             self.restore_cwd(&mut fs);
             crate::inherit::reopen(&mut fs);
+            crate::locks::load();
             *g = Slot::Mounted(Box::new(fs));
             HELD.store(true, Ordering::Release);
             if !self.mounted_once.swap(true, Ordering::AcqRel) {
@@ -268,6 +269,8 @@ impl Image {
         };
         HELD.store(false, Ordering::Release);
         crate::inherit::capture(&mut fs, keep);
+        // At exit (`!keep`) the process's locks go with it.
+        crate::locks::publish(!keep);
         {
             let mut cwd = self.cwd();
             if cwd.in_image && !cwd.gone {
@@ -315,6 +318,12 @@ impl Image {
     /// Commits and unmounts for good (at exit); later calls get EIO.
     pub fn close(&self) {
         let _inside = crate::fds::LibraryCall::enter();
+        if crate::locks::published() && !held_here() {
+            // The run's memory still shows this process's locks: they are
+            // taken out holding the image (others also drop a dead
+            // process's, but a zombie's would stand until it is reaped).
+            let _ = self.with(|_| Ok(()));
+        }
         let slot = std::mem::replace(&mut *lock(&self.fs), Slot::Closed);
         self.let_go(slot, "at exit", false);
         crate::inherit::release_all();
@@ -363,6 +372,7 @@ impl Image {
         if pid < 0 {
             crate::inherit::fork_failed(child_slots);
         } else if pid == 0 && kept {
+            crate::locks::in_child();
             HELD.store(false, Ordering::Release);
             if let Slot::Mounted(mut fs) = std::mem::replace(&mut *g, Slot::Unmounted) {
                 // Read-only for good: dropping it writes nothing.
@@ -373,6 +383,7 @@ impl Image {
             crate::fds::forget_all();
             crate::inherit::forget_all();
         } else if pid == 0 {
+            crate::locks::in_child();
             crate::inherit::in_child();
         }
         pid

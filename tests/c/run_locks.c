@@ -1,0 +1,156 @@
+/*
+ * run_locks.c - record locks and flock between processes on files of the
+ * directory argv[1] (an image directory under `ulfs run`, or tmpfs for the
+ * reference): a child sees its parent's POSIX lock (EAGAIN, F_GETLK names
+ * the parent), waits for it with F_SETLKW until the parent unlocks, flock
+ * and OFD locks conflict across processes, a lock goes when its process
+ * exits or is killed, and POSIX locks survive an exec. Prints a transcript
+ * that must equal the tmpfs run's.
+ * Usage: run_locks DIR  (run_locks DIR after-exec: the exec'd half)
+ */
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "run_common.h"
+
+static int lock(int fd, int cmd, short type, off_t start, off_t len) {
+    struct flock fl = {.l_type = type, .l_whence = SEEK_SET, .l_start = start, .l_len = len};
+    return fcntl(fd, cmd, &fl);
+}
+
+/* F_GETLK for a write lock on [start, start+len): what is in the way. */
+static void show_getlk(int fd, off_t start, off_t len, pid_t expect) {
+    struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = start, .l_len = len};
+    check(fcntl(fd, F_GETLK, &fl) == 0, "F_GETLK");
+    if (fl.l_type == F_UNLCK)
+        printf("getlk: unlocked\n");
+    else
+        printf("getlk: %s [%ld, +%ld) held by the expected process: %s\n",
+               fl.l_type == F_WRLCK ? "write" : "read", (long)fl.l_start, (long)fl.l_len,
+               fl.l_pid == expect ? "yes" : "no");
+}
+
+static void append(const char *name, const char *line) {
+    int fd = open(at(name), O_CREAT | O_WRONLY | O_APPEND, 0644);
+    check(fd >= 0 && write(fd, line, strlen(line)) == (ssize_t)strlen(line), "append");
+    close(fd);
+}
+
+static void show(const char *name) {
+    char buf[4096];
+    int fd = open(at(name), O_RDONLY);
+    check(fd >= 0, name);
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    check(n >= 0, "read");
+    buf[n] = 0;
+    close(fd);
+    printf("%s: [%s]\n", name, buf);
+}
+
+static int wait_child(pid_t p) {
+    int status;
+    check(waitpid(p, &status, 0) == p, "waitpid");
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+/* The exec'd half: the lock taken before the exec is still this
+ * process's, as a child sees. */
+static int after_exec(void) {
+    int fd = open(at("exec.lock"), O_RDWR);
+    check(fd >= 0, "open exec.lock");
+    pid_t me = getpid();
+    fflush(stdout);
+    pid_t p = fork();
+    if (p == 0) {
+        int c = open(at("exec.lock"), O_RDWR);
+        show_getlk(c, 0, 1, me);
+        fflush(stdout);
+        _exit(0);
+    }
+    printf("exec child: %d\n", wait_child(p));
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        fprintf(stderr, "usage: run_locks DIR\n");
+        return 2;
+    }
+    dir = argv[1];
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    if (argc == 3)
+        return after_exec();
+
+    /* A child meets its parent's POSIX lock, then waits for it. */
+    int fd = open(at("db"), O_CREAT | O_RDWR, 0644);
+    check(fd >= 0, "open db");
+    check(lock(fd, F_SETLK, F_WRLCK, 0, 100) == 0, "parent lock");
+    pid_t parent = getpid();
+    fflush(stdout);
+    pid_t p = fork();
+    if (p == 0) {
+        int c = open(at("db"), O_RDWR);
+        check(c >= 0, "child open");
+        int r = lock(c, F_SETLK, F_WRLCK, 0, 10);
+        printf("child F_SETLK: %d %s\n", r, r < 0 ? strerror(errno) : "");
+        r = lock(c, F_SETLK, F_RDLCK, 100, 10);
+        printf("child F_SETLK past the range: %d\n", r);
+        show_getlk(c, 5, 10, parent);
+        flock(c, LOCK_EX | LOCK_NB) == 0 ? printf("child flock: ok\n") : printf("child flock: %s\n", strerror(errno));
+        check(lock(c, F_SETLKW, F_WRLCK, 0, 10) == 0, "child F_SETLKW");
+        append("log", "child has the lock\n");
+        _exit(0);
+    }
+    usleep(200 * 1000);
+    append("log", "parent unlocks\n");
+    check(lock(fd, F_SETLK, F_UNLCK, 0, 0) == 0, "parent unlock");
+    printf("child: %d\n", wait_child(p));
+    show("log");
+    /* The child's lock went with it. */
+    printf("parent F_SETLK after the child exited: %d\n", lock(fd, F_SETLK, F_WRLCK, 0, 10));
+    check(lock(fd, F_SETLK, F_UNLCK, 0, 0) == 0, "unlock");
+
+    /* flock between two processes, and a killed holder. */
+    fflush(stdout);
+    p = fork();
+    if (p == 0) {
+        int c = open(at("flk"), O_CREAT | O_RDWR, 0644);
+        check(c >= 0 && flock(c, LOCK_EX) == 0, "child flock");
+        int o = open(at("db"), O_RDWR);
+        check(o >= 0 && lock(o, F_SETLK, F_WRLCK, 0, 0) == 0, "child lock");
+        append("log2", "child locked\n");
+        for (;;)
+            pause();
+    }
+    int f = open(at("flk"), O_CREAT | O_RDWR, 0644);
+    check(f >= 0, "open flk");
+    for (int i = 0; i < 500; i++) {
+        struct stat st;
+        if (stat(at("log2"), &st) == 0 && st.st_size > 0)
+            break;
+        usleep(10 * 1000);
+    }
+    int r = flock(f, LOCK_EX | LOCK_NB);
+    printf("parent flock while the child holds it: %d %s\n", r, r < 0 ? strerror(errno) : "");
+    r = lock(fd, F_SETLK, F_RDLCK, 50, 1);
+    printf("parent F_SETLK while the child holds it: %d %s\n", r, r < 0 ? strerror(errno) : "");
+    kill(p, SIGKILL);
+    printf("child: %d\n", wait_child(p));
+    printf("parent flock after the kill: %d\n", flock(f, LOCK_EX | LOCK_NB));
+    printf("parent F_SETLK after the kill: %d\n", lock(fd, F_SETLK, F_WRLCK, 0, 0));
+    close(f);
+    close(fd);
+
+    /* POSIX locks survive an exec. */
+    int e = open(at("exec.lock"), O_CREAT | O_RDWR, 0644);
+    check(e >= 0 && lock(e, F_SETLK, F_WRLCK, 0, 0) == 0, "exec lock");
+    fflush(stdout);
+    execl("/proc/self/exe", "run_locks", dir, "after-exec", (char *)NULL);
+    check(0, "execl");
+    return 1;
+}
