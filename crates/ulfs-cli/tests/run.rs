@@ -1095,6 +1095,26 @@ fn standard_streams_agree_with_tmpfs() {
     );
 }
 
+/// A process holding the image that waits on a condition variable
+/// (`pthread_cond_wait`, `pthread_cond_timedwait`), a semaphore
+/// (`sem_clockwait`, what python's locks use) or in the open of a FIFO,
+/// for a child that must first write into the image
+/// (tests/c/run_thread_waits.c): the wait lets the image go to the child
+/// (before, the child failed with EIO after 10 s, and the FIFO waited on
+/// itself).
+#[test]
+fn waits_on_threads_and_fifos_let_the_image_go() {
+    let (dir, _img) = image();
+    let bin = compile_c(dir.path(), "run_thread_waits");
+    let script = format!(
+        "set -e\nh=$(mktemp -d)\nmkdir \"$1/w\"\n{} \"$1/w\" \"$h\"\nrm -rf \"$h\"\n",
+        bin.display()
+    );
+    let (_d, _img, out) = same_as_tmpfs(&script);
+    assert!(out.contains("sem: child exit 0, wrote [sem]"), "{out}");
+    assert!(out.contains("fifo read [through]"), "{out}");
+}
+
 /// Record locks and flock between the processes of a run
 /// (tests/c/run_locks.c): a child meets its parent's POSIX lock (EAGAIN,
 /// F_GETLK naming the parent) and waits for it with F_SETLKW; flock and

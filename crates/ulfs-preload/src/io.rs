@@ -70,18 +70,43 @@ unsafe fn open_at(dirfd: c_int, path: *const c_char, flags: c_int, mode: c_uint)
         return fail(libc::ENOENT);
     }
     match route(image, dirfd, p) {
-        // SAFETY: the program's own arguments, passed on unchanged.
-        Route::Host { dirfd, path: None } => unsafe { real_openat(dirfd, path, flags, mode) },
+        Route::Host { dirfd, path: None } => {
+            give_way_before_fifo(dirfd, path, flags);
+            // SAFETY: the program's own arguments, passed on unchanged.
+            unsafe { real_openat(dirfd, path, flags, mode) }
+        }
         Route::Host {
             dirfd,
             path: Some(abs),
         } => {
             let c = c_path(abs);
+            give_way_before_fifo(dirfd, c.as_ptr(), flags);
             // SAFETY: a NUL-terminated path that outlives the call.
             unsafe { real_openat(dirfd, c.as_ptr(), flags, mode) }
         }
         Route::Image { dirfd, path } => open_image(image, dirfd, &path, flags, mode),
     }
+}
+
+/// Opening a FIFO blocks until its other end is opened, perhaps by a
+/// process waiting for the image: a process holding the image lets go of
+/// it first (only then is the host path looked at, one `stat`).
+fn give_way_before_fifo(dirfd: c_int, path: *const c_char, flags: c_int) {
+    if flags & libc::O_NONBLOCK != 0 || !crate::state::held_here() {
+        return;
+    }
+    let errno = crate::errno();
+    // SAFETY: a zeroed `stat` is a valid out-parameter.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    let fstatat =
+        real!(fstatat: unsafe extern "C" fn(c_int, *const c_char, *mut libc::stat, c_int) -> c_int);
+    // SAFETY: a NUL-terminated path (or NULL, refused) and a valid buffer.
+    if unsafe { fstatat(dirfd, path, &mut st, 0) } == 0
+        && st.st_mode & libc::S_IFMT == libc::S_IFIFO
+    {
+        crate::turns::give_way();
+    }
+    crate::set_errno(errno);
 }
 
 /// Opens `/proc/self/fd/N` (or `/dev/fd/N`, `/dev/stdout`, ...) where N

@@ -23,6 +23,7 @@
 //! - `turns`: a process holding the image never blocks on a host
 //!   descriptor while another waits for it;
 //! - `waits`: nor in `wait`, `poll`, `select`, `epoll_wait` or a sleep;
+//! - `cond_waits`: nor on a condition variable;
 //! - `std_streams`: `stdin`/`stdout`/`stderr` follow descriptors 0-2 onto
 //!   image files;
 //! - `wide`: wide-character stdio on streams of image files;
@@ -45,6 +46,7 @@
 
 mod real;
 
+mod cond_waits;
 mod dirs;
 mod exit;
 mod fds;

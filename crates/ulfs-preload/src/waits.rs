@@ -21,12 +21,14 @@
 //!   over as the other signal waits;
 //! - `recv`, `recvfrom`, `recvmsg`, `accept`, `accept4` on a blocking
 //!   socket: as a read of a pipe (`turns.rs`);
-//! - `sem_wait`, `sem_timedwait`: sliced the same way (semaphores shared
-//!   between processes, as python's `multiprocessing` queues use).
+//! - `sem_wait`, `sem_timedwait`, `sem_clockwait`: sliced the same way
+//!   (semaphores shared between processes, as python's `multiprocessing`
+//!   queues use, and python's locks);
+//! - condition variables: `cond_waits.rs`.
 //!
 //! A process that holds nothing makes each call straight away. Other
-//! waits on threads and shared memory (`pthread_cond_wait`,
-//! `pthread_mutex_lock`, raw futexes) are not covered.
+//! waits on threads and shared memory (`pthread_mutex_lock`, raw
+//! futexes) are not covered.
 
 use libc::{c_int, c_long, c_uint, pid_t, timespec};
 
@@ -194,11 +196,40 @@ pub unsafe extern "C" fn sem_wait(sem: *mut libc::sem_t) -> c_int {
 /// As libc's `sem_timedwait`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn sem_timedwait(sem: *mut libc::sem_t, deadline: *const timespec) -> c_int {
-    let timed =
-        real!(sem_timedwait: unsafe extern "C" fn(*mut libc::sem_t, *const timespec) -> c_int);
-    if deadline.is_null() || !held_here() {
+    // SAFETY: the program's own arguments.
+    unsafe { sem_wait_until(sem, libc::CLOCK_REALTIME, deadline) }
+}
+
+/// `sem_clockwait(3)` (what python's locks wait in): as `sem_timedwait`,
+/// on the program's clock.
+///
+/// # Safety
+/// As libc's `sem_clockwait`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sem_clockwait(
+    sem: *mut libc::sem_t,
+    clock: libc::clockid_t,
+    deadline: *const timespec,
+) -> c_int {
+    // SAFETY: the program's own arguments.
+    unsafe { sem_wait_until(sem, clock, deadline) }
+}
+
+/// Waits on `sem` up to `deadline` on `clock`, in slices while the image
+/// is held.
+///
+/// # Safety
+/// As libc's `sem_clockwait`.
+unsafe fn sem_wait_until(
+    sem: *mut libc::sem_t,
+    clock: libc::clockid_t,
+    deadline: *const timespec,
+) -> c_int {
+    let timed = real!(sem_clockwait: unsafe extern "C" fn(*mut libc::sem_t, libc::clockid_t, *const timespec) -> c_int);
+    let known = matches!(clock, libc::CLOCK_REALTIME | libc::CLOCK_MONOTONIC);
+    if deadline.is_null() || !known || !held_here() {
         // SAFETY: the program's own arguments.
-        return unsafe { timed(sem, deadline) };
+        return unsafe { timed(sem, clock, deadline) };
     }
     // SAFETY: a valid timespec by the contract.
     let end = unsafe { *deadline };
@@ -208,11 +239,15 @@ pub unsafe extern "C" fn sem_timedwait(sem: *mut libc::sem_t, deadline: *const t
             give_way();
             crate::set_errno(errno);
         }
-        let slice = realtime_in(RECHECK_MS as i64);
+        let ns = now_ns(clock) + RECHECK_MS as i64 * 1_000_000;
+        let slice = timespec {
+            tv_sec: ns / 1_000_000_000,
+            tv_nsec: ns % 1_000_000_000,
+        };
         let last = !held_here() || (slice.tv_sec, slice.tv_nsec) >= (end.tv_sec, end.tv_nsec);
         let until = if last { end } else { slice };
         // SAFETY: the program's semaphore and a valid deadline.
-        let r = unsafe { timed(sem, &until) };
+        let r = unsafe { timed(sem, clock, &until) };
         if r == 0 || last || crate::errno() != libc::ETIMEDOUT {
             return r;
         }
