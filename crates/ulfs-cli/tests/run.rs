@@ -1095,6 +1095,25 @@ fn standard_streams_agree_with_tmpfs() {
     );
 }
 
+/// posix_spawn file actions naming image files (tests/c/run_spawn_actions.c):
+/// dup2 of an image descriptor onto the child's standard streams (one
+/// offset shared with the parent), addopen of an image path (absolute and
+/// relative), an addopen that fails, addclose, and a host addopen. Before,
+/// glibc carried them out in the child out of the library's sight: the
+/// child wrote to the placeholder (EBADF) or the kernel found no path.
+#[test]
+fn spawn_file_actions_agree_with_tmpfs() {
+    let (dir, _img) = image();
+    let bin = compile_c(dir.path(), "run_spawn_actions");
+    let script = format!("set -e\nmkdir \"$1/sa\"\n{} \"$1/sa\"\n", bin.display());
+    let (_d, _img, out) = same_as_tmpfs(&script);
+    assert!(
+        out.contains("shared: [head\nfrom the child\ntail\n]"),
+        "{out}"
+    );
+    assert!(out.contains("out: [one\nline two\n]"), "{out}");
+}
+
 /// A process holding the image that waits on a condition variable
 /// (`pthread_cond_wait`, `pthread_cond_timedwait`), a semaphore
 /// (`sem_clockwait`, what python's locks use) or in the open of a FIFO,

@@ -458,26 +458,58 @@ pub fn env_for_exec() -> Vec<CString> {
     out
 }
 
-/// Before a `posix_spawn` (the image handed over): the environment entry
-/// that hands the child the descriptors it keeps, each description
-/// shared through a slot, and the slots the child holds (given back with
-/// `fork_failed` if the spawn fails). A description with no slot free is
-/// not handed over.
-pub fn env_for_spawn() -> (Option<CString>, Vec<u32>) {
-    let child = before_fork();
+/// This process's pending image descriptors, each with whether it is
+/// close-on-exec (what a spawned child could get).
+pub fn pending_fds() -> Vec<(i32, bool)> {
     let fcntl =
         real!(fcntl: unsafe extern "C" fn(libc::c_int, libc::c_int, libc::c_long) -> libc::c_int);
-    let held = pending();
-    let notes: Vec<String> = held
+    pending()
         .iter()
+        .filter(|h| h.fd >= 0)
         // SAFETY: F_GETFD takes no argument.
-        .filter(|h| {
-            h.slot.is_some()
-                && h.fd >= 0
-                && unsafe { fcntl(h.fd, libc::F_GETFD, 0) } & libc::FD_CLOEXEC == 0
+        .map(|h| {
+            (
+                h.fd,
+                unsafe { fcntl(h.fd, libc::F_GETFD, 0) } & libc::FD_CLOEXEC != 0,
+            )
         })
-        .map(note_text)
-        .collect();
+        .collect()
+}
+
+/// Before a `posix_spawn` (the image handed over): the environment entry
+/// that hands the child its image descriptors (`child_fds`: the child's
+/// descriptor and the pending descriptor of this process it copies), each
+/// description shared through a slot, and the slots the child holds
+/// (given back with `fork_failed` if the spawn fails). A description with
+/// no slot free is not handed over (its descriptor fails with EBADF in the
+/// child).
+pub fn env_for_spawn(child_fds: &[(i32, i32)]) -> (Option<CString>, Vec<u32>) {
+    let mut held = pending();
+    let mut group_slot: HashMap<u64, Option<u32>> = HashMap::new();
+    let mut notes = Vec::new();
+    for &(child_fd, source) in child_fds {
+        let Some(h) = held.iter().find(|h| h.fd == source).cloned() else {
+            continue;
+        };
+        let slot = *group_slot
+            .entry(h.group)
+            .or_insert_with(|| h.slot.or_else(|| shared::take(h.offset)));
+        let Some(slot) = slot else {
+            continue;
+        };
+        for same in held.iter_mut().filter(|x| x.group == h.group) {
+            same.slot = Some(slot);
+        }
+        notes.push(note_text(&Held {
+            fd: child_fd,
+            slot: Some(slot),
+            ..h
+        }));
+    }
+    let child: Vec<u32> = group_slot.into_values().flatten().collect();
+    for &s in &child {
+        shared::hold(s);
+    }
     if notes.is_empty() {
         return (None, child);
     }

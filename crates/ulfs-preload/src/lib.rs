@@ -62,6 +62,7 @@ mod process;
 mod resolve;
 mod route;
 mod shared;
+mod spawn_actions;
 mod state;
 mod std_streams;
 mod stdio;

@@ -63,10 +63,14 @@ unsafe fn env_for_exec(envp: *const *const c_char) -> Option<Vec<CString>> {
 ///
 /// # Safety
 /// As `env_for_exec`.
-unsafe fn env_for_spawn(envp: *const *const c_char) -> Option<(Vec<CString>, Vec<u32>)> {
+unsafe fn env_for_spawn(
+    envp: *const *const c_char,
+    actions: *const libc::posix_spawn_file_actions_t,
+) -> Option<(Vec<CString>, Vec<u32>)> {
     // SAFETY: the caller's contract.
     let mut out = unsafe { env_carried(envp) }?;
-    let (notes, slots) = crate::inherit::env_for_spawn();
+    let child_fds = crate::spawn_actions::child_image_fds(actions, &crate::inherit::pending_fds());
+    let (notes, slots) = crate::inherit::env_for_spawn(&child_fds);
     out.extend(notes);
     Some((out, slots))
 }
@@ -243,10 +247,16 @@ pub unsafe extern "C" fn execvp(file: *const c_char, argv: *const *const c_char)
 /// `envp` NULL or a NULL-terminated array of NUL-terminated strings.
 unsafe fn spawn_with_env(
     envp: *const *mut c_char,
+    actions: *const libc::posix_spawn_file_actions_t,
     spawn: impl FnOnce(*const *mut c_char) -> c_int,
 ) -> c_int {
+    if !actions.is_null()
+        && let Some(e) = crate::spawn_actions::failed_open(actions)
+    {
+        return e;
+    }
     // SAFETY: the caller's contract.
-    let Some((env, slots)) = (unsafe { env_for_spawn(envp.cast()) }) else {
+    let Some((env, slots)) = (unsafe { env_for_spawn(envp.cast(), actions) }) else {
         return spawn(envp);
     };
     let ptrs = ptrs(&env);
@@ -324,7 +334,7 @@ pub unsafe extern "C" fn posix_spawn(
     before_spawn();
     let f = real!(posix_spawn: SpawnFn);
     // SAFETY: the program's own arguments, and an environment of ours.
-    unsafe { spawn_with_env(envp, |env| f(pid, path, actions, attr, argv, env)) }
+    unsafe { spawn_with_env(envp, actions, |env| f(pid, path, actions, attr, argv, env)) }
 }
 
 /// `posix_spawnp(3)`: as `posix_spawn`.
@@ -343,7 +353,7 @@ pub unsafe extern "C" fn posix_spawnp(
     before_spawn();
     let f = real!(posix_spawnp: SpawnFn);
     // SAFETY: the program's own arguments, and an environment of ours.
-    unsafe { spawn_with_env(envp, |env| f(pid, file, actions, attr, argv, env)) }
+    unsafe { spawn_with_env(envp, actions, |env| f(pid, file, actions, attr, argv, env)) }
 }
 
 /// `system(3)`: as `posix_spawn` (glibc spawns the shell internally).
