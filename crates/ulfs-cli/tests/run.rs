@@ -1421,7 +1421,9 @@ print(open("/ulfs/s").read())
 /// and `multiprocessing.Pool`, a python process holding a shared
 /// mapping while its child writes the image, `system` after a `chdir`
 /// into the image (its command works there, not on the host), `make -j3` and `make > log`,
-/// C `popen` read and written with stdio, and `flock FILE cmd` (a lock
+/// C `popen` read and written with stdio (more than a pipe holds, while
+/// the program writes an image file and the command reads one), and
+/// `flock FILE cmd` (a lock
 /// held across the hand-over stays held in its process).
 #[test]
 fn waiting_processes_hand_the_image_over_agree_with_tmpfs() {
@@ -1468,8 +1470,9 @@ mkdir m
 printf 'all: a b c\na:\n\tsleep 0.2; seq 1 100 > a\nb:\n\tsleep 0.1; seq 1 200 > b\nc:\n\techo c > c\n' > m/Makefile
 make -s -C m -j3; cat m/c; wc -l < m/a; wc -l < m/b
 rm m/a m/b m/c; make -C m --no-print-directory > m/log 2>&1; sed 's/;.*//' m/log
-seq 1 100 > in
+seq 1 2000 > in
 {popen}
+wc -l < out
 flock lockfile -c "echo inside-the-lock > locked"; cat locked
 "#,
         popen = popen.display()

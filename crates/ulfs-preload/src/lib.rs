@@ -58,6 +58,7 @@ mod io;
 mod locks;
 mod mmap;
 mod paths;
+mod popen_streams;
 mod process;
 mod resolve;
 mod route;

@@ -267,7 +267,7 @@ unsafe fn spawn_with_env(
     r
 }
 
-fn before_spawn() {
+pub fn before_spawn() {
     if let Some(i) = image() {
         i.hand_over_now();
         cwd_into_environment(i);
@@ -366,18 +366,4 @@ pub unsafe extern "C" fn system(command: *const c_char) -> c_int {
     let f = real!(system: unsafe extern "C" fn(*const c_char) -> c_int);
     // SAFETY: the program's own argument.
     unsafe { f(command) }
-}
-
-/// `popen(3)`: as `posix_spawn`. While the command runs, the two programs
-/// take turns on the image: one that touches it waits for the other to
-/// let go (docs/RUN.md).
-///
-/// # Safety
-/// As libc's `popen`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn popen(command: *const c_char, mode: *const c_char) -> *mut libc::FILE {
-    before_spawn();
-    let f = real!(popen: unsafe extern "C" fn(*const c_char, *const c_char) -> *mut libc::FILE);
-    // SAFETY: the program's own arguments.
-    unsafe { f(command, mode) }
 }

@@ -136,6 +136,28 @@ fn stream(fd: c_int, mode: *const c_char) -> *mut libc::FILE {
     f
 }
 
+/// A cookie stream over host descriptor `fd` whose reads and writes go
+/// through this library's (which take turns on the image, `turns.rs`) and
+/// whose close leaves the descriptor to its owner (`popen_streams.rs`).
+pub fn host_stream(fd: c_int, mode: *const c_char) -> *mut libc::FILE {
+    unsafe extern "C" fn leave_open(_cookie: *mut c_void) -> c_int {
+        0
+    }
+    let io = CookieIo {
+        read: cookie_read,
+        write: cookie_write,
+        seek: cookie_seek,
+        close: leave_open,
+    };
+    // SAFETY: a NUL-terminated mode; the cookie is a plain integer.
+    let f = unsafe { fopencookie(fd as usize as *mut c_void, mode, io) };
+    if !f.is_null() {
+        streams().insert(f as usize, fd);
+        byte_oriented(f);
+    }
+    f
+}
+
 type WriteFn = unsafe extern "C" fn(*mut c_void, *const c_char, size_t) -> ssize_t;
 type CloseFn = unsafe extern "C" fn(*mut c_void) -> c_int;
 
