@@ -4,19 +4,25 @@
  * reference): a child sees its parent's POSIX lock (EAGAIN, F_GETLK names
  * the parent), waits for it with F_SETLKW until the parent unlocks, flock
  * and OFD locks conflict across processes, a lock goes when its process
- * exits or is killed, and POSIX locks survive an exec. Prints a transcript
+ * exits or is killed or closes a descriptor a hand-over left pending, a
+ * signal ends F_SETLKW, lockf, offsets past off_t, flock conversion
+ * letting the old lock go first, and POSIX locks survive an exec except
+ * on files whose descriptors the exec closes. Prints a transcript
  * that must equal the tmpfs run's.
  * Usage: run_locks DIR  (run_locks DIR after-exec: the exec'd half)
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <signal.h>
+#include <stdint.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "run_common.h"
+
+static void on_alarm(int sig) { (void)sig; }
 
 static int lock(int fd, int cmd, short type, off_t start, off_t len) {
     struct flock fl = {.l_type = type, .l_whence = SEEK_SET, .l_start = start, .l_len = len};
@@ -68,6 +74,8 @@ static int after_exec(void) {
     pid_t p = fork();
     if (p == 0) {
         int c = open(at("exec.lock"), O_RDWR);
+        show_getlk(c, 0, 1, me);
+        c = open(at("cloexec.lock"), O_RDWR);
         show_getlk(c, 0, 1, me);
         fflush(stdout);
         _exit(0);
@@ -146,7 +154,85 @@ int main(int argc, char **argv) {
     close(f);
     close(fd);
 
-    /* POSIX locks survive an exec. */
+    /* Closing a descriptor that a hand-over left pending ends the lock. */
+    int pc = open(at("pending"), O_CREAT | O_RDWR, 0644);
+    check(pc >= 0 && lock(pc, F_SETLK, F_WRLCK, 0, 0) == 0, "pending lock");
+    fflush(stdout);
+    p = fork();
+    if (p == 0)
+        _exit(0);
+    wait_child(p);
+    close(pc);
+    fflush(stdout);
+    p = fork();
+    if (p == 0) {
+        int c = open(at("pending"), O_RDWR);
+        show_getlk(c, 0, 1, parent);
+        flock(c, LOCK_EX);
+        _exit(0);
+    }
+    wait_child(p);
+
+    /* A signal ends F_SETLKW (a handler without SA_RESTART). */
+    int in = open(at("intr"), O_CREAT | O_RDWR, 0644);
+    check(in >= 0 && lock(in, F_SETLK, F_WRLCK, 0, 0) == 0, "intr lock");
+    fflush(stdout);
+    p = fork();
+    if (p == 0) {
+        struct sigaction sa = {.sa_handler = on_alarm};
+        sigaction(SIGALRM, &sa, NULL);
+        int c = open(at("intr"), O_RDWR);
+        ualarm(200 * 1000, 0);
+        int r = lock(c, F_SETLKW, F_WRLCK, 0, 0);
+        printf("F_SETLKW interrupted: %d %s\n", r, r < 0 ? strerror(errno) : "");
+        _exit(0);
+    }
+    wait_child(p);
+
+    /* lockf, an offset past off_t, flock conversion across processes. */
+    check(lseek(in, 0, SEEK_SET) == 0 && lockf(in, F_TLOCK, 0) == 0, "lockf");
+    fflush(stdout);
+    p = fork();
+    if (p == 0) {
+        int c = open(at("intr"), O_RDWR);
+        int r = lockf(c, F_TEST, 0);
+        printf("lockf F_TEST: %d %s\n", r, r < 0 ? strerror(errno) : "");
+        r = lockf(c, F_TLOCK, 0);
+        printf("lockf F_TLOCK: %d %s\n", r, r < 0 ? strerror(errno) : "");
+        r = lock(c, F_SETLK, F_RDLCK, INT64_MAX, 10);
+        printf("F_SETLK past off_t: %d %s\n", r, r < 0 ? strerror(errno) : "");
+        _exit(0);
+    }
+    wait_child(p);
+    close(in);
+    int sh = open(at("conv"), O_CREAT | O_RDWR, 0644);
+    check(sh >= 0 && flock(sh, LOCK_SH) == 0, "flock shared");
+    fflush(stdout);
+    p = fork();
+    if (p == 0) {
+        int c = open(at("conv"), O_RDWR);
+        check(flock(c, LOCK_SH) == 0, "child flock shared");
+        int r = flock(c, LOCK_EX | LOCK_NB);
+        printf("child flock upgrade: %d %s\n", r, r < 0 ? strerror(errno) : "");
+        append("conv-log", "child tried\n");
+        usleep(300 * 1000);
+        _exit(0);
+    }
+    for (int i = 0; i < 500; i++) {
+        struct stat st;
+        if (stat(at("conv-log"), &st) == 0 && st.st_size > 0)
+            break;
+        usleep(10 * 1000);
+    }
+    /* The child's failed upgrade let its shared lock go. */
+    printf("parent flock upgrade: %d\n", flock(sh, LOCK_EX | LOCK_NB));
+    wait_child(p);
+    close(sh);
+
+    /* POSIX locks survive an exec, except on files whose descriptors the
+     * exec closes. */
+    int cl = open(at("cloexec.lock"), O_CREAT | O_RDWR | O_CLOEXEC, 0644);
+    check(cl >= 0 && lock(cl, F_SETLK, F_WRLCK, 0, 0) == 0, "cloexec lock");
     int e = open(at("exec.lock"), O_CREAT | O_RDWR, 0644);
     check(e >= 0 && lock(e, F_SETLK, F_WRLCK, 0, 0) == 0, "exec lock");
     fflush(stdout);

@@ -3,7 +3,8 @@
  * argv[1] (an image directory under `ulfs run`, or tmpfs for the
  * reference): dprintf and vdprintf on a descriptor, fwprintf and
  * vfwprintf on a stream, wprintf on a standard output that is a file
- * (in a child, after freopen), long results, a bad descriptor. Built twice by
+ * (in a child, after freopen), long results, a bad descriptor, a
+ * character the C locale lacks, %m. Built twice by
  * the test, plain and with _FORTIFY_SOURCE (which calls the __*_chk
  * forms). Prints a transcript that must equal the tmpfs run's.
  */
@@ -53,6 +54,22 @@ int main(int argc, char **argv) {
         return 2;
     }
     dir = argv[1];
+
+    /* In the C locale a character past ASCII is written as '?'; %m is the
+     * errno the program left. */
+    FILE *c = fopen(at("c-locale.txt"), "w");
+    check(c != NULL, "fopen c-locale.txt");
+    printf("fwprintf in the C locale: %d\n", fwprintf(c, L"caf\u00e9 %d\n", 1));
+    errno = ENOENT;
+    printf("fwprintf %%m: %d\n", fwprintf(c, L"[%m]\n"));
+    check(fclose(c) == 0, "fclose c-locale.txt");
+    show("c-locale.txt");
+    int m = open(at("m.txt"), O_CREAT | O_WRONLY | O_TRUNC, 0644);
+    errno = EACCES;
+    printf("dprintf %%m: %d\n", dprintf(m, "[%m]\n"));
+    close(m);
+    show("m.txt");
+
     check(setlocale(LC_ALL, "C.UTF-8") != NULL, "setlocale C.UTF-8");
 
     int fd = open(at("d.txt"), O_CREAT | O_WRONLY | O_TRUNC, 0644);

@@ -1114,6 +1114,43 @@ fn spawn_file_actions_agree_with_tmpfs() {
     assert!(out.contains("out: [one\nline two\n]"), "{out}");
 }
 
+/// SQLite in WAL mode from two processes at once: the processes of a run
+/// share no mapped memory, so the second process's mapping of the WAL
+/// index is refused (ENODEV, said on stderr) and its statement fails
+/// with an error, never silently: every row is either stored or reported
+/// failed (before, rows were lost with no error).
+#[test]
+fn concurrent_wal_writers_fail_loudly_never_silently() {
+    let (_d, img) = image();
+    let script = r#"
+cd /ulfs
+sqlite3 db 'pragma journal_mode=wal; create table t(a, b);' > /dev/null
+for w in 0 1; do
+  (for j in 1 2 3 4 5 6 7 8 9 10; do
+     sqlite3 -cmd '.timeout 60000' db "insert into t values($w, $j);" 2>&1 | grep -c Error || true
+   done) > "errors$w" &
+done
+wait
+e=0; for n in $(cat errors0 errors1); do e=$((e + n)); done; echo "errors $e"
+sqlite3 db 'select count(*) from t; pragma integrity_check;'
+"#;
+    let out = run(&img, &[], &["bash", "-c", script]);
+    let stdout = text(&out.stdout);
+    let errors: u32 = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("errors "))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("{stdout}{}", text(&out.stderr)));
+    let rows: u32 = stdout
+        .lines()
+        .nth(1)
+        .and_then(|l| l.trim().parse().ok())
+        .unwrap_or_else(|| panic!("{stdout}{}", text(&out.stderr)));
+    assert_eq!(rows + errors, 20, "{stdout}{}", text(&out.stderr));
+    assert!(stdout.ends_with("ok\n"), "{stdout}");
+    assert_clean(&img);
+}
+
 /// A process holding the image that waits on a condition variable
 /// (`pthread_cond_wait`, `pthread_cond_timedwait`), a semaphore
 /// (`sem_clockwait`, what python's locks use) or in the open of a FIFO,

@@ -54,6 +54,9 @@ fn before_or_at(a: &timespec, b: &timespec) -> bool {
 /// Whether the wait may block holding the image: hands it over first if
 /// another process waits for it. Keeps errno.
 fn still_holding() -> bool {
+    if crate::fds::inside_library() {
+        return false;
+    }
     if held_here() && crate::shared::wanted() {
         let errno = crate::errno();
         give_way();

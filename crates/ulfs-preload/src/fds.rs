@@ -242,6 +242,13 @@ thread_local! {
     static INSIDE: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
 }
 
+/// Whether this thread is in the library's own work (holding the file
+/// system's lock, perhaps): its host reads and writes must not take
+/// turns on the image, which would hand the image over from inside.
+pub fn inside_library() -> bool {
+    INSIDE.with(|c| c.get() > 0)
+}
+
 /// While alive, this thread's calls are the library's own: its
 /// descriptors are open to them.
 pub struct LibraryCall(());

@@ -92,7 +92,7 @@ unsafe fn open_at(dirfd: c_int, path: *const c_char, flags: c_int, mode: c_uint)
 /// process waiting for the image: a process holding the image lets go of
 /// it first (only then is the host path looked at, one `stat`).
 fn give_way_before_fifo(dirfd: c_int, path: *const c_char, flags: c_int) {
-    if flags & libc::O_NONBLOCK != 0 || !crate::state::held_here() {
+    if flags & libc::O_NONBLOCK != 0 || !crate::state::held_here() || crate::fds::inside_library() {
         return;
     }
     let errno = crate::errno();
@@ -291,11 +291,12 @@ pub extern "C" fn close(fd: c_int) -> c_int {
 /// file, with the locks the close ends: the process's POSIX locks on the
 /// file, and the description's OFD and `flock` locks when it was its last
 /// descriptor. `None` when `fd` was no image file's (a pending one is
-/// forgotten without mounting). The table changes under the file system's
-/// lock, so a hand-over to another process (which notes the table's
-/// files) never misses it.
+/// forgotten without mounting, unless the process holds locks, which its
+/// close may end). The table changes under the file system's lock, so a
+/// hand-over to another process (which notes the table's files) never
+/// misses it.
 fn close_image(fd: c_int) -> Option<ulfs::Result<()>> {
-    if fds::bound(fd).is_none() {
+    if fds::bound(fd).is_none() && !(fds::is_image(fd) && locks::holds_any()) {
         fds::unbind(fd);
         return None;
     }
@@ -954,6 +955,11 @@ fn lock_range(req: &libc::flock, size: u64, pos: u64) -> ulfs::Result<(u64, u64)
     if start < 0 {
         return Err(ulfs::Errno::EINVAL);
     }
+    // Offsets past what off_t holds: EOVERFLOW, as Linux says.
+    let last = i64::MAX as i128;
+    if start > last || (req.l_len != 0 && end - 1 > last) {
+        return Err(ulfs::Errno::EOVERFLOW);
+    }
     Ok((start as u64, end.min(u64::MAX as i128) as u64))
 }
 
@@ -964,12 +970,17 @@ const LOCK_STUCK: std::time::Duration = std::time::Duration::from_secs(10);
 /// Runs `try_once` (a lock request, holding the image) until the lock is
 /// set; with `wait`, a conflict is waited out as Linux does (without
 /// `wait` it is EAGAIN): another thread's lock outside the file system's
-/// lock, another process's by letting go of the image between tries, so
-/// that the holder can mount it and unlock.
+/// lock, another process's while letting go of the image whenever
+/// another process wants it (the holder must mount it to unlock; nothing
+/// changes while this process holds it, so it tries again only after
+/// letting go, or every `RETRY` for a holder that died). A signal whose
+/// handler does not restart calls ends the wait with EINTR, as it ends
+/// Linux's.
 fn lock_until_set(
     wait: bool,
     try_once: impl Fn(&mut ulfs::Fs) -> ulfs::Result<Result<(), locks::Refused>>,
 ) -> ulfs::Result<()> {
+    const RETRY: std::time::Duration = std::time::Duration::from_millis(200);
     let mut stuck_since = None;
     loop {
         match on_image(&try_once)? {
@@ -977,24 +988,91 @@ fn lock_until_set(
             Err(locks::Refused::TooMany) => return Err(ulfs::Errno(libc::ENOLCK)),
             Err(_) if !wait => return Err(ulfs::Errno::EAGAIN),
             Err(locks::Refused::Local) => {
-                locks::wait_for_release(std::time::Duration::from_millis(20));
+                if !pause_for_lock(5) {
+                    return Err(ulfs::Errno(libc::EINTR));
+                }
             }
             Err(locks::Refused::Foreign) => {
-                if let Some(i) = image() {
-                    i.hand_over_now();
+                let since = std::time::Instant::now();
+                while crate::state::held_here() && since.elapsed() < RETRY {
+                    if crate::shared::wanted() {
+                        crate::turns::give_way();
+                    } else if !pause_for_lock(5) {
+                        return Err(ulfs::Errno(libc::EINTR));
+                    }
                 }
                 if crate::state::held_here() {
                     // Open files that cannot be handed over keep the image
                     // here: the holder of the lock cannot run.
-                    let since = *stuck_since.get_or_insert_with(std::time::Instant::now);
-                    if since.elapsed() > LOCK_STUCK {
+                    let stuck = *stuck_since.get_or_insert_with(std::time::Instant::now);
+                    if crate::shared::wanted() && stuck.elapsed() > LOCK_STUCK {
                         return Err(ulfs::Errno(libc::EDEADLK));
                     }
                 }
-                std::thread::sleep(std::time::Duration::from_millis(5));
             }
         }
     }
+}
+
+/// Sleeps `ms` milliseconds while waiting for a lock; false when a signal
+/// handler that does not restart calls ran meanwhile (the wait must end
+/// with EINTR).
+fn pause_for_lock(ms: i64) -> bool {
+    let nanosleep =
+        real!(nanosleep: unsafe extern "C" fn(*const libc::timespec, *mut libc::timespec) -> c_int);
+    let t = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: ms * 1_000_000,
+    };
+    // SAFETY: a valid relative time; no remainder wanted.
+    let r = unsafe { nanosleep(&t, std::ptr::null_mut()) };
+    !(r != 0 && crate::errno() == libc::EINTR && crate::turns::a_handler_interrupts())
+}
+
+/// `lockf(3)`: glibc's calls `fcntl` internally, out of this library's
+/// sight; here it is a POSIX lock from the current offset, as glibc's.
+#[unsafe(no_mangle)]
+pub extern "C" fn lockf(fd: c_int, cmd: c_int, len: off_t) -> c_int {
+    let Some(u) = fds::ulfs_fd(fd) else {
+        let f = real!(lockf: unsafe extern "C" fn(c_int, c_int, off_t) -> c_int);
+        // SAFETY: the program's own arguments.
+        return unsafe { f(fd, cmd, len) };
+    };
+    let mut fl = libc::flock {
+        l_type: libc::F_WRLCK as i16,
+        l_whence: libc::SEEK_CUR as i16,
+        l_start: 0,
+        l_len: len,
+        l_pid: 0,
+    };
+    let fcntl_cmd = match cmd {
+        libc::F_LOCK => libc::F_SETLKW,
+        libc::F_TLOCK => libc::F_SETLK,
+        libc::F_ULOCK => {
+            fl.l_type = libc::F_UNLCK as i16;
+            libc::F_SETLK
+        }
+        libc::F_TEST => {
+            fl.l_type = libc::F_RDLCK as i16;
+            if let Err(e) = record_lock(u, libc::F_GETLK, &mut fl) {
+                return fail(e.raw());
+            }
+            // Locked by another process: EACCES, as glibc says.
+            return if fl.l_type == libc::F_UNLCK as i16 || fl.l_pid == std::process::id() as i32 {
+                0
+            } else {
+                fail(libc::EACCES)
+            };
+        }
+        _ => return fail(libc::EINVAL),
+    };
+    ret(record_lock(u, fcntl_cmd, &mut fl).map(|()| 0))
+}
+
+/// `lockf64`: `lockf`.
+#[unsafe(no_mangle)]
+pub extern "C" fn lockf64(fd: c_int, cmd: c_int, len: off_t) -> c_int {
+    lockf(fd, cmd, len)
 }
 
 /// `flock(2)`.

@@ -23,8 +23,8 @@
 //!
 //! A waiting request (`F_SETLKW`, `flock` without `LOCK_NB`) is refused
 //! here with who is in the way; the caller (`io.rs`) waits outside the
-//! file system's lock: for another thread on `wait_for_release`, for
-//! another process by handing the image over between tries.
+//! file system's lock, in short sleeps a signal can end: for another
+//! thread, or for another process, letting the image go to it.
 //!
 //! Approximations: a lock belongs to the process that took it. A fork's
 //! child does not share its parent's OFD and `flock` locks (on Linux the
@@ -34,8 +34,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Condvar, LazyLock, Mutex, MutexGuard};
-use std::time::Duration;
+use std::sync::{LazyLock, Mutex, MutexGuard};
 
 use ulfs::Ino;
 
@@ -66,18 +65,11 @@ pub enum Kind {
     Write,
 }
 
-struct Table {
-    by_ino: Mutex<HashMap<Ino, Vec<Held>>>,
-    released: Condvar,
-}
-
-static TABLE: LazyLock<Table> = LazyLock::new(|| Table {
-    by_ino: Mutex::new(HashMap::new()),
-    released: Condvar::new(),
-});
+/// This process's locks, by inode.
+static TABLE: LazyLock<Mutex<HashMap<Ino, Vec<Held>>>> = LazyLock::new(Default::default);
 
 fn table() -> MutexGuard<'static, HashMap<Ino, Vec<Held>>> {
-    TABLE.by_ino.lock().unwrap_or_else(|e| e.into_inner())
+    TABLE.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Which rules a lock follows (the owner kinds, without their ids).
@@ -86,6 +78,9 @@ enum Class {
     Posix = 0,
     Ofd = 1,
     Flock = 2,
+    /// Not a lock: a shared writable mapping of the file (`mmap.rs`
+    /// refuses a second process one), published the same way.
+    Mapping = 3,
 }
 
 fn class(o: Owner) -> Class {
@@ -105,20 +100,22 @@ struct Foreign {
     ino: Ino,
     start: u64,
     end: u64,
-    /// The description's id in its process (0 for POSIX locks).
-    id: u64,
+    /// When the process started (`/proc/PID/stat`'s start time; 0 where
+    /// that cannot be read): a later process that reuses the pid is not
+    /// the holder.
+    born: u64,
 }
 
 impl Foreign {
     /// In shared memory: pid, class and mode in word 0, then the inode,
-    /// the range and the id.
+    /// the range and the holder's start time.
     fn encode(&self) -> [u64; LOCK_WORDS] {
         [
             self.pid as u64 | (self.class as u64) << 32 | (self.write as u64) << 40,
             self.ino,
             self.start,
             self.end,
-            self.id,
+            self.born,
         ]
     }
 
@@ -128,6 +125,7 @@ impl Foreign {
             0 => Class::Posix,
             1 => Class::Ofd,
             2 => Class::Flock,
+            3 => Class::Mapping,
             _ => return None,
         };
         (w[0] >> 41 == 0 && w[2] < w[3]).then_some(Foreign {
@@ -137,11 +135,12 @@ impl Foreign {
             ino: w[1],
             start: w[2],
             end: w[3],
-            id: w[4],
+            born: w[4],
         })
     }
 
-    fn of(pid: u32, ino: Ino, h: &Held) -> Foreign {
+    fn mine(ino: Ino, h: &Held) -> Foreign {
+        let (pid, born) = me();
         Foreign {
             pid,
             class: class(h.owner),
@@ -149,10 +148,7 @@ impl Foreign {
             ino,
             start: h.start,
             end: h.end,
-            id: match h.owner {
-                Owner::Process => 0,
-                Owner::Ofd(id) | Owner::Flock(id) => id,
-            },
+            born,
         }
     }
 }
@@ -172,15 +168,39 @@ fn guard<T>(m: &'static Mutex<T>) -> MutexGuard<'static, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-fn me() -> u32 {
-    std::process::id()
+/// This process: its pid and start time.
+fn me() -> (u32, u64) {
+    static ME: Mutex<(u32, u64)> = Mutex::new((0, 0));
+    let pid = std::process::id();
+    let mut cached = guard(&ME);
+    if cached.0 != pid {
+        *cached = (pid, start_time(pid).unwrap_or(0));
+    }
+    *cached
+}
+
+/// A process's start time and whether it is a zombie, from
+/// `/proc/PID/stat` ("pid (comm) S ... starttime ...": the state is the
+/// first field after the name, the start time the twentieth).
+fn proc_stat(pid: u32) -> Option<(u64, bool)> {
+    let s = std::fs::read(format!("/proc/{pid}/stat")).ok()?;
+    let after = &s[s.iter().rposition(|&b| b == b')')? + 1..];
+    let mut fields = after.split(|&b| b == b' ').filter(|f| !f.is_empty());
+    let zombie = fields.next()? == b"Z";
+    let start = std::str::from_utf8(fields.nth(18)?).ok()?.parse().ok()?;
+    Some((start, zombie))
+}
+
+fn start_time(pid: u32) -> Option<u64> {
+    proc_stat(pid).map(|(start, _)| start)
 }
 
 /// Whether `class` asking for `write` on `[start, end)` meets `other`'s
 /// lock: the same world (`flock` or record locks), overlapping, and one
 /// of them a write lock.
 fn meets(class: Class, write: bool, start: u64, end: u64, other: &Foreign) -> bool {
-    (class == Class::Flock) == (other.class == Class::Flock)
+    other.class != Class::Mapping
+        && (class == Class::Flock) == (other.class == Class::Flock)
         && start < other.end
         && other.start < end
         && (write || other.write)
@@ -212,31 +232,36 @@ pub struct Blocking {
 
 /// The first lock of another owner that conflicts with the request.
 pub fn conflict(ino: Ino, owner: Owner, write: bool, start: u64, end: u64) -> Option<Blocking> {
-    let local = table().get(&ino).and_then(|v| {
-        v.iter()
-            .find(|h| conflicts(owner, write, start, end, h))
-            .map(|h| Blocking {
-                write: h.write,
-                start: h.start,
-                end: h.end,
-                pid: -1,
-            })
-    });
-    local.or_else(|| {
-        guard(&FOREIGN)
-            .iter()
-            .find(|f| f.ino == ino && meets(class(owner), write, start, end, f))
-            .map(|f| Blocking {
-                write: f.write,
-                start: f.start,
-                end: f.end,
-                pid: if f.class == Class::Posix {
-                    f.pid as i32
-                } else {
-                    -1
-                },
-            })
-    })
+    let local: Vec<Blocking> = table()
+        .get(&ino)
+        .map(|v| {
+            v.iter()
+                .filter(|h| conflicts(owner, write, start, end, h))
+                .map(|h| Blocking {
+                    write: h.write,
+                    start: h.start,
+                    end: h.end,
+                    pid: -1,
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let foreign = guard(&FOREIGN);
+    let others = foreign
+        .iter()
+        .filter(|f| f.ino == ino && meets(class(owner), write, start, end, f) && alive(f))
+        .map(|f| Blocking {
+            write: f.write,
+            start: f.start,
+            end: f.end,
+            pid: if f.class == Class::Posix {
+                f.pid as i32
+            } else {
+                -1
+            },
+        });
+    // The lowest in the file, as Linux's list is ordered.
+    local.into_iter().chain(others).min_by_key(|b| b.start)
 }
 
 /// Why a lock was not set.
@@ -254,32 +279,66 @@ pub enum Refused {
 /// if nothing is in the way. Call holding the image.
 pub fn try_set(ino: Ino, owner: Owner, kind: Kind, start: u64, end: u64) -> Result<(), Refused> {
     let mut t = table();
+    let write = kind == Kind::Write;
+    if let Owner::Flock(_) = owner
+        && kind != Kind::Unlock
+        && let Some(v) = t.get_mut(&ino)
+    {
+        if v.iter().any(|h| h.owner == owner && h.write == write) {
+            return Ok(());
+        }
+        // Linux converts a flock lock by taking the old one away first,
+        // whether or not the new one can be had.
+        v.retain(|h| h.owner != owner);
+    }
     if kind != Kind::Unlock {
-        let write = kind == Kind::Write;
         if t.get(&ino)
             .is_some_and(|v| v.iter().any(|h| conflicts(owner, write, start, end, h)))
         {
             return Err(Refused::Local);
         }
-        let foreign = guard(&FOREIGN);
-        if foreign
-            .iter()
-            .any(|f| f.ino == ino && meets(class(owner), write, start, end, f))
-        {
-            return Err(Refused::Foreign);
+        let mut foreign = guard(&FOREIGN);
+        let in_the_way = |f: &Foreign| f.ino == ino && meets(class(owner), write, start, end, f);
+        if foreign.iter().any(in_the_way) {
+            // A holder that died since the mount (killed) holds nothing.
+            let gone: Vec<(u32, u64)> = foreign
+                .iter()
+                .filter(|f| in_the_way(f) && !alive(f))
+                .map(|f| (f.pid, f.born))
+                .collect();
+            foreign.retain(|f| !gone.contains(&(f.pid, f.born)));
+            if foreign.iter().any(in_the_way) {
+                return Err(Refused::Foreign);
+            }
         }
-        let mine: usize = t.values().map(Vec::len).sum();
-        if shared::has_lock_area()
-            && foreign.len() + guard(&INHERITED).len() + mine + 2 > shared::LOCK_RECORDS
-        {
+    }
+    let held = t.get(&ino).cloned().unwrap_or_default();
+    let kept = replaced(held, owner, kind, start, end);
+    if shared::has_lock_area() {
+        let others: usize = t
+            .iter()
+            .filter(|(i, _)| **i != ino)
+            .map(|(_, v)| v.len())
+            .sum();
+        let total = guard(&FOREIGN).len() + guard(&INHERITED).len() + others + kept.len();
+        if total > shared::LOCK_RECORDS {
             return Err(Refused::TooMany);
         }
     }
-    let held = t.entry(ino).or_default();
-    // The owner's locks on the range are replaced: what sticks out on
-    // either side stays.
+    if kept.is_empty() {
+        t.remove(&ino);
+    } else {
+        t.insert(ino, kept);
+    }
+    Ok(())
+}
+
+/// `held` with `owner`'s locks on `[start, end)` replaced by the request:
+/// what sticks out on either side stays, and a new lock merges with the
+/// owner's adjacent locks of the same kind, as Linux's do.
+fn replaced(held: Vec<Held>, owner: Owner, kind: Kind, start: u64, end: u64) -> Vec<Held> {
     let mut kept = Vec::with_capacity(held.len() + 2);
-    for h in held.drain(..) {
+    for h in held {
         if h.owner != owner || h.end <= start || end <= h.start {
             kept.push(h);
             continue;
@@ -291,26 +350,40 @@ pub fn try_set(ino: Ino, owner: Owner, kind: Kind, start: u64, end: u64) -> Resu
             kept.push(Held { start: end, ..h });
         }
     }
-    if kind != Kind::Unlock {
-        kept.push(Held {
-            owner,
-            write: kind == Kind::Write,
-            start,
-            end,
-        });
+    if kind == Kind::Unlock {
+        return kept;
     }
-    *held = kept;
-    if held.is_empty() {
-        t.remove(&ino);
-    }
-    TABLE.released.notify_all();
-    Ok(())
+    let mut new = Held {
+        owner,
+        write: kind == Kind::Write,
+        start,
+        end,
+    };
+    kept.retain(|h| {
+        let joins =
+            h.owner == owner && h.write == new.write && (h.end == new.start || new.end == h.start);
+        if joins {
+            new.start = new.start.min(h.start);
+            new.end = new.end.max(h.end);
+        }
+        !joins
+    });
+    kept.push(new);
+    kept
 }
 
-/// Waits (at most `limit`) for a lock of this process to be let go.
-pub fn wait_for_release(limit: Duration) {
-    let t = table();
-    let _ = TABLE.released.wait_timeout(t, limit);
+/// Another live process of the run that has `ino` mapped shared and
+/// writable (as of this mount). Call holding the image.
+pub fn mapped_elsewhere(ino: Ino) -> Option<u32> {
+    guard(&FOREIGN)
+        .iter()
+        .find(|f| f.class == Class::Mapping && f.ino == ino && alive(f))
+        .map(|f| f.pid)
+}
+
+/// Whether this process holds any lock.
+pub fn holds_any() -> bool {
+    !table().is_empty()
 }
 
 /// The open file descriptions were opened again (the image was handed
@@ -340,7 +413,6 @@ pub fn release_owner(owner: Owner) {
         v.retain(|h| h.owner != owner);
         !v.is_empty()
     });
-    TABLE.released.notify_all();
 }
 
 /// Drops the process's POSIX locks on `ino` (any descriptor of it closed).
@@ -352,32 +424,36 @@ pub fn release_process(ino: Ino) {
             t.remove(&ino);
         }
     }
-    TABLE.released.notify_all();
 }
 
-/// In a fork's child: the parent's locks stay the parent's (its POSIX
-/// locks are not inherited; see the module comment for the others).
-pub fn in_child() {
-    table().clear();
-    guard(&INHERITED).clear();
-    guard(&FOREIGN).clear();
-    PUBLISHED.store(false, Ordering::Release);
+/// Runs `fork` with this module's tables held, so that no other thread
+/// is half way through one in the child (whose copy of a held mutex would
+/// stay held); in the child, the parent's locks stay the parent's (its
+/// POSIX locks are not inherited; see the module comment for the others).
+pub fn fork_guarded(fork: impl FnOnce() -> libc::pid_t) -> libc::pid_t {
+    let mut t = table();
+    let mut foreign = guard(&FOREIGN);
+    let mut inherited = guard(&INHERITED);
+    let pid = fork();
+    if pid == 0 {
+        t.clear();
+        foreign.clear();
+        inherited.clear();
+        PUBLISHED.store(false, Ordering::Release);
+    }
+    pid
 }
 
-/// Whether process `pid` still runs (a zombie does not: its locks went
-/// with its exit).
-fn alive(pid: u32) -> bool {
+/// Whether the process that wrote `f` still runs: the same pid with the
+/// same start time, and not a zombie (its locks went with its exit).
+/// Without a readable `/proc`, whether the pid exists.
+fn alive(f: &Foreign) -> bool {
+    if f.born != 0 {
+        return proc_stat(f.pid).is_some_and(|(start, zombie)| start == f.born && !zombie);
+    }
     // SAFETY: signal 0 only checks that the process exists.
-    let exists = unsafe { libc::kill(pid as libc::pid_t, 0) } == 0 || crate::errno() == libc::EPERM;
-    exists
-        && std::fs::read(format!("/proc/{pid}/stat")).map_or(true, |s| {
-            // "pid (comm) S ...": the state follows the last ')'.
-            let state = s
-                .iter()
-                .rposition(|&b| b == b')')
-                .and_then(|i| s.get(i + 2));
-            state != Some(&b'Z')
-        })
+    let exists = unsafe { libc::kill(f.pid as libc::pid_t, 0) } == 0;
+    exists || crate::errno() == libc::EPERM
 }
 
 /// Right after mounting: reads the other processes' locks from the run's
@@ -390,17 +466,17 @@ pub fn load() {
     }
     let errno = crate::errno();
     let first = !LOADED_ONCE.swap(true, Ordering::AcqRel);
-    let me = me();
-    let mut live: HashMap<u32, bool> = HashMap::new();
+    let (pid, born) = me();
+    let mut live: HashMap<(u32, u64), bool> = HashMap::new();
     let mut foreign = Vec::new();
     for f in shared::read_locks().iter().filter_map(Foreign::decode) {
-        if f.pid == me {
+        if (f.pid, f.born) == (pid, born) {
             if first {
                 take_back(f);
             }
             continue;
         }
-        if *live.entry(f.pid).or_insert_with(|| alive(f.pid)) {
+        if *live.entry((f.pid, f.born)).or_insert_with(|| alive(&f)) {
             foreign.push(f);
         }
     }
@@ -411,6 +487,10 @@ pub fn load() {
 /// One of this process's locks from before its exec.
 fn take_back(f: Foreign) {
     PUBLISHED.store(true, Ordering::Release);
+    if f.class == Class::Mapping {
+        // Mappings end at an exec.
+        return;
+    }
     if f.class == Class::Posix {
         table().entry(f.ino).or_default().push(Held {
             owner: Owner::Process,
@@ -429,22 +509,40 @@ pub fn publish(exiting: bool) {
     if !shared::has_lock_area() {
         return;
     }
-    let me = me();
     let mut mine: Vec<Foreign> = Vec::new();
     if !exiting {
         for (ino, v) in table().iter() {
-            mine.extend(v.iter().map(|h| Foreign::of(me, *ino, h)));
+            mine.extend(v.iter().map(|h| Foreign::mine(*ino, h)));
         }
         mine.extend(guard(&INHERITED).iter().copied());
+        let (pid, born) = me();
+        mine.extend(
+            crate::mmap::shared_writable_inos()
+                .into_iter()
+                .map(|ino| Foreign {
+                    pid,
+                    class: Class::Mapping,
+                    write: true,
+                    ino,
+                    start: 0,
+                    end: 1,
+                    born,
+                }),
+        );
     }
-    if mine.is_empty() && !PUBLISHED.load(Ordering::Acquire) {
+    let foreign = guard(&FOREIGN);
+    if mine.is_empty() && !PUBLISHED.load(Ordering::Acquire) && foreign.is_empty() {
         return;
     }
-    let mut all: Vec<[u64; LOCK_WORDS]> = shared::read_locks()
-        .into_iter()
-        .filter(|w| Foreign::decode(w).is_some_and(|f| f.pid != me))
+    // The others' as loaded at this mount (nobody else has written since:
+    // this process held the image), without those of processes found
+    // gone meanwhile.
+    let all: Vec<[u64; LOCK_WORDS]> = foreign
+        .iter()
+        .chain(mine.iter())
+        .map(Foreign::encode)
         .collect();
-    all.extend(mine.iter().map(Foreign::encode));
+    drop(foreign);
     if !shared::write_locks(&all) {
         crate::warn(
             "ulfs run: too many record locks in the run: this process's are not seen by the others",
@@ -462,6 +560,7 @@ pub fn published() -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     // Each test uses its own inode numbers: the table is process-wide.
     // No run's shared memory in a unit test: no other process's locks.
@@ -530,7 +629,7 @@ mod tests {
         set(ino, Owner::Ofd(1), Kind::Write, 0, 10).unwrap();
         let t = std::thread::spawn(move || {
             while set(ino, Owner::Ofd(2), Kind::Write, 0, 10) == Err(Refused::Local) {
-                wait_for_release(Duration::from_millis(20));
+                std::thread::sleep(Duration::from_millis(5));
             }
         });
         std::thread::sleep(Duration::from_millis(20));
@@ -549,7 +648,7 @@ mod tests {
             ino: 77,
             start: 5,
             end: u64::MAX,
-            id: 9,
+            born: 9,
         };
         assert_eq!(Foreign::decode(&f.encode()), Some(f));
         // Garbage another process could not have written is ignored.
@@ -557,19 +656,26 @@ mod tests {
         assert_eq!(Foreign::decode(&[4242, 77, 6, 5, 0]), None);
     }
 
+    /// A lock of a live process other than this one (the test runner's
+    /// parent).
+    fn theirs(ino: Ino, class: Class, write: bool, start: u64, end: u64) -> Foreign {
+        let pid = std::os::unix::process::parent_id();
+        Foreign {
+            pid,
+            class,
+            write,
+            ino,
+            start,
+            end,
+            born: start_time(pid).unwrap_or(0),
+        }
+    }
+
     #[test]
     fn other_processes_posix_locks_conflict_and_name_their_pid() {
         let ino = 1005;
-        let theirs = Foreign {
-            pid: 4243,
-            class: Class::Posix,
-            write: false,
-            ino,
-            start: 0,
-            end: 100,
-            id: 0,
-        };
-        guard(&FOREIGN).push(theirs);
+        let f = theirs(ino, Class::Posix, false, 0, 100);
+        guard(&FOREIGN).push(f);
         // Another process's read lock: reads share, a write waits.
         set(ino, Owner::Process, Kind::Read, 0, 10).unwrap();
         assert_eq!(
@@ -577,11 +683,85 @@ mod tests {
             Err(Refused::Foreign)
         );
         let c = conflict(ino, Owner::Process, true, 0, 10).unwrap();
-        assert_eq!((c.pid, c.start, c.end, c.write), (4243, 0, 100, false));
+        assert_eq!(
+            (c.pid, c.start, c.end, c.write),
+            (f.pid as i32, 0, 100, false)
+        );
         // flock is its own world.
         set(ino, Owner::Flock(5), Kind::Write, 0, u64::MAX).unwrap();
         guard(&FOREIGN).retain(|f| f.ino != ino);
         release_process(ino);
         release_owner(Owner::Flock(5));
+    }
+
+    #[test]
+    fn a_dead_holder_holds_nothing() {
+        let ino = 1006;
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        child.wait().unwrap();
+        let born = start_time(std::process::id()).unwrap_or(0);
+        guard(&FOREIGN).push(Foreign {
+            pid,
+            born,
+            ..theirs(ino, Class::Posix, true, 0, u64::MAX)
+        });
+        assert_eq!(conflict(ino, Owner::Process, true, 0, 1), None);
+        set(ino, Owner::Process, Kind::Write, 0, 1).unwrap();
+        assert!(guard(&FOREIGN).iter().all(|f| f.ino != ino));
+        // A live process with the same pid but another start time is not
+        // the holder either (a pid used again).
+        let f = theirs(ino, Class::Posix, true, 5, 6);
+        guard(&FOREIGN).push(Foreign {
+            born: f.born + 1,
+            ..f
+        });
+        if f.born != 0 {
+            set(ino, Owner::Process, Kind::Write, 5, 6).unwrap();
+        }
+        guard(&FOREIGN).retain(|f| f.ino != ino);
+        release_process(ino);
+    }
+
+    #[test]
+    fn adjacent_locks_of_one_owner_merge() {
+        let ino = 1007;
+        for b in 0..5000 {
+            set(ino, Owner::Process, Kind::Write, b, b + 1).unwrap();
+        }
+        assert_eq!(table()[&ino].len(), 1);
+        let c = conflict(ino, Owner::Ofd(1), false, 1, 2).unwrap();
+        assert_eq!((c.start, c.end), (0, 5000));
+        // A read lock in the middle splits it; writing it again rejoins.
+        set(ino, Owner::Process, Kind::Read, 10, 20).unwrap();
+        assert_eq!(table()[&ino].len(), 3);
+        set(ino, Owner::Process, Kind::Write, 10, 20).unwrap();
+        assert_eq!(table()[&ino].len(), 1);
+        release_process(ino);
+    }
+
+    #[test]
+    fn converting_a_flock_lock_lets_the_old_one_go_first() {
+        let ino = 1008;
+        set(ino, Owner::Flock(1), Kind::Read, 0, u64::MAX).unwrap();
+        set(ino, Owner::Flock(2), Kind::Read, 0, u64::MAX).unwrap();
+        // 1 cannot upgrade while 2 shares, but its shared lock is gone...
+        assert_eq!(
+            set(ino, Owner::Flock(1), Kind::Write, 0, u64::MAX),
+            Err(Refused::Local)
+        );
+        // ...so 2's upgrade succeeds.
+        set(ino, Owner::Flock(2), Kind::Write, 0, u64::MAX).unwrap();
+        release_owner(Owner::Flock(2));
+    }
+
+    #[test]
+    fn the_lowest_conflict_is_reported() {
+        let ino = 1009;
+        set(ino, Owner::Ofd(1), Kind::Write, 55, 60).unwrap();
+        set(ino, Owner::Ofd(1), Kind::Write, 18, 30).unwrap();
+        let c = conflict(ino, Owner::Ofd(2), true, 0, 100).unwrap();
+        assert_eq!((c.start, c.end), (18, 30));
+        release_owner(Owner::Ofd(1));
     }
 }

@@ -8,7 +8,9 @@
 //!   from the kernel's page cache);
 //! - shared writable mappings (SQLite's WAL index, gdbm) are written back
 //!   to the file with `pwrite` at `msync`, `munmap` and exit, clamped to
-//!   the file's size (a shared mapping never extends a file).
+//!   the file's size (a shared mapping never extends a file). Processes
+//!   share no mapped memory, so one is refused (ENODEV, with a message)
+//!   while another process of the run has the file mapped so.
 //!
 //! Each mapping keeps a descriptor of its own (a `dup` of the program's),
 //! so it outlives a `close`, as a kernel mapping does. Mappings made by
@@ -42,6 +44,10 @@ struct Mapping {
     /// The protection asked for (a grown mapping gets it back after the
     /// new part is filled).
     prot: c_int,
+    /// The file's inode.
+    ino: u64,
+    /// The process that made it (a fork's child has a copy).
+    pid: u32,
 }
 
 /// The mappings of image files. Its lock is never held while the file
@@ -127,9 +133,20 @@ fn map_image(
     let write_back = shared && prot & libc::PROT_WRITE != 0;
     // The kernel's checks against the open mode: any mapping needs read
     // access, a shared writable one write access too.
-    let acc = image.with(|fs| fs.fcntl_getfl(u))? & libc::O_ACCMODE;
+    let (acc, ino) = image.with(|fs| Ok((fs.fcntl_getfl(u)?, fs.fstat(u)?.ino)))?;
+    let acc = acc & libc::O_ACCMODE;
     if acc == libc::O_WRONLY || (write_back && acc == libc::O_RDONLY) {
         return Err(ulfs::Errno::EACCES);
+    }
+    if write_back && let Some(pid) = image.with(|_| Ok(crate::locks::mapped_elsewhere(ino)))? {
+        // The processes of a run do not share mapped memory: two writing
+        // one file through mappings would each miss the other's stores
+        // (SQLite's WAL index loses rows). Refused, as the kernel refuses
+        // a mapping a file system cannot make.
+        crate::warn(&format!(
+            "ulfs run: mmap: process {pid} has this file mapped shared and writable; processes of a run do not share mapped memory: refused (ENODEV)"
+        ));
+        return Err(ulfs::Errno::ENODEV);
     }
     let own = image.with(|fs| fs.dup(u))?;
     let real_mmap = real!(mmap: MmapFn);
@@ -174,6 +191,8 @@ fn map_image(
         off: off as u64,
         write_back,
         prot,
+        ino,
+        pid: std::process::id(),
     });
     COUNT.store(all.len(), Ordering::Relaxed);
     Ok(p)
@@ -305,6 +324,23 @@ pub fn descriptors() -> Vec<c_int> {
 
 /// How many mappings of image files are live (each holds the image
 /// open, as a descriptor does).
+/// The inodes of the shared writable mappings this process made (for the
+/// other processes of the run to see: `locks.rs`).
+pub fn shared_writable_inos() -> Vec<u64> {
+    if count() == 0 {
+        return Vec::new();
+    }
+    let me = std::process::id();
+    let mut inos: Vec<u64> = maps()
+        .iter()
+        .filter(|m| m.write_back && m.pid == me)
+        .map(|m| m.ino)
+        .collect();
+    inos.sort_unstable();
+    inos.dedup();
+    inos
+}
+
 pub fn count() -> usize {
     COUNT.load(Ordering::Relaxed)
 }

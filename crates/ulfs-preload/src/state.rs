@@ -137,6 +137,22 @@ pub fn init() {
     }
 }
 
+/// Before an exec: the process's POSIX locks on the files of its
+/// close-on-exec image descriptors end (the exec closes them).
+fn release_locks_of_closing_files(fs: &mut Fs) {
+    let fcntl = crate::real::real!(fcntl: unsafe extern "C" fn(libc::c_int, libc::c_int, libc::c_long) -> libc::c_int);
+    for fd in crate::fds::bound_in(0, u32::MAX) {
+        // SAFETY: F_GETFD takes no argument.
+        let closing = unsafe { fcntl(fd, libc::F_GETFD, 0) } & libc::FD_CLOEXEC != 0;
+        if closing
+            && let Some(u) = crate::fds::bound(fd)
+            && let Ok(st) = fs.fstat(u)
+        {
+            crate::locks::release_process(st.ino);
+        }
+    }
+}
+
 impl Image {
     /// Mounts the image, waiting up to `LOCK_WAIT` while another process
     /// holds it.
@@ -334,6 +350,15 @@ impl Image {
     /// exec fails, the program goes on with them all).
     pub fn before_exec(&self) {
         let _inside = crate::fds::LibraryCall::enter();
+        if crate::locks::holds_any() {
+            // The exec closes the close-on-exec descriptors, and closing
+            // a descriptor of a file ends the process's POSIX locks on it:
+            // mounted, so the locks the new program keeps are published.
+            let _ = self.with_no_turn(|fs| {
+                release_locks_of_closing_files(fs);
+                Ok(())
+            });
+        }
         let slot = std::mem::replace(&mut *lock(&self.fs), Slot::Unmounted);
         self.let_go(slot, "before exec", true);
     }
@@ -368,11 +393,10 @@ impl Image {
         } else {
             crate::inherit::before_fork()
         };
-        let pid = real_fork();
+        let pid = crate::locks::fork_guarded(real_fork);
         if pid < 0 {
             crate::inherit::fork_failed(child_slots);
         } else if pid == 0 && kept {
-            crate::locks::in_child();
             HELD.store(false, Ordering::Release);
             if let Slot::Mounted(mut fs) = std::mem::replace(&mut *g, Slot::Unmounted) {
                 // Read-only for good: dropping it writes nothing.
@@ -383,7 +407,6 @@ impl Image {
             crate::fds::forget_all();
             crate::inherit::forget_all();
         } else if pid == 0 {
-            crate::locks::in_child();
             crate::inherit::in_child();
         }
         pid

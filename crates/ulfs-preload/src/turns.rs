@@ -75,7 +75,7 @@ fn non_blocking(fd: c_int) -> bool {
 }
 
 /// Whether some signal has a handler that does not restart calls.
-fn a_handler_interrupts() -> bool {
+pub fn a_handler_interrupts() -> bool {
     (1..libc::SIGRTMAX()).any(|sig| {
         // SAFETY: a zeroed sigaction is a valid out-parameter; querying only.
         let mut act: libc::sigaction = unsafe { std::mem::zeroed() };
@@ -88,7 +88,7 @@ fn a_handler_interrupts() -> bool {
 }
 
 fn wait_ready_inner(fd: c_int, events: libc::c_short) -> bool {
-    if non_blocking(fd) {
+    if crate::fds::inside_library() || non_blocking(fd) {
         return true;
     }
     loop {

@@ -46,19 +46,26 @@ static int write_all(int fd, const char *buf, size_t len)
     return 0;
 }
 
+/* Formats into memory and writes it to image descriptor fd; `flag` >= 0:
+ * with the fortified formatter's checks. */
+static int format_to_fd(int fd, int flag, const char *fmt, va_list ap)
+{
+    char *text = NULL;
+    int n = flag >= 0 ? __vasprintf_chk(&text, flag, fmt, ap) : vasprintf(&text, fmt, ap);
+    if (n < 0)
+        return -1;
+    int rc = write_all(fd, text, (size_t)n);
+    free(text);
+    return rc < 0 ? -1 : n;
+}
+
 int ulfs_c_vdprintf(int fd, const char *fmt, va_list ap)
 {
     if (!ulfs_preload_serves_fd(fd)) {
         int (*real)(int, const char *, va_list) = next_definition("vdprintf");
         return real(fd, fmt, ap);
     }
-    char *text = NULL;
-    int n = vasprintf(&text, fmt, ap);
-    if (n < 0)
-        return -1;
-    int rc = write_all(fd, text, (size_t)n);
-    free(text);
-    return rc < 0 ? -1 : n;
+    return format_to_fd(fd, -1, fmt, ap);
 }
 
 int ulfs_c_dprintf(int fd, const char *fmt, ...)
@@ -76,7 +83,7 @@ int ulfs_c_vdprintf_chk(int fd, int flag, const char *fmt, va_list ap)
         int (*real)(int, int, const char *, va_list) = next_definition("__vdprintf_chk");
         return real(fd, flag, fmt, ap);
     }
-    return ulfs_c_vdprintf(fd, fmt, ap);
+    return format_to_fd(fd, flag, fmt, ap);
 }
 
 int ulfs_c_dprintf_chk(int fd, int flag, const char *fmt, ...)
@@ -88,9 +95,16 @@ int ulfs_c_dprintf_chk(int fd, int flag, const char *fmt, ...)
     return n;
 }
 
+/* glibc's fortified formatters (no public prototypes). */
+int __vasprintf_chk(char **result, int flag, const char *fmt, va_list ap);
+int __vswprintf_chk(wchar_t *s, size_t n, int flag, size_t slen, const wchar_t *fmt,
+                    va_list ap);
+
 /* Formats wide text and puts it on a stream of an image file through
- * fputws (wide.rs: a multibyte character at a time, in the locale). */
-static int wide_to_stream(FILE *f, const wchar_t *fmt, va_list ap)
+ * fputws (wide.rs: a multibyte character at a time, in the locale).
+ * `flag` >= 0: the fortified formatter, with its checks (%n in a
+ * writable format aborts, as glibc's __*_chk calls do). */
+static int wide_to_stream(FILE *f, int flag, const wchar_t *fmt, va_list ap)
 {
     size_t cap = 256;
     wchar_t *text = NULL;
@@ -103,19 +117,20 @@ static int wide_to_stream(FILE *f, const wchar_t *fmt, va_list ap)
             return -1;
         }
         text = grown;
+        /* errno as the program left it: %m prints it. */
         int saved = errno;
-        errno = 0;
         va_list again;
         va_copy(again, ap);
-        n = vswprintf(text, cap, fmt, again);
+        n = flag >= 0 ? __vswprintf_chk(text, cap, flag, cap, fmt, again)
+                      : vswprintf(text, cap, fmt, again);
         va_end(again);
         if (n >= 0) {
             errno = saved;
             break;
         }
-        /* -1 is both "too small" and an encoding error (EILSEQ): grow,
-         * to a bound, only for the first. */
-        if (errno == EILSEQ || cap >= WIDE_MAX) {
+        /* -1 is both "too small" and an encoding error (errno set to
+         * EILSEQ): grow, to a bound, only for the first. */
+        if ((errno == EILSEQ && saved != EILSEQ) || cap >= WIDE_MAX) {
             free(text);
             if (errno != EILSEQ)
                 errno = EOVERFLOW;
@@ -134,7 +149,7 @@ int ulfs_c_vfwprintf(FILE *f, const wchar_t *fmt, va_list ap)
         int (*real)(FILE *, const wchar_t *, va_list) = next_definition("vfwprintf");
         return real(f, fmt, ap);
     }
-    return wide_to_stream(f, fmt, ap);
+    return wide_to_stream(f, -1, fmt, ap);
 }
 
 int ulfs_c_fwprintf(FILE *f, const wchar_t *fmt, ...)
@@ -166,7 +181,7 @@ int ulfs_c_vfwprintf_chk(FILE *f, int flag, const wchar_t *fmt, va_list ap)
         int (*real)(FILE *, int, const wchar_t *, va_list) = next_definition("__vfwprintf_chk");
         return real(f, flag, fmt, ap);
     }
-    return wide_to_stream(f, fmt, ap);
+    return wide_to_stream(f, flag, fmt, ap);
 }
 
 int ulfs_c_fwprintf_chk(FILE *f, int flag, const wchar_t *fmt, ...)

@@ -278,7 +278,7 @@ fn now_ms() -> i64 {
 /// waits; then the rest as one call. Returns the first slice's result
 /// that is not 0, or 0 when the whole time ran out.
 fn in_slices(timeout_ms: i64, mut slice: impl FnMut(i64) -> c_int) -> c_int {
-    if timeout_ms == 0 || !held_here() {
+    if timeout_ms == 0 || !held_here() || crate::fds::inside_library() {
         return slice(timeout_ms);
     }
     let deadline = (timeout_ms > 0).then(|| now_ms() + timeout_ms);
@@ -549,7 +549,11 @@ pub unsafe extern "C" fn clock_nanosleep(
     rem: *mut timespec,
 ) -> c_int {
     let f = real!(clock_nanosleep: unsafe extern "C" fn(libc::clockid_t, c_int, *const timespec, *mut timespec) -> c_int);
-    if flags & libc::TIMER_ABSTIME != 0 || req.is_null() || !held_here() {
+    if flags & libc::TIMER_ABSTIME != 0
+        || req.is_null()
+        || !held_here()
+        || crate::fds::inside_library()
+    {
         // SAFETY: the program's own arguments.
         return unsafe { f(clock, flags, req, rem) };
     }

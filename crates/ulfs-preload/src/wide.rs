@@ -64,11 +64,15 @@ fn put(wc: wchar_t, f: *mut FILE) -> u32 {
     let mut buf = [0 as libc::c_char; 16];
     // SAFETY: a zeroed mbstate_t is the initial state.
     let mut state: libc::mbstate_t = unsafe { std::mem::zeroed() };
+    let errno = crate::errno();
     // SAFETY: `buf` holds MB_CUR_MAX bytes and more.
-    let n = unsafe { wcrtomb(buf.as_mut_ptr(), wc, &mut state) };
+    let mut n = unsafe { wcrtomb(buf.as_mut_ptr(), wc, &mut state) };
     if n == usize::MAX {
-        crate::set_errno(libc::EILSEQ);
-        return WEOF;
+        crate::set_errno(errno);
+        // No such character in the locale (anything past ASCII in the C
+        // locale): glibc's wide streams write '?' for it and go on.
+        buf[0] = b'?' as libc::c_char;
+        n = 1;
     }
     // SAFETY: `n` bytes of `buf` to a live stream.
     if unsafe { libc::fwrite(buf.as_ptr().cast(), 1, n, f) } != n {
