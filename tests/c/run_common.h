@@ -1,7 +1,8 @@
 /*
  * run_common.h - what the `ulfs run` test programs (run_calls.c,
- * run_fts.c) share: the directory they work in, a check that stops the
- * program with the failing call named, and paths below the directory.
+ * run_fts.c, ...) share: the directory they work in, a check that stops
+ * the program with the failing call named, paths below the directory, and
+ * a file's content shown in a transcript.
  * Header-only (static functions): each program is one compiled file.
  */
 #ifndef RUN_COMMON_H
@@ -30,6 +31,21 @@ static char *at(const char *name) {
     char *b = buf[i++ % 8];
     snprintf(b, 4096, "%s/%s", dir, name);
     return b;
+}
+
+/* Prints `name: [its content]` for a file of the directory; a long file
+ * as its size, first and last bytes. */
+static inline void show_file(const char *name) {
+    static char buf[1 << 16];
+    FILE *f = fopen(at(name), "r");
+    check(f != NULL, name);
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    buf[n] = 0;
+    fclose(f);
+    if (n > 200)
+        printf("%s: %zu bytes, starts [%.20s], ends [%s]\n", name, n, buf, buf + n - 20);
+    else
+        printf("%s: [%s]\n", name, buf);
 }
 
 #endif

@@ -47,16 +47,6 @@ static void append(const char *name, const char *line) {
     close(fd);
 }
 
-static void show(const char *name) {
-    char buf[4096];
-    int fd = open(at(name), O_RDONLY);
-    check(fd >= 0, name);
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    check(n >= 0, "read");
-    buf[n] = 0;
-    close(fd);
-    printf("%s: [%s]\n", name, buf);
-}
 
 static int wait_child(pid_t p) {
     int status;
@@ -118,7 +108,7 @@ int main(int argc, char **argv) {
     append("log", "parent unlocks\n");
     check(lock(fd, F_SETLK, F_UNLCK, 0, 0) == 0, "parent unlock");
     printf("child: %d\n", wait_child(p));
-    show("log");
+    show_file("log");
     /* The child's lock went with it. */
     printf("parent F_SETLK after the child exited: %d\n", lock(fd, F_SETLK, F_WRLCK, 0, 10));
     check(lock(fd, F_SETLK, F_UNLCK, 0, 0) == 0, "unlock");

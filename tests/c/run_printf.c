@@ -18,19 +18,6 @@
 
 #include "run_common.h"
 
-static void show(const char *name) {
-    static char buf[1 << 16];
-    int fd = open(at(name), O_RDONLY);
-    check(fd >= 0, name);
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    check(n >= 0, "read");
-    buf[n] = 0;
-    close(fd);
-    if (n > 200)
-        printf("%s: %zd bytes, starts [%.20s], ends [%s]\n", name, n, buf, buf + n - 20);
-    else
-        printf("%s: [%s]\n", name, buf);
-}
 
 static int my_vdprintf(int fd, const char *fmt, ...) {
     va_list ap;
@@ -63,12 +50,12 @@ int main(int argc, char **argv) {
     errno = ENOENT;
     printf("fwprintf %%m: %d\n", fwprintf(c, L"[%m]\n"));
     check(fclose(c) == 0, "fclose c-locale.txt");
-    show("c-locale.txt");
+    show_file("c-locale.txt");
     int m = open(at("m.txt"), O_CREAT | O_WRONLY | O_TRUNC, 0644);
     errno = EACCES;
     printf("dprintf %%m: %d\n", dprintf(m, "[%m]\n"));
     close(m);
-    show("m.txt");
+    show_file("m.txt");
 
     check(setlocale(LC_ALL, "C.UTF-8") != NULL, "setlocale C.UTF-8");
 
@@ -78,7 +65,7 @@ int main(int argc, char **argv) {
     printf("vdprintf: %d\n", my_vdprintf(fd, "%05d %x %s\n", 7, 255, "end"));
     printf("dprintf long: %d\n", dprintf(fd, "%30000d|\n", 1));
     close(fd);
-    show("d.txt");
+    show_file("d.txt");
 
     errno = 0;
     int n = dprintf(fd, "closed %d\n", 1);
@@ -90,7 +77,7 @@ int main(int argc, char **argv) {
     printf("vfwprintf: %d\n", my_vfwprintf(f, L"%lc%lc %5.1f\n", L'\u00fc', L'x', 2.25));
     printf("fwprintf long: %d\n", fwprintf(f, L"%5000ls|\n", L"pad"));
     check(fclose(f) == 0, "fclose w.txt");
-    show("w.txt");
+    show_file("w.txt");
 
     fflush(stdout);
     pid_t pid = fork();
@@ -107,6 +94,6 @@ int main(int argc, char **argv) {
     int status;
     check(waitpid(pid, &status, 0) == pid, "waitpid");
     printf("child: %d\n", WIFEXITED(status) ? WEXITSTATUS(status) : -1);
-    show("o.txt");
+    show_file("o.txt");
     return 0;
 }

@@ -17,16 +17,6 @@
 
 extern char **environ;
 
-static void show(const char *name) {
-    char buf[512];
-    int fd = open(at(name), O_RDONLY);
-    check(fd >= 0, name);
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    check(n >= 0, "read");
-    buf[n] = 0;
-    close(fd);
-    printf("%s: [%s]\n", name, buf);
-}
 
 /* Spawns argv with the actions; returns the spawn's result and the
  * child's exit status. */
@@ -59,7 +49,7 @@ int main(int argc, char **argv) {
     run("dup2 stdout", &fa, echo);
     posix_spawn_file_actions_destroy(&fa);
     check(write(fd, "tail\n", 5) == 5 && close(fd) == 0, "tail");
-    show("shared");
+    show_file("shared");
 
     /* Standard input from a file, output to another (addopen). */
     fd = open(at("in"), O_CREAT | O_RDWR | O_TRUNC, 0644);
@@ -73,7 +63,7 @@ int main(int argc, char **argv) {
     posix_spawn_file_actions_destroy(&fa);
     printf("offset after the child read: %ld\n", (long)lseek(fd, 0, SEEK_CUR));
     close(fd);
-    show("out");
+    show_file("out");
 
     /* addopen truncates what was there; relative to the working
      * directory. */
@@ -82,7 +72,7 @@ int main(int argc, char **argv) {
     posix_spawn_file_actions_addopen(&fa, 1, "out", O_WRONLY | O_TRUNC, 0);
     run("addopen relative", &fa, echo);
     posix_spawn_file_actions_destroy(&fa);
-    show("out");
+    show_file("out");
 
     /* An addopen that cannot succeed: the spawn says why. */
     posix_spawn_file_actions_init(&fa);
@@ -96,6 +86,6 @@ int main(int argc, char **argv) {
     posix_spawn_file_actions_addopen(&fa, 1, at("from-null"), O_CREAT | O_WRONLY, 0644);
     run("host addopen", &fa, cat);
     posix_spawn_file_actions_destroy(&fa);
-    show("from-null");
+    show_file("from-null");
     return 0;
 }

@@ -250,28 +250,33 @@ static int exec_failed(char **argv)
 /* The execl forms reach the library's execv, execvp and execve (process.rs),
  * which hand the image over; glibc's own would call execve internally, out of
  * the library's sight. */
+/* execl or execlp: the list as an argv, to `exec` (execv or execvp). */
+static int exec_list(int (*exec)(const char *, char *const[]), const char *path,
+                     const char *arg0, va_list ap)
+{
+    char **argv = exec_argv(arg0, ap, NULL);
+    if (argv == NULL)
+        return -1;
+    exec(path, argv);
+    return exec_failed(argv);
+}
+
 int ulfs_c_execl(const char *path, const char *arg0, ...)
 {
     va_list ap;
     va_start(ap, arg0);
-    char **argv = exec_argv(arg0, ap, NULL);
+    int r = exec_list(execv, path, arg0, ap);
     va_end(ap);
-    if (argv == NULL)
-        return -1;
-    execv(path, argv);
-    return exec_failed(argv);
+    return r;
 }
 
 int ulfs_c_execlp(const char *file, const char *arg0, ...)
 {
     va_list ap;
     va_start(ap, arg0);
-    char **argv = exec_argv(arg0, ap, NULL);
+    int r = exec_list(execvp, file, arg0, ap);
     va_end(ap);
-    if (argv == NULL)
-        return -1;
-    execvp(file, argv);
-    return exec_failed(argv);
+    return r;
 }
 
 int ulfs_c_execle(const char *path, const char *arg0, ...)
