@@ -9,5 +9,6 @@ fn main() {
         .flag_if_supported("-fvisibility=hidden")
         .warnings(true)
         .extra_warnings(true)
+        .warnings_into_errors(true)
         .compile("ulfs_variadic");
 }

@@ -17,6 +17,11 @@
 #include <unistd.h>
 #include <wchar.h>
 
+/* glibc's fortified formatters (no public prototypes). */
+int __vasprintf_chk(char **result, int flag, const char *fmt, va_list ap);
+int __vswprintf_chk(wchar_t *s, size_t n, int flag, size_t slen, const wchar_t *fmt,
+                    va_list ap);
+
 /* variadic.rs: whether the library serves this descriptor or stream. */
 int ulfs_preload_serves_fd(int fd);
 int ulfs_preload_serves_stream(FILE *f);
@@ -94,11 +99,6 @@ int ulfs_c_dprintf_chk(int fd, int flag, const char *fmt, ...)
     va_end(ap);
     return n;
 }
-
-/* glibc's fortified formatters (no public prototypes). */
-int __vasprintf_chk(char **result, int flag, const char *fmt, va_list ap);
-int __vswprintf_chk(wchar_t *s, size_t n, int flag, size_t slen, const wchar_t *fmt,
-                    va_list ap);
 
 /* Formats wide text and puts it on a stream of an image file through
  * fputws (wide.rs: a multibyte character at a time, in the locale).
