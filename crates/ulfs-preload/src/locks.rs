@@ -33,7 +33,7 @@
 //! before an exec stay until the process exits.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{LazyLock, Mutex, MutexGuard};
 
 use ulfs::Ino;
@@ -168,15 +168,17 @@ fn guard<T>(m: &'static Mutex<T>) -> MutexGuard<'static, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// This process: its pid and start time.
+/// This process: its pid and start time (read once per pid; atomics, not
+/// a mutex, so that a fork cannot leave one held in the child).
 fn me() -> (u32, u64) {
-    static ME: Mutex<(u32, u64)> = Mutex::new((0, 0));
+    static PID: AtomicU32 = AtomicU32::new(0);
+    static BORN: AtomicU64 = AtomicU64::new(0);
     let pid = std::process::id();
-    let mut cached = guard(&ME);
-    if cached.0 != pid {
-        *cached = (pid, start_time(pid).unwrap_or(0));
+    if PID.load(Ordering::Acquire) != pid {
+        BORN.store(start_time(pid).unwrap_or(0), Ordering::Release);
+        PID.store(pid, Ordering::Release);
     }
-    *cached
+    (pid, BORN.load(Ordering::Acquire))
 }
 
 /// A process's start time and whether it is a zombie, from
@@ -383,7 +385,7 @@ pub fn mapped_elsewhere(ino: Ino) -> Option<u32> {
 
 /// Whether this process holds any lock.
 pub fn holds_any() -> bool {
-    !table().is_empty()
+    table().values().any(|v| !v.is_empty())
 }
 
 /// The open file descriptions were opened again (the image was handed

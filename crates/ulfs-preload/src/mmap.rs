@@ -133,12 +133,15 @@ fn map_image(
     let write_back = shared && prot & libc::PROT_WRITE != 0;
     // The kernel's checks against the open mode: any mapping needs read
     // access, a shared writable one write access too.
-    let (acc, ino) = image.with(|fs| Ok((fs.fcntl_getfl(u)?, fs.fstat(u)?.ino)))?;
+    let (acc, ino, elsewhere) = image.with(|fs| {
+        let ino = fs.fstat(u)?.ino;
+        Ok((fs.fcntl_getfl(u)?, ino, crate::locks::mapped_elsewhere(ino)))
+    })?;
     let acc = acc & libc::O_ACCMODE;
     if acc == libc::O_WRONLY || (write_back && acc == libc::O_RDONLY) {
         return Err(ulfs::Errno::EACCES);
     }
-    if write_back && let Some(pid) = image.with(|_| Ok(crate::locks::mapped_elsewhere(ino)))? {
+    if write_back && let Some(pid) = elsewhere {
         // The processes of a run do not share mapped memory: two writing
         // one file through mappings would each miss the other's stores
         // (SQLite's WAL index loses rows). Refused, as the kernel refuses

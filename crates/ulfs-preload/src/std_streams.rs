@@ -112,7 +112,7 @@ pub fn follow(fd: c_int) {
 
 fn install(fd: c_int) -> Option<Swap> {
     let mode = if fd == 0 { c"r" } else { c"w" };
-    let cookie = crate::stdio::std_stream(fd, mode.as_ptr(), std_write, std_close);
+    let cookie = crate::stdio::cookie_stream(fd, mode.as_ptr(), std_write, std_close);
     if cookie.is_null() {
         return None;
     }

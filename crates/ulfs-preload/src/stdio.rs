@@ -104,18 +104,8 @@ fn mode_flags(mode: &[u8]) -> Option<c_int> {
 
 /// A cookie stream over image descriptor `fd` (closed with the stream).
 fn stream(fd: c_int, mode: *const c_char) -> *mut libc::FILE {
-    let io = CookieIo {
-        read: cookie_read,
-        write: cookie_write,
-        seek: cookie_seek,
-        close: cookie_close,
-    };
-    // SAFETY: `mode` is the program's NUL-terminated mode string; the
-    // cookie is a plain integer.
-    let f = unsafe { fopencookie(fd as usize as *mut c_void, mode, io) };
+    let f = cookie_stream(fd, mode, cookie_write, cookie_close);
     if !f.is_null() {
-        streams().insert(f as usize, fd);
-        byte_oriented(f);
         // glibc buffers a file stream by the file's block size (a cookie
         // stream would get BUFSIZ): the same writes then reach the file
         // at the same moments as on a kernel file system.
@@ -143,27 +133,16 @@ pub fn host_stream(fd: c_int, mode: *const c_char) -> *mut libc::FILE {
     unsafe extern "C" fn leave_open(_cookie: *mut c_void) -> c_int {
         0
     }
-    let io = CookieIo {
-        read: cookie_read,
-        write: cookie_write,
-        seek: cookie_seek,
-        close: leave_open,
-    };
-    // SAFETY: a NUL-terminated mode; the cookie is a plain integer.
-    let f = unsafe { fopencookie(fd as usize as *mut c_void, mode, io) };
-    if !f.is_null() {
-        streams().insert(f as usize, fd);
-        byte_oriented(f);
-    }
-    f
+    cookie_stream(fd, mode, cookie_write, leave_open)
 }
 
 type WriteFn = unsafe extern "C" fn(*mut c_void, *const c_char, size_t) -> ssize_t;
 type CloseFn = unsafe extern "C" fn(*mut c_void) -> c_int;
 
-/// A cookie stream standing in for a standard stream (`std_streams.rs`),
-/// with that module's own write and close.
-pub fn std_stream(
+/// A cookie stream over descriptor `fd` reading and seeking through this
+/// library's calls, with `write` and `close` (the standard streams of
+/// `std_streams.rs` bring their own), known to `fileno` and byte-oriented.
+pub fn cookie_stream(
     fd: c_int,
     mode: *const c_char,
     write: WriteFn,
