@@ -1,329 +1,263 @@
-//! `ulfs-bench`: measures ulfs in process against the same calls through
-//! the kernel, in the same run, and reports ratios as the result
-//! (BENCHMARKS.md). In memory (`/dev/shm`): the ULFS paper's lseek, fstat,
-//! read-after-write and file-count experiments (figs 11, 12, 6, 7), for
-//! ulfs in both durability modes against host tmpfs (and memcpy for
-//! data). On the host disk: create + 4 KiB write + fsync + close per file,
-//! the file-systems-as-processes experiment, for ulfs in both modes
-//! against host ext4.
+//! `ulfs-bench` (run as `ulfs bench`): the ULFS paper's experiments and its
+//! peers', with every system of BENCHMARKS.md measured side by side in one
+//! run, written as `results.csv`, one PNG per figure and `REPORT.md`.
 //!
-//! This file owns the plan (which cells exist) and the order of the run;
-//! the modules own how a repetition is timed (`workloads`), how many are
-//! taken (`measure`), the peers (`peers`) and the output (`report`).
+//! This file owns the command line and the order of a run; the
+//! experiments (`experiments/`) own what is measured, the workers
+//! (`worker.rs`, `c/workload.c`) how, `systems.rs` on what, and
+//! `results.rs`, `plot.rs` and `report.rs` the output.
 
-mod args;
+mod catalog;
+mod cgroup;
+mod experiments;
+mod host;
 mod measure;
-mod peers;
+mod plot;
 mod report;
-mod rng;
-mod workloads;
+mod results;
+mod systems;
+mod worker;
 
-use measure::{BatchRep, Budget, Rep, interleaved, interleaved_batches};
-use peers::{HostPeer, Peer, UlfsPeer};
-use report::{EXT4, FSYNC, JOURNAL, MEMCPY, NONE, Row, TMPFS};
-use std::error::Error;
-use std::path::Path;
+// The ulfs C API the ulfs build of the workload calls: linked in from
+// this crate, not a shared library.
+use ulfs_c as _;
+
+use clap::Parser;
+use experiments::{Ctx, EXPERIMENTS, Experiment};
+use indicatif::{ProgressBar, ProgressStyle};
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use ulfs::Mode;
-use workloads::{FILE_BYTES, FSYNC_BYTES, RAW_BYTES, RawPlan};
 
-/// Seed of the chunk order; fixed so runs are comparable with each other.
-const SEED: u64 = 0x756c_6673_6265_6e63;
-
-/// The cells of one run. `--quick` keeps every workload and chunk size (so
-/// the smoke test sees the whole shape of the output) but drops the large
-/// call and file counts, which are what make a full run take time.
-struct Plan {
+#[derive(Parser)]
+#[command(
+    name = "ulfs bench",
+    bin_name = "ulfs bench",
+    about = "Runs the ULFS paper's experiments and its peers' against host file systems, \
+             side by side; writes results.csv, a PNG per figure and REPORT.md",
+    after_help = "Experiments (--list says more): fig6 fig7 fig8 fig9 fig10 fig11 fig12 fig13 \
+                  fig14 postmark fsync-loop open create mount. None named: all of them."
+)]
+struct Args {
+    /// Small parameters and few rounds: a few minutes for everything.
+    #[arg(long)]
     quick: bool,
-    counts: &'static [u64],
-    chunks: &'static [usize],
-    /// Files per repetition of the file-count workload.
-    files: &'static [usize],
-    /// Size of the in-memory images: room for the largest file count.
-    mem_image: u64,
-    budget: Budget,
-    fsync_files: usize,
-    fsync_budget: Budget,
-}
-
-impl Plan {
-    fn new(opts: &args::Options) -> Self {
-        const CHUNKS: &[usize] = &[64, 512, 4 << 10, 32 << 10, 256 << 10, 1 << 20];
-        let fsync_files = opts.fsync_files();
-        let fsync_budget = Budget::fsync(opts.quick);
-        if opts.quick {
-            Plan {
-                quick: true,
-                counts: &[100, 10_000],
-                chunks: CHUNKS,
-                files: &[1, 10],
-                mem_image: 64 << 20,
-                budget: Budget::quick(),
-                fsync_files,
-                fsync_budget,
-            }
-        } else {
-            Plan {
-                quick: false,
-                counts: &[100, 10_000, 1_000_000],
-                chunks: CHUNKS,
-                files: &[1, 10, 100],
-                mem_image: 256 << 20,
-                budget: Budget::full(),
-                fsync_files,
-                fsync_budget,
-            }
-        }
-    }
-
-    /// Disk images: 64 MiB, or more for a large `--fsync-files`, so one
-    /// repetition's files (a data block, an inode, directory growth)
-    /// fit with room to spare.
-    fn disk_image(&self) -> u64 {
-        (64u64 << 20).max((self.fsync_files as u64 * (32 << 10)).next_multiple_of(1 << 20))
-    }
+    /// Directory for results.csv, skips.csv, the PNGs and REPORT.md.
+    #[arg(long, value_name = "DIR", default_value = "bench-results")]
+    out: PathBuf,
+    /// Names the experiments and what each measures, then exits.
+    #[arg(long)]
+    list: bool,
+    /// Draws the plots and the report again from DIR/results.csv (and
+    /// skips.csv) of an earlier run, measuring nothing.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["quick", "list"])]
+    replot: Option<PathBuf>,
+    /// Experiments to run (default: all).
+    #[arg(value_name = "EXPERIMENT")]
+    experiments: Vec<String>,
 }
 
 fn main() -> ExitCode {
-    let opts = match args::parse(std::env::args_os().skip(1)) {
-        Ok(args::Parsed::Run(o)) => o,
-        Ok(args::Parsed::Help) => {
-            println!("{}", args::USAGE);
-            return ExitCode::SUCCESS;
-        }
-        Err(e) => {
-            eprintln!("ulfs-bench: {e}\n{}", args::USAGE);
+    let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    // A worker (started by a run, maybe under `ulfs run`) goes straight to
+    // the C loop: nothing else of this program runs in it.
+    if argv.get(1).is_some_and(|a| a == "worker") {
+        let (Some(kind), Some(place)) = (argv.get(2), argv.get(3)) else {
+            eprintln!("usage: ulfs-bench worker posix|ulfs DIR|IMAGE");
             return ExitCode::from(2);
-        }
+        };
+        let status = worker::serve(&kind.to_string_lossy(), Path::new(place));
+        return ExitCode::from(u8::try_from(status).unwrap_or(1));
+    }
+    let args = Args::parse_from(argv);
+    if args.list {
+        list();
+        return ExitCode::SUCCESS;
+    }
+    let result = match &args.replot {
+        Some(dir) => replot(dir),
+        None => run(&args),
     };
-    match run(&opts) {
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("ulfs-bench: {e}");
+            eprintln!("ulfs bench: {e}");
             ExitCode::FAILURE
         }
     }
 }
 
-fn run(opts: &args::Options) -> Result<(), Box<dyn Error>> {
-    if cfg!(debug_assertions) {
-        eprintln!("ulfs-bench: warning: built without --release; numbers are not representative");
+fn list() {
+    for e in EXPERIMENTS {
+        println!("{:<11} {}", e.name, e.about);
+        println!("{:<11} figures: {}", "", e.figures.join(" "));
+        let systems: Vec<&str> = e.systems.iter().map(|s| s.name()).collect();
+        println!("{:<11} systems: {}", "", systems.join(" "));
     }
-    let plan = Plan::new(opts);
-    let mem = peers::memory_dir();
-    let mut rows = Vec::new();
-    memory_workloads(&plan, &mem, &mut rows)?;
-    if plan.fsync_files > 0 {
-        fsync_workload(&plan, &peers::disk_dir(), &mut rows)?;
-    }
-
-    println!();
-    print!("{}", report::table(&rows));
-    println!(
-        "\nns/op: median over repetitions; read-after-write op = one chunk's pwrite + pread;\n\
-         file-count op = one 1 MiB file written, closed, reopened, read, closed.\n\
-         a/b = time of a / time of b: tmpfs/journal > 1 means ulfs (journal) is faster,\n\
-         none/journal < 1 means the journal costs that much over in-place updates."
-    );
-    if plan.fsync_files > 0 {
-        println!();
-        print!("{}", report::fsync_table(&rows));
-        println!(
-            "\nus/file: median over repetitions of create + {} KiB pwrite + fsync + close.\n\
-             paper ext4: file systems as processes (HotStorage'19), their machine, for context only.",
-            FSYNC_BYTES >> 10
-        );
-    }
-    report::write_csv(&opts.out, &rows)?;
-    println!("CSV: {}", opts.out.display());
-    Ok(())
 }
 
-/// lseek, fstat, read-after-write and file-count on `/dev/shm`.
-fn memory_workloads(plan: &Plan, mem: &Path, rows: &mut Vec<Row>) -> Result<(), Box<dyn Error>> {
-    let mut journal = UlfsPeer::new(mem, Mode::Journal, plan.mem_image)?;
-    let mut none = UlfsPeer::new(mem, Mode::None, plan.mem_image)?;
-    let mut host = HostPeer::new(mem)?;
-    println!(
-        "ulfs-journal image: {} ({}, {} MiB)",
-        journal.image().display(),
-        peers::fs_kind(mem),
-        plan.mem_image >> 20
-    );
-    println!(
-        "ulfs-none image: {} ({}, {} MiB)",
-        none.image().display(),
-        peers::fs_kind(mem),
-        plan.mem_image >> 20
-    );
-    println!(
-        "host-tmpfs dir: {} ({})",
-        host.dir().display(),
-        peers::fs_kind(host.dir())
-    );
-    println!(
-        "mode: {}; cpus: {}; read-after-write total {} bytes per repetition; file-count {} bytes per file",
-        if plan.quick { "quick" } else { "full" },
-        std::thread::available_parallelism().map_or(0, |n| n.get()),
-        RAW_BYTES,
-        FILE_BYTES
-    );
-    const PEERS: [&str; 3] = [JOURNAL, NONE, TMPFS];
-
-    // lseek and fstat each get their own file, opened once: the figures
-    // time the call on an open descriptor, not open itself.
-    for (workload, name) in [("lseek", "lseek-empty"), ("fstat", "fstat-one")] {
-        let fj = journal.create(name)?;
-        let fn_ = none.create(name)?;
-        let fh = host.create(name)?;
-        for &n in plan.counts {
-            eprintln!("measuring {workload} N={n}");
-            let samples = {
-                let (j, u, h) = (&mut journal, &mut none, &mut host);
-                let mut reps: [Rep<'_>; 3] = if workload == "lseek" {
-                    [
-                        Box::new(move || workloads::lseek(j, fj, n)),
-                        Box::new(move || workloads::lseek(u, fn_, n)),
-                        Box::new(move || workloads::lseek(h, fh, n)),
-                    ]
-                } else {
-                    [
-                        Box::new(move || workloads::fstat(j, fj, n)),
-                        Box::new(move || workloads::fstat(u, fn_, n)),
-                        Box::new(move || workloads::fstat(h, fh, n)),
-                    ]
-                };
-                interleaved(&plan.budget, n, &mut reps)?
-            };
-            push_rows(rows, workload, n, &PEERS, samples);
+fn select(names: &[String]) -> Result<Vec<&'static Experiment>, String> {
+    if names.is_empty() {
+        return Ok(EXPERIMENTS.iter().collect());
+    }
+    let mut chosen = Vec::new();
+    for n in names {
+        let e = EXPERIMENTS.iter().find(|e| e.name == n).ok_or_else(|| {
+            let all: Vec<&str> = EXPERIMENTS.iter().map(|e| e.name).collect();
+            format!("no experiment {n:?}; there are: {}", all.join(" "))
+        })?;
+        if !chosen.iter().any(|c: &&Experiment| c.name == e.name) {
+            chosen.push(e);
         }
-        journal.close(fj)?;
-        none.close(fn_)?;
-        host.close(fh)?;
     }
-
-    for &chunk in plan.chunks {
-        eprintln!("measuring read-after-write chunk={chunk}");
-        let raw = RawPlan::new(chunk, SEED);
-        let [mut dst_j, mut dst_n, mut dst_h, mut file_m, mut dst_m] =
-            std::array::from_fn(|_| vec![0u8; RAW_BYTES]);
-        let samples = {
-            let (j, u, h, r) = (&mut journal, &mut none, &mut host, &raw);
-            let mut reps: [Rep<'_>; 4] = [
-                Box::new(|| workloads::read_after_write(j, r, &mut dst_j)),
-                Box::new(|| workloads::read_after_write(u, r, &mut dst_n)),
-                Box::new(|| workloads::read_after_write(h, r, &mut dst_h)),
-                Box::new(|| Ok(workloads::memcpy(r, &mut file_m, &mut dst_m))),
-            ];
-            interleaved(&plan.budget, raw.ops(), &mut reps)?
-        };
-        push_rows(
-            rows,
-            "read-after-write",
-            chunk as u64,
-            &[JOURNAL, NONE, TMPFS, MEMCPY],
-            samples,
-        );
-    }
-
-    let mut src = vec![0u8; FILE_BYTES];
-    rng::SplitMix64::new(SEED).fill(&mut src);
-    for &n in plan.files {
-        eprintln!("measuring file-count files={n}");
-        let names = workloads::names("fc", n);
-        let [mut dst_j, mut dst_n, mut dst_h] = std::array::from_fn(|_| vec![0u8; FILE_BYTES]);
-        let samples = {
-            let (j, u, h, names, src) = (&mut journal, &mut none, &mut host, &names, &src);
-            let mut reps: [Rep<'_>; 3] = [
-                Box::new(|| workloads::file_count(j, names, src, &mut dst_j)),
-                Box::new(|| workloads::file_count(u, names, src, &mut dst_n)),
-                Box::new(|| workloads::file_count(h, names, src, &mut dst_h)),
-            ];
-            interleaved(&plan.budget, n as u64, &mut reps)?
-        };
-        push_rows(rows, "file-count", n as u64, &PEERS, samples);
-    }
-
-    journal.finish()?;
-    none.finish()?;
-    Ok(())
+    Ok(chosen)
 }
 
-/// Create + 4 KiB write + fsync + close of `plan.fsync_files` files, on
-/// the host disk: ulfs in both modes (each fsync an msync of the image
-/// mapping) and the same calls through the kernel.
-fn fsync_workload(plan: &Plan, disk: &Path, rows: &mut Vec<Row>) -> Result<(), Box<dyn Error>> {
-    let size = plan.disk_image();
-    let mut journal = UlfsPeer::new(disk, Mode::Journal, size)?;
-    let mut none = UlfsPeer::new(disk, Mode::None, size)?;
-    let mut host = HostPeer::new(disk)?;
-    println!(
-        "fsync: ulfs-journal image {} and ulfs-none image {} ({} MiB each); host-ext4 dir {}; \
-         all on {}",
-        journal.image().display(),
-        none.image().display(),
-        size >> 20,
-        host.dir().display(),
-        peers::fs_kind(disk)
-    );
-    let n = plan.fsync_files;
-    eprintln!(
-        "measuring fsync files={n} ({} repetitions per peer after one warm-up, \
-         taking turns every {} files)",
-        plan.fsync_budget.min_reps,
-        FSYNC_BATCH.min(n)
-    );
-    let names = workloads::names("fs", n);
-    let batch = FSYNC_BATCH.min(n);
-    let batches: Vec<&[String]> = names.chunks(batch).collect();
-    let mut src = vec![0u8; FSYNC_BYTES];
-    rng::SplitMix64::new(SEED).fill(&mut src);
-    let samples = {
-        let (j, u, h, names, batches, src) =
-            (&mut journal, &mut none, &mut host, &names, &batches, &src);
-        let mut reps: [BatchRep<'_>; 3] = [
-            Box::new(|b| fsync_step(j, names, batches, b, src)),
-            Box::new(|b| fsync_step(u, names, batches, b, src)),
-            Box::new(|b| fsync_step(h, names, batches, b, src)),
-        ];
-        interleaved_batches(&plan.fsync_budget, n as u64, batches.len(), &mut reps)?
+fn run(args: &Args) -> Result<(), String> {
+    let chosen = select(&args.experiments)?;
+    std::fs::create_dir_all(&args.out).map_err(|e| format!("{}: {e}", args.out.display()))?;
+    if cfg!(debug_assertions) {
+        eprintln!("ulfs bench: warning: a debug build; its numbers are not representative");
+    }
+    let tools = systems::Tools::find()?;
+    let memory = host::memory_dir();
+    let disk = host::disk_dir();
+    let machine = host::machine();
+    eprintln!("machine: {machine}");
+    match &memory {
+        Ok(d) => eprintln!(
+            "memory:  {} ({})",
+            d.path().display(),
+            host::fs_name(d.path())
+        ),
+        Err(e) => eprintln!("memory:  none: {e}"),
+    }
+    match &disk {
+        Ok(d) => eprintln!("disk:    {} ({})", d.path().display(), d.note),
+        Err(e) => eprintln!("disk:    none: {e}"),
+    }
+    let disk_note = match &disk {
+        Ok(d) => d.note.clone(),
+        Err(e) => format!("no disk peer: {e}"),
     };
-    push_rows(rows, FSYNC, n as u64, &[JOURNAL, NONE, EXT4], samples);
-    journal.finish()?;
-    none.finish()?;
+    let bar = ProgressBar::new(0);
+    if let Ok(style) =
+        ProgressStyle::with_template("{msg:>10} [{bar:40}] {pos}/{len} cells, {elapsed} elapsed")
+    {
+        bar.set_style(style.progress_chars("=> "));
+    }
+    let mut ctx = Ctx {
+        quick: args.quick,
+        tools,
+        memory,
+        disk,
+        rows: Vec::new(),
+        skips: Vec::new(),
+        failures: Vec::new(),
+        bar,
+    };
+    let started = std::time::Instant::now();
+    for e in &chosen {
+        let t = std::time::Instant::now();
+        (e.run)(&mut ctx);
+        ctx.note(&format!(
+            "{:<11} done in {:.1} s",
+            e.name,
+            t.elapsed().as_secs_f64()
+        ));
+    }
+    ctx.bar.finish_and_clear();
+    eprintln!(
+        "measured in {:.0} s: {} rows, {} skips",
+        started.elapsed().as_secs_f64(),
+        ctx.rows.len(),
+        ctx.skips.len()
+    );
+    let command = std::env::args().collect::<Vec<_>>().join(" ");
+    let caption = format!("{machine}; {disk_note}; {}", host::today());
+    write_outputs(
+        &args.out, &ctx.rows, &ctx.skips, &caption, args.quick, &command,
+    )?;
+    for s in &ctx.skips {
+        eprintln!("skipped: {} {}: {}", s.experiment, s.system, s.reason);
+    }
+    for fig in catalog::FIGURES {
+        if ctx.rows.iter().any(|r| r.experiment == fig.name) {
+            println!("{}: {}", fig.name, report::sentence(fig, &ctx.rows));
+        }
+    }
+    if ctx.failures.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "the results are written, but something failed:\n  {}",
+            ctx.failures.join("\n  ")
+        ))
+    }
+}
+
+/// `results.csv`, `skips.csv`, a PNG per figure with rows, `REPORT.md`.
+fn write_outputs(
+    out: &Path,
+    rows: &[results::Row],
+    skips: &[results::Skip],
+    caption: &str,
+    quick: bool,
+    command: &str,
+) -> Result<(), String> {
+    let io = |p: &Path, e: std::io::Error| format!("{}: {e}", p.display());
+    // What --replot needs to caption and report as the run did.
+    let about = out.join("run.txt");
+    let mode = if quick { "quick" } else { "full" };
+    std::fs::write(&about, format!("{caption}\n{mode}\n{command}\n")).map_err(|e| io(&about, e))?;
+    let csv = out.join("results.csv");
+    results::write_csv(&csv, rows).map_err(|e| io(&csv, e))?;
+    let skips_csv = out.join("skips.csv");
+    results::write_skips(&skips_csv, skips).map_err(|e| io(&skips_csv, e))?;
+    let mut pngs = Vec::new();
+    for fig in catalog::FIGURES {
+        let mine: Vec<&results::Row> = rows.iter().filter(|r| r.experiment == fig.name).collect();
+        if mine.is_empty() {
+            continue;
+        }
+        let png = out.join(format!("{}.png", fig.name));
+        plot::draw(fig, &mine, caption, &png).map_err(|e| format!("{}: {e}", png.display()))?;
+        pngs.push(fig.name);
+    }
+    let report_path = out.join("REPORT.md");
+    let ctx = report::Context {
+        machine: caption,
+        quick,
+        command,
+        when: &host::today(),
+    };
+    report::write(&report_path, &ctx, rows, skips, &pngs).map_err(|e| io(&report_path, e))?;
+    println!("results: {}", csv.display());
+    println!("skips:   {}", skips_csv.display());
+    println!("plots:   {} PNGs in {}", pngs.len(), out.display());
+    println!("report:  {}", report_path.display());
     Ok(())
 }
 
-/// Files per batch of the fsync workload: the peers take turns every this
-/// many files (see `measure::interleaved_batches`).
-const FSYNC_BATCH: usize = 50;
-
-fn fsync_step<P: Peer>(
-    p: &mut P,
-    names: &[String],
-    batches: &[&[String]],
-    batch: Option<usize>,
-    src: &[u8],
-) -> std::io::Result<std::time::Duration> {
-    match batch {
-        Some(b) => workloads::fsync_files(p, batches[b], src),
-        None => workloads::fsync_cleanup(p, names).map(|()| std::time::Duration::ZERO),
-    }
-}
-
-fn push_rows(
-    rows: &mut Vec<Row>,
-    workload: &'static str,
-    param: u64,
-    peers: &[&'static str],
-    samples: Vec<measure::Sample>,
-) {
-    for (&peer, sample) in peers.iter().zip(samples) {
-        rows.push(Row {
-            workload,
-            param,
-            peer,
-            sample,
-        });
-    }
+/// Plots and report again from an earlier run's CSVs.
+fn replot(dir: &Path) -> Result<(), String> {
+    let read = |name: &str| -> Result<String, String> {
+        let p = dir.join(name);
+        std::fs::read_to_string(&p).map_err(|e| format!("{}: {e}", p.display()))
+    };
+    let rows = results::read_csv(&read("results.csv")?).map_err(|e| format!("results.csv: {e}"))?;
+    let skips = match read("skips.csv") {
+        Ok(t) => results::read_skips(&t).map_err(|e| format!("skips.csv: {e}"))?,
+        Err(_) => Vec::new(),
+    };
+    // The run's own caption, mode and command; a CSV from elsewhere has
+    // none, and is captioned with this machine.
+    let about = read("run.txt").unwrap_or_default();
+    let mut lines = about.lines();
+    let caption = match lines.next() {
+        Some(c) if !c.is_empty() => c.to_string(),
+        _ => format!("{}; replotted {}", host::machine(), host::today()),
+    };
+    let quick = lines.next() == Some("quick");
+    let command = lines.next().unwrap_or("ulfs bench --replot").to_string();
+    write_outputs(dir, &rows, &skips, &caption, quick, &command)
 }

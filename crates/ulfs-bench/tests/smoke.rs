@@ -1,83 +1,211 @@
-//! Smoke test: the benchmark binary runs end to end in `--quick` mode and
-//! writes a CSV with one sane row per (workload, param, peer). Timings are
-//! never asserted: the machines are shared and noisy (BENCHMARKS.md).
+//! Smoke test: `ulfs bench --quick` runs every experiment end to end and
+//! writes what it promises: `results.csv` in the agreed schema, a row for
+//! every (figure, system) an experiment names or a stated skip, a valid
+//! PNG per figure with rows, and a report. Timings are never asserted: the
+//! machines are shared and noisy (BENCHMARKS.md).
+//!
+//! Runs the `ulfs` binary of the workspace (`bench` hands over to the
+//! `ulfs-bench` beside it), so the workspace must be built first, as
+//! `scripts/test.sh` does.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// What `--quick` measures; kept in step with `Plan::new` in main.rs (and
-/// the default `--fsync-files` of `--quick` in args.rs).
-fn expected() -> Vec<(&'static str, u64, &'static str)> {
-    const MEMORY: [&str; 3] = ["ulfs-journal", "ulfs-none", "host-tmpfs"];
-    let mut rows = Vec::new();
-    for workload in ["lseek", "fstat"] {
-        for n in [100, 10_000] {
-            for peer in MEMORY {
-                rows.push((workload, n, peer));
+fn ulfs_bin() -> PathBuf {
+    let bench = PathBuf::from(env!("CARGO_BIN_EXE_ulfs-bench"));
+    let ulfs = bench.with_file_name("ulfs");
+    assert!(
+        ulfs.is_file() && bench.with_file_name("libulfs_preload.so").is_file(),
+        "{} or libulfs_preload.so is missing: cargo build --workspace first",
+        ulfs.display()
+    );
+    ulfs
+}
+
+/// `--list`: experiment -> (figures, systems).
+fn listed() -> BTreeMap<String, (Vec<String>, Vec<String>)> {
+    let out = Command::new(ulfs_bin())
+        .args(["bench", "--list"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    let mut map = BTreeMap::new();
+    let mut current = String::new();
+    for line in text.lines() {
+        let words: Vec<String> = line.split_whitespace().map(String::from).collect();
+        match words.first().map(String::as_str) {
+            Some("figures:") => {
+                map.entry(current.clone())
+                    .or_insert_with(|| (Vec::new(), Vec::new()))
+                    .0 = words[1..].to_vec()
             }
+            Some("systems:") => {
+                map.entry(current.clone())
+                    .or_insert_with(|| (Vec::new(), Vec::new()))
+                    .1 = words[1..].to_vec()
+            }
+            Some(name) => current = name.to_string(),
+            None => {}
         }
     }
-    for chunk in [64, 512, 4 << 10, 32 << 10, 256 << 10, 1 << 20] {
-        for peer in MEMORY.into_iter().chain(["memcpy"]) {
-            rows.push(("read-after-write", chunk, peer));
-        }
-    }
-    for files in [1, 10] {
-        for peer in MEMORY {
-            rows.push(("file-count", files, peer));
-        }
-    }
-    for peer in ["ulfs-journal", "ulfs-none", "host-ext4"] {
-        rows.push(("fsync", 50, peer));
-    }
-    rows
+    map
+}
+
+fn png_dimensions(path: &Path) -> (u32, u32) {
+    let file = std::fs::File::open(path).unwrap();
+    let mut reader = png::Decoder::new(std::io::BufReader::new(file))
+        .read_info()
+        .unwrap_or_else(|e| panic!("{}: not a PNG: {e}", path.display()));
+    let mut buf = vec![0; reader.output_buffer_size()];
+    let info = reader
+        .next_frame(&mut buf)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    // A plot, not a blank canvas: many distinct colours.
+    let distinct: BTreeSet<&[u8]> = buf[..info.buffer_size()]
+        .chunks(info.line_size / info.width as usize)
+        .collect();
+    assert!(distinct.len() > 5, "{}: a flat image", path.display());
+    (info.width, info.height)
 }
 
 #[test]
-fn quick_run_writes_a_complete_csv() {
+fn a_quick_run_writes_every_figure_or_says_why_not() {
+    let experiments = listed();
+    assert_eq!(
+        experiments.keys().cloned().collect::<BTreeSet<_>>(),
+        [
+            "fig6",
+            "fig7",
+            "fig8",
+            "fig9",
+            "fig10",
+            "fig11",
+            "fig12",
+            "fig13",
+            "fig14",
+            "postmark",
+            "fsync-loop",
+            "open",
+            "create",
+            "mount"
+        ]
+        .map(String::from)
+        .into(),
+        "the issue's experiments, by name"
+    );
+
     let dir = tempfile::tempdir().unwrap();
-    // A directory that does not exist yet: the binary must create it.
-    let out = dir.path().join("nested").join("quick.csv");
-    let output = Command::new(env!("CARGO_BIN_EXE_ulfs-bench"))
-        .arg("--quick")
-        .arg("--out")
+    let out = dir.path().join("nested").join("out");
+    let run = Command::new(ulfs_bin())
+        .args(["bench", "--quick", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "ulfs bench failed: {stderr}");
+
+    let csv = std::fs::read_to_string(out.join("results.csv")).unwrap();
+    let mut lines = csv.lines();
+    assert_eq!(
+        lines.next(),
+        Some("experiment,system,param,value,unit,stddev")
+    );
+    let mut have: BTreeSet<(String, String)> = BTreeSet::new();
+    for line in lines {
+        let f: Vec<&str> = line.split(',').collect();
+        assert_eq!(f.len(), 6, "{line}");
+        let value: f64 = f[3].parse().unwrap();
+        let stddev: f64 = f[5].parse().unwrap();
+        assert!(value.is_finite() && value >= 0.0, "{line}");
+        assert!(stddev.is_finite() && stddev >= 0.0, "{line}");
+        f[2].parse::<u64>().unwrap();
+        assert!(
+            ["ns", "us", "ms", "s", "KiB", "ops/s"].contains(&f[4]),
+            "{line}"
+        );
+        have.insert((f[0].to_string(), f[1].to_string()));
+    }
+
+    let skips = std::fs::read_to_string(out.join("skips.csv")).unwrap();
+    let mut skip_lines = skips.lines();
+    assert_eq!(skip_lines.next(), Some("experiment,system,reason"));
+    let mut skipped: BTreeSet<(String, String)> = BTreeSet::new();
+    for line in skip_lines {
+        let f: Vec<&str> = line.splitn(3, ',').collect();
+        assert_eq!(f.len(), 3, "{line}");
+        // The reasons a run on a root machine with everything installed
+        // may give: no FUSE peer yet, the OOM killer under fig. 9's
+        // tightest limits. Anything else is a failure of the benchmark.
+        let acceptable =
+            f[1] == "ulfs-fuse" || (f[0] == "fig9-memory-limit" && f[2].contains("OOM killer"));
+        assert!(acceptable, "unexpected skip: {line}");
+        skipped.insert((f[0].to_string(), f[1].to_string()));
+    }
+
+    for (name, (figures, systems)) in &experiments {
+        assert!(!figures.is_empty() && !systems.is_empty(), "{name}");
+        for figure in figures {
+            for system in systems {
+                let key = (figure.clone(), system.clone());
+                assert!(
+                    have.contains(&key) || skipped.contains(&key),
+                    "{name}: no row and no skip for {figure} on {system}"
+                );
+            }
+            // Every figure has rows, so every figure has a plot.
+            assert!(
+                have.iter().any(|(f, _)| f == figure),
+                "{figure}: no rows at all"
+            );
+            let (w, h) = png_dimensions(&out.join(format!("{figure}.png")));
+            assert!(w >= 640 && h >= 400, "{figure}.png is {w}x{h}");
+        }
+    }
+
+    let report = std::fs::read_to_string(out.join("REPORT.md")).unwrap();
+    for (figures, _) in experiments.values() {
+        for figure in figures {
+            assert!(
+                report.contains(&format!("({figure}.png)")),
+                "REPORT.md does not show {figure}.png"
+            );
+        }
+    }
+
+    // The plots and report come from the CSVs alone: drawn again, they
+    // are there again.
+    for figure in experiments.values().flat_map(|(f, _)| f) {
+        std::fs::remove_file(out.join(format!("{figure}.png"))).unwrap();
+    }
+    let replot = Command::new(ulfs_bin())
+        .args(["bench", "--replot"])
         .arg(&out)
         .output()
         .unwrap();
     assert!(
-        output.status.success(),
-        "ulfs-bench failed: {}\nstdout:\n{}\nstderr:\n{}",
-        output.status,
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
+        replot.status.success(),
+        "{}",
+        String::from_utf8_lossy(&replot.stderr)
     );
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    for column in ["tmpfs/journal", "none/journal", "ext4/journal"] {
-        assert!(
-            stdout.contains(column),
-            "no {column} column on stdout:\n{stdout}"
-        );
+    for figure in experiments.values().flat_map(|(f, _)| f) {
+        png_dimensions(&out.join(format!("{figure}.png")));
     }
+}
 
-    let csv = std::fs::read_to_string(&out).unwrap();
-    let mut lines = csv.lines();
-    assert_eq!(lines.next(), Some("workload,param,peer,ns_per_op,reps"));
-    let mut got: HashMap<(String, u64, String), (f64, u64)> = HashMap::new();
-    for line in lines {
-        let f: Vec<&str> = line.split(',').collect();
-        assert_eq!(f.len(), 5, "bad row {line:?}");
-        let key = (f[0].to_string(), f[1].parse().unwrap(), f[2].to_string());
-        let val = (f[3].parse::<f64>().unwrap(), f[4].parse::<u64>().unwrap());
-        assert!(got.insert(key, val).is_none(), "duplicate row {line:?}");
-    }
-    let want = expected();
-    for (workload, param, peer) in &want {
-        let key = (workload.to_string(), *param, peer.to_string());
-        let Some(&(ns, reps)) = got.get(&key) else {
-            panic!("no row for {key:?} in\n{csv}");
-        };
-        assert!(ns.is_finite() && ns > 0.0, "ns_per_op {ns} for {key:?}");
-        assert!(reps >= 1, "reps {reps} for {key:?}");
-    }
-    assert_eq!(got.len(), want.len(), "unexpected extra rows in\n{csv}");
+#[test]
+fn a_wrong_experiment_or_flag_is_refused_with_the_names() {
+    let out = Command::new(ulfs_bin())
+        .args(["bench", "--quick", "fig99"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("fig99") && err.contains("fig6"), "{err}");
+    let out = Command::new(ulfs_bin())
+        .args(["bench", "--frobnicate"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
 }

@@ -6,6 +6,7 @@
 //! the CLI's contract: `ulfs: <context>: <message>` on stderr and a
 //! non-zero exit status.
 
+mod bench;
 mod cat;
 mod dir;
 mod error;
@@ -206,6 +207,18 @@ enum Command {
         #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
         command: Vec<OsString>,
     },
+    /// Run the benchmarks: the ULFS paper's experiments against host file
+    /// systems, with plots and a report (`ulfs bench --help` for options)
+    ///
+    /// Runs the `ulfs-bench` program built beside this one; every argument
+    /// goes to it. docs/BENCHMARKS.md says what is measured and how.
+    #[command(disable_help_flag = true)]
+    Bench {
+        /// Arguments for ulfs-bench: [--quick] [--out DIR] [--list]
+        /// [--replot DIR] [EXPERIMENT...]
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<OsString>,
+    },
     /// Check an image for inconsistencies, and with --repair fix them
     ///
     /// The repair frees leaked blocks and marks used ones, sets link counts,
@@ -316,6 +329,7 @@ fn run(command: Command) -> CliResult {
             fail_fast,
         } => export::run(&image, &imgpath::from_arg(&src), &hostdir, fail_fast),
         Command::Fsck { image, repair } => fsck::run(&image, repair),
+        Command::Bench { args } => bench::run(&args),
         Command::Run {
             image,
             at,

@@ -1,0 +1,201 @@
+//! Metadata experiments from the other reference papers: the create +
+//! write + fsync + close loop (file systems as processes, HotStorage'19),
+//! open() of existing and missing names (Unikraft, EuroSys'21), create
+//! and unlink rates in one large directory, and the mount of an image
+//! holding many files.
+
+use super::{Ctx, Experiment, IN_MEMORY, ON_DISK, Output, Sweep, image_for, largest, ns_to, sweep};
+use crate::measure::mean_stddev;
+use crate::results::{Row, Unit};
+use crate::systems::{Medium, System};
+
+const MOUNT_SYSTEMS: [System; 2] = [System::UlfsJournal, System::UlfsNone];
+
+/// Image room per empty file: its inode (256 bytes) and its entry, with
+/// plenty to spare.
+const PER_FILE: u64 = 1 << 10;
+
+pub const FSYNC_LOOP: Experiment = Experiment {
+    name: "fsync-loop",
+    about: "create + 4 KiB write + fsync + close of 1,000 files, on the host disk",
+    figures: &["fsync-loop"],
+    systems: &ON_DISK,
+    run: fsync_loop,
+};
+
+fn fsync_loop(ctx: &mut Ctx) {
+    let params: &[u64] = if ctx.quick { &[50] } else { &[100, 1000] };
+    sweep(
+        ctx,
+        &Sweep {
+            name: "fsync-loop",
+            medium: Medium::Disk,
+            systems: &ON_DISK,
+            params,
+            rounds: ctx.slow_rounds(),
+            image_bytes: image_for(largest(params), 8 << 10),
+            outputs: &[Output {
+                figure: "fsync-loop",
+                unit: Unit::Us,
+            }],
+            request: &|_, n| format!("fsync {n}"),
+            convert: &|n, a| a.iter().map(|&ns| ns_to(Unit::Us, ns) / n as f64).collect(),
+        },
+    );
+}
+
+pub const OPEN: Experiment = Experiment {
+    name: "open",
+    about: "open() of an existing and of a missing name in directories of 10 to 1,000,000 entries",
+    figures: &["open-existing", "open-missing"],
+    systems: &IN_MEMORY,
+    run: open,
+};
+
+fn open(ctx: &mut Ctx) {
+    let params: &[u64] = if ctx.quick {
+        &[10, 100, 1000]
+    } else {
+        &[10, 100, 1000, 10_000, 100_000, 1_000_000]
+    };
+    let opens: u64 = if ctx.quick { 1000 } else { 10_000 };
+    let request = move |_: System, n: u64| format!("open {n} {opens}");
+    sweep(
+        ctx,
+        &Sweep {
+            name: "open",
+            medium: Medium::Memory,
+            systems: &IN_MEMORY,
+            params,
+            rounds: ctx.rounds(),
+            image_bytes: image_for(largest(params), PER_FILE),
+            outputs: &[
+                Output {
+                    figure: "open-existing",
+                    unit: Unit::Ns,
+                },
+                Output {
+                    figure: "open-missing",
+                    unit: Unit::Ns,
+                },
+            ],
+            request: &request,
+            convert: &move |_, a| a.iter().map(|&ns| ns / opens as f64).collect(),
+        },
+    );
+}
+
+pub const CREATE: Experiment = Experiment {
+    name: "create",
+    about: "create, then unlink, 1,000 to 1,000,000 files in one directory",
+    figures: &["create", "create-unlink"],
+    systems: &IN_MEMORY,
+    run: create,
+};
+
+fn create(ctx: &mut Ctx) {
+    let params: &[u64] = if ctx.quick {
+        &[1000, 10_000]
+    } else {
+        &[1000, 10_000, 100_000, 1_000_000]
+    };
+    sweep(
+        ctx,
+        &Sweep {
+            name: "create",
+            medium: Medium::Memory,
+            systems: &IN_MEMORY,
+            params,
+            rounds: ctx.slow_rounds(),
+            image_bytes: image_for(largest(params), PER_FILE),
+            outputs: &[
+                Output {
+                    figure: "create",
+                    unit: Unit::Us,
+                },
+                Output {
+                    figure: "create-unlink",
+                    unit: Unit::Us,
+                },
+            ],
+            request: &|_, n| format!("create {n}"),
+            convert: &|n, a| a.iter().map(|&ns| ns_to(Unit::Us, ns) / n as f64).collect(),
+        },
+    );
+}
+
+pub const MOUNT: Experiment = Experiment {
+    name: "mount",
+    about: "mount time and resident memory of an image holding 1,000 to 1,000,000 files",
+    figures: &["mount-time", "mount-memory"],
+    systems: &MOUNT_SYSTEMS,
+    run: mount,
+};
+
+fn mount(ctx: &mut Ctx) {
+    const FIGURES: [&str; 2] = ["mount-time", "mount-memory"];
+    let params: &[u64] = if ctx.quick {
+        &[1000, 10_000]
+    } else {
+        &[1000, 10_000, 100_000, 1_000_000]
+    };
+    let systems = MOUNT_SYSTEMS;
+    let rounds = ctx.rounds();
+    ctx.bar
+        .inc_length((params.len() * systems.len() * (1 + rounds.total())) as u64);
+    ctx.bar.set_message("mount");
+    let place = ctx.place(
+        "mount",
+        Medium::Memory,
+        image_for(largest(params), PER_FILE),
+    );
+    'systems: for sys in systems {
+        for &n in params {
+            // A new image holding n files, then rounds of new processes
+            // mounting it.
+            ctx.bar.inc(1);
+            let made = place.start(sys).and_then(|mut w| {
+                w.ask(&format!("populate {n}"))?;
+                w.finish()
+            });
+            if let Err(e) = made {
+                ctx.skip(&FIGURES, sys, &format!("making an image of {n} files: {e}"));
+                continue 'systems;
+            }
+            let (mut times, mut rss) = (Vec::new(), Vec::new());
+            for round in 0..rounds.total() {
+                ctx.bar.inc(1);
+                let got = place.start_again(sys).and_then(|mut w| {
+                    let a = w.ask("mounted")?;
+                    w.finish()?;
+                    Ok(a)
+                });
+                match got {
+                    Ok(a) if a.len() == 2 && round >= rounds.warmup => {
+                        times.push(ns_to(Unit::Ms, a[0]));
+                        rss.push(a[1]);
+                    }
+                    Ok(_) => {}
+                    Err(e) => {
+                        ctx.skip(&FIGURES, sys, &format!("mounting {n} files: {e}"));
+                        continue 'systems;
+                    }
+                }
+            }
+            for (figure, unit, values) in [
+                ("mount-time", Unit::Ms, &times),
+                ("mount-memory", Unit::KiB, &rss),
+            ] {
+                let (value, stddev) = mean_stddev(values);
+                ctx.rows.push(Row {
+                    experiment: figure.into(),
+                    system: sys.name().into(),
+                    param: n,
+                    value,
+                    unit,
+                    stddev,
+                });
+            }
+        }
+    }
+}

@@ -1,0 +1,247 @@
+//! The machine the run is on: its description (for captions and the
+//! report), the directory each medium's files go in (`/dev/shm` for the
+//! in-memory experiments, an ext4 directory for the durable ones), and
+//! an ext4 file system on a loop device made for the run when the
+//! machine's disk is something else.
+
+use std::ffi::CString;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use tempfile::TempDir;
+
+const EXT4_MAGIC: i64 = 0xEF53;
+const TMPFS_MAGIC: i64 = 0x0102_1994;
+
+/// The `f_type` of the file system holding `p`.
+pub fn fs_type(p: &Path) -> Option<i64> {
+    let c = CString::new(p.as_os_str().as_bytes()).ok()?;
+    // SAFETY: statfs is plain old data; all zeroes is a valid value.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `c` is NUL-terminated and `st` a valid out-parameter.
+    let r = unsafe { libc::statfs(c.as_ptr(), &mut st) };
+    #[allow(clippy::unnecessary_cast)] // f_type's width differs by target
+    (r == 0).then_some(st.f_type as i64)
+}
+
+pub fn fs_name(p: &Path) -> &'static str {
+    match fs_type(p) {
+        Some(EXT4_MAGIC) => "ext4",
+        Some(TMPFS_MAGIC) => "tmpfs",
+        Some(0x9123_683E) => "btrfs",
+        Some(0x5846_5342) => "xfs",
+        Some(0x794C_7630) => "overlayfs",
+        Some(_) => "another file system",
+        None => "unknown",
+    }
+}
+
+/// Where the in-memory experiments keep their files: `/dev/shm`, the
+/// tmpfs the paper's in-memory peers compare with.
+pub fn memory_dir() -> Result<TempDir, String> {
+    let shm = Path::new("/dev/shm");
+    if fs_type(shm) != Some(TMPFS_MAGIC) {
+        return Err("/dev/shm is not a tmpfs: the in-memory experiments need one".into());
+    }
+    tempfile::Builder::new()
+        .prefix("ulfs-bench-")
+        .tempdir_in(shm)
+        .map_err(|e| format!("/dev/shm: {e}"))
+}
+
+/// An ext4 directory for the durable experiments, and what it is.
+pub struct Disk {
+    pub dir: TempDir,
+    pub note: String,
+    /// The loop mount to undo at the end, if one was made.
+    loop_mount: Option<LoopMount>,
+}
+
+impl Disk {
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+}
+
+/// Finds an ext4 directory: `ULFS_BENCH_DISK` if set, else the usual
+/// temporary directories; failing that, makes ext4 on a loop device
+/// (needs root, `mkfs.ext4` and a loop device).
+pub fn disk_dir() -> Result<Disk, String> {
+    let mut candidates: Vec<PathBuf> = Vec::new();
+    if let Some(d) = std::env::var_os("ULFS_BENCH_DISK") {
+        candidates.push(d.into());
+    }
+    candidates.extend(std::env::var_os("TMPDIR").map(PathBuf::from));
+    candidates.extend(["/var/tmp", "/tmp"].map(PathBuf::from));
+    for c in &candidates {
+        if fs_type(c) == Some(EXT4_MAGIC)
+            && let Ok(dir) = tempfile::Builder::new().prefix("ulfs-bench-").tempdir_in(c)
+        {
+            return Ok(Disk {
+                dir,
+                note: format!("ext4 at {} ({})", c.display(), device_of(c)),
+                loop_mount: None,
+            });
+        }
+    }
+    let m = LoopMount::make()?;
+    let dir = tempfile::Builder::new()
+        .prefix("ulfs-bench-")
+        .tempdir_in(&m.mountpoint)
+        .map_err(|e| format!("the loop ext4: {e}"))?;
+    Ok(Disk {
+        dir,
+        note: m.note.clone(),
+        loop_mount: Some(m),
+    })
+}
+
+/// The block device a directory's file system is on, from /proc/mounts.
+fn device_of(p: &Path) -> String {
+    let Ok(mounts) = std::fs::read_to_string("/proc/mounts") else {
+        return "device unknown".into();
+    };
+    let p = std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    mounts
+        .lines()
+        .filter_map(|l| {
+            let mut f = l.split_whitespace();
+            Some((f.next()?, f.next()?))
+        })
+        .filter(|(_, at)| p.starts_with(at))
+        .max_by_key(|(_, at)| at.len())
+        .map_or("device unknown".into(), |(dev, _)| format!("on {dev}"))
+}
+
+/// ext4 made for the run in a sparse file on the host disk, mounted
+/// through a loop device; unmounted and removed when dropped.
+struct LoopMount {
+    file: PathBuf,
+    mountpoint: PathBuf,
+    note: String,
+}
+
+impl LoopMount {
+    fn make() -> Result<LoopMount, String> {
+        let why = "no ext4 directory on this machine, and";
+        let base = Path::new("/var/tmp");
+        let file = base.join(format!("ulfs-bench-ext4-{}.img", std::process::id()));
+        let mountpoint = base.join(format!("ulfs-bench-ext4-{}", std::process::id()));
+        let run = |cmd: &mut Command| -> Result<(), String> {
+            let out = cmd.output().map_err(|e| format!("{why} {cmd:?}: {e}"))?;
+            if out.status.success() {
+                Ok(())
+            } else {
+                Err(format!(
+                    "{why} {cmd:?} failed: {}",
+                    String::from_utf8_lossy(&out.stderr).trim()
+                ))
+            }
+        };
+        let f =
+            std::fs::File::create(&file).map_err(|e| format!("{why} {}: {e}", file.display()))?;
+        let sized = f.set_len(8 << 30);
+        drop(f);
+        let m = LoopMount {
+            note: format!(
+                "ext4 on a loop device made for this run (file {} on {}), as no temporary directory is on ext4",
+                file.display(),
+                fs_name(base)
+            ),
+            file,
+            mountpoint,
+        };
+        sized.map_err(|e| format!("{why} {}: {e}", m.file.display()))?;
+        run(Command::new("mkfs.ext4").args(["-q", "-F"]).arg(&m.file))?;
+        std::fs::create_dir_all(&m.mountpoint).map_err(|e| format!("{why} {e}"))?;
+        run(Command::new("mount")
+            .args(["-o", "loop"])
+            .arg(&m.file)
+            .arg(&m.mountpoint))?;
+        Ok(m)
+    }
+}
+
+impl Drop for LoopMount {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.mountpoint).output();
+        let _ = std::fs::remove_dir(&self.mountpoint);
+        let _ = std::fs::remove_file(&self.file);
+    }
+}
+
+impl Drop for Disk {
+    fn drop(&mut self) {
+        // The directory goes before the file system under it.
+        let _ = std::fs::remove_dir_all(self.dir.path());
+        drop(self.loop_mount.take());
+    }
+}
+
+/// One line naming the machine: cores, CPU, memory, kernel.
+pub fn machine() -> String {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, v)| v.trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown CPU".into());
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let mem_gib = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("MemTotal:"))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+        })
+        .map_or("? GiB".into(), |kib| {
+            format!("{:.0} GiB", kib as f64 / (1 << 20) as f64)
+        });
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map_or("?".into(), |s| s.trim().to_string());
+    format!("{cores} cores, {cpu}, {mem_gib}, Linux {kernel}")
+}
+
+/// Today's date (UTC), for the report and captions.
+pub fn today() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let days = (secs / 86_400) as i64;
+    // Civil-from-days (Howard Hinnant's algorithm): no date crate for one
+    // line of output.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}-{m:02}-{d:02}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn today_is_a_plausible_date() {
+        let t = today();
+        let parts: Vec<u32> = t.split('-').map(|p| p.parse().unwrap()).collect();
+        assert!(parts[0] >= 2024, "{t}");
+        assert!((1..=12).contains(&parts[1]), "{t}");
+        assert!((1..=31).contains(&parts[2]), "{t}");
+    }
+
+    #[test]
+    fn the_machine_line_names_cores_and_kernel() {
+        let m = machine();
+        assert!(m.contains("cores"), "{m}");
+        assert!(m.contains("Linux"), "{m}");
+    }
+}

@@ -1,0 +1,277 @@
+//! The systems a run compares (BENCHMARKS.md's peers), by their names in
+//! `results.csv`, and how a worker for each is started: on which
+//! directory or image, in which process, under which command.
+
+use crate::cgroup::Cgroup;
+use crate::worker::Worker;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use ulfs::{MkfsOptions, Mode};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum System {
+    HostTmpfs,
+    HostExt4,
+    UlfsJournal,
+    UlfsNone,
+    /// The POSIX workload under `ulfs run` on a journaled image.
+    UlfsPreload,
+    /// The same on an image without a journal.
+    UlfsPreloadNone,
+    UlfsFuse,
+    Memcpy,
+}
+
+impl System {
+    pub fn name(self) -> &'static str {
+        match self {
+            System::HostTmpfs => "host-tmpfs",
+            System::HostExt4 => "host-ext4",
+            System::UlfsJournal => "ulfs-journal",
+            System::UlfsNone => "ulfs-none",
+            System::UlfsPreload => "ulfs-preload",
+            System::UlfsPreloadNone => "ulfs-preload-none",
+            System::UlfsFuse => "ulfs-fuse",
+            System::Memcpy => "memcpy",
+        }
+    }
+
+    fn image_mode(self) -> Option<Mode> {
+        match self {
+            System::UlfsJournal | System::UlfsPreload | System::UlfsFuse => Some(Mode::Journal),
+            System::UlfsNone | System::UlfsPreloadNone => Some(Mode::None),
+            _ => None,
+        }
+    }
+}
+
+/// Why ulfs-fuse is skipped until `ulfs mount` exists.
+const FUSE_MISSING: &str = "`ulfs mount` (FUSE) is not available yet";
+
+/// Where an experiment's files live: memory (`/dev/shm`, against
+/// host-tmpfs) or the disk (ext4, for the durable experiments).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Medium {
+    Memory,
+    Disk,
+}
+
+/// The programs workers are started from.
+#[derive(Clone)]
+pub struct Tools {
+    /// This binary (`ulfs-bench`), which is also the worker.
+    pub me: PathBuf,
+    /// The `ulfs` binary, for `ulfs run`; or why there is none.
+    pub ulfs: Result<PathBuf, String>,
+}
+
+impl Tools {
+    pub fn find() -> Result<Tools, String> {
+        let me = std::env::current_exe().map_err(|e| format!("where am I: {e}"))?;
+        let sibling = me.with_file_name("ulfs");
+        let ulfs = if sibling.is_file() {
+            Ok(sibling)
+        } else {
+            Err(format!(
+                "no `ulfs` binary next to {} (build the workspace: cargo build --release)",
+                me.display()
+            ))
+        };
+        Ok(Tools { me, ulfs })
+    }
+}
+
+/// Everything a worker needs to be started somewhere.
+pub struct Place {
+    pub tools: Tools,
+    /// The experiment's own directory in memory (`/dev/shm`), or why
+    /// there is none.
+    pub memory: Result<PathBuf, String>,
+    /// Its own directory on the ext4 disk, or why there is none.
+    pub disk: Result<PathBuf, String>,
+    /// Where the ulfs systems' images go (host-tmpfs is always in memory,
+    /// host-ext4 always on the disk).
+    pub medium: Medium,
+    /// Size of an image made for a ulfs system (sparse: only what is
+    /// written takes room).
+    pub image_bytes: u64,
+}
+
+impl Place {
+    /// The directory a system's files or image go in.
+    pub fn home(&self, system: System) -> Result<&Path, String> {
+        let on = match system {
+            System::HostTmpfs | System::Memcpy => Medium::Memory,
+            System::HostExt4 => Medium::Disk,
+            _ => self.medium,
+        };
+        let dir = match on {
+            Medium::Memory => &self.memory,
+            Medium::Disk => &self.disk,
+        };
+        dir.as_deref().map_err(Clone::clone)
+    }
+
+    /// The image a ulfs system's workers use.
+    pub fn image_path(&self, system: System) -> Result<PathBuf, String> {
+        Ok(self.home(system)?.join(format!("{}.img", system.name())))
+    }
+
+    /// Makes the system's directory or a new image for it and starts a
+    /// worker on it. `Err` is the reason the system is skipped.
+    pub fn start(&self, system: System) -> Result<Worker, String> {
+        self.prepare(system)?;
+        self.start_again(system)
+    }
+
+    /// A new image for a ulfs system (nothing for a host system, whose
+    /// workloads leave their directory as they found it).
+    pub fn prepare(&self, system: System) -> Result<(), String> {
+        if system.image_mode().is_some() {
+            self.make_image(system)?;
+        }
+        Ok(())
+    }
+
+    /// Starts a worker on what an earlier [`Place::start`] made (its
+    /// directory, or its image as left).
+    pub fn start_again(&self, system: System) -> Result<Worker, String> {
+        Worker::start(self.command(system)?, system.name())
+    }
+
+    /// Like [`Place::start_again`], the worker inside `group` from its
+    /// first instruction.
+    pub fn start_in(&self, system: System, group: &Cgroup) -> Result<Worker, String> {
+        Worker::start(group.wrap(&self.command(system)?), system.name())
+    }
+
+    fn command(&self, system: System) -> Result<Command, String> {
+        let name = system.name();
+        let home = self.home(system)?;
+        let mut cmd = match system {
+            System::HostTmpfs | System::HostExt4 | System::Memcpy => {
+                self.worker("posix", &home.join(name))
+            }
+            System::UlfsJournal | System::UlfsNone => {
+                self.worker("ulfs", &self.image_path(system)?)
+            }
+            System::UlfsPreload | System::UlfsPreloadNone => {
+                let ulfs = self.tools.ulfs.as_ref().map_err(Clone::clone)?;
+                let mut c = Command::new(ulfs);
+                c.arg("run")
+                    .arg(self.image_path(system)?)
+                    .args(["--at", "/ulfs", "--"])
+                    .arg(&self.tools.me)
+                    .args(["worker", "posix", "/ulfs/w"]);
+                c
+            }
+            System::UlfsFuse => return Err(FUSE_MISSING.into()),
+        };
+        // Only the system under test may be preloaded into a worker.
+        cmd.env_remove("LD_PRELOAD");
+        Ok(cmd)
+    }
+
+    /// A command running `program` on the system (ulfs-preload: under
+    /// `ulfs run` on its image, made first) and the directory it is to
+    /// work in. Host systems and ulfs-preload only: the ulfs API systems
+    /// cannot serve another program's calls.
+    pub fn program(&self, system: System, program: &Path) -> Result<(Command, PathBuf), String> {
+        match system {
+            System::HostTmpfs | System::HostExt4 => {
+                let dir = self.home(system)?.join(system.name());
+                std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+                Ok((Command::new(program), dir))
+            }
+            System::UlfsPreload | System::UlfsPreloadNone => {
+                self.prepare(system)?;
+                let ulfs = self.tools.ulfs.as_ref().map_err(Clone::clone)?;
+                let mut c = Command::new(ulfs);
+                c.arg("run")
+                    .arg(self.image_path(system)?)
+                    .args(["--at", "/ulfs", "--"])
+                    .arg(program);
+                Ok((c, PathBuf::from("/ulfs")))
+            }
+            System::UlfsFuse => Err(FUSE_MISSING.into()),
+            _ => Err(format!("{} cannot run another program", system.name())),
+        }
+    }
+
+    fn worker(&self, kind: &str, at: &Path) -> Command {
+        let mut c = Command::new(&self.tools.me);
+        c.arg("worker").arg(kind).arg(at);
+        c
+    }
+
+    /// Like [`Place::prepare`], with the image made by a process inside
+    /// `group`: mkfs reserves the image's whole size (on tmpfs, memory),
+    /// and that memory is the system's to be charged for.
+    pub fn prepare_in(&self, system: System, group: &Cgroup) -> Result<(), String> {
+        let Some(mode) = system.image_mode() else {
+            return Ok(());
+        };
+        let image = self.image_path(system)?;
+        remove_image(&image)?;
+        let ulfs = self.tools.ulfs.as_ref().map_err(Clone::clone)?;
+        let mut mkfs = Command::new(ulfs);
+        mkfs.arg("mkfs")
+            .arg(&image)
+            .arg(self.image_bytes.to_string())
+            .args([
+                "--mode",
+                if mode == Mode::None {
+                    "none"
+                } else {
+                    "journal"
+                },
+            ]);
+        let out = group
+            .wrap(&mkfs)
+            .output()
+            .map_err(|e| format!("ulfs mkfs: {e}"))?;
+        if out.status.success() {
+            Ok(())
+        } else {
+            Err(format!(
+                "ulfs mkfs {}: {}",
+                image.display(),
+                String::from_utf8_lossy(&out.stderr).trim()
+            ))
+        }
+    }
+
+    fn make_image(&self, system: System) -> Result<(), String> {
+        let mode = system.image_mode().ok_or("not a ulfs system")?;
+        let image = self.image_path(system)?;
+        remove_image(&image)?;
+        let opts = MkfsOptions {
+            size: self.image_bytes,
+            mode,
+            force: true,
+            ..MkfsOptions::default()
+        };
+        ulfs::mkfs(&image, &opts).map_err(|e| format!("mkfs {}: {e}", image.display()))
+    }
+}
+
+/// Removed, not overwritten: the old image's memory must go (on tmpfs a
+/// reused page stays charged to whoever touched it first).
+fn remove_image(image: &Path) -> Result<(), String> {
+    match std::fs::remove_file(image) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            Err(format!("{}: {e}", image.display()))
+        }
+        _ => Ok(()),
+    }
+}
+
+impl Drop for Place {
+    /// An experiment's files go with it: a million-file image is not
+    /// left in memory for the next experiment to pay for.
+    fn drop(&mut self) {
+        for d in [&self.memory, &self.disk].into_iter().flatten() {
+            let _ = std::fs::remove_dir_all(d);
+        }
+    }
+}

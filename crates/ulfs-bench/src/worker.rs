@@ -1,0 +1,168 @@
+//! Workers: the processes that run the C workloads (`c/workload.c`) for
+//! one system, and the parent's side of talking to them.
+//!
+//! A worker is this binary started as `ulfs-bench worker posix DIR` or
+//! `ulfs-bench worker ulfs IMAGE`, possibly under `ulfs run` or inside a
+//! memory cgroup. It lives for a whole experiment, so per-process costs
+//! (starting, mounting, loading libraries) are paid once and not timed;
+//! the parent sends one request line at a time and reads one answer
+//! line, which keeps the peers of a round strictly one after another.
+
+use std::ffi::{CString, c_char};
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+
+unsafe extern "C" {
+    fn ulfs_bench_worker_posix(dir: *const c_char) -> i32;
+    fn ulfs_bench_worker_ulfs(image: *const c_char) -> i32;
+}
+
+/// Runs as a worker (`ulfs-bench worker KIND WHERE`); returns the exit
+/// status.
+pub fn serve(kind: &str, place: &Path) -> i32 {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(c) = CString::new(place.as_os_str().as_bytes()) else {
+        eprintln!("ulfs-bench worker: a path with a NUL byte");
+        return 2;
+    };
+    match kind {
+        // SAFETY: `c` is a NUL-terminated string that outlives the call;
+        // the C loop only reads it.
+        "posix" => unsafe { ulfs_bench_worker_posix(c.as_ptr()) },
+        // SAFETY: as above.
+        "ulfs" => unsafe { ulfs_bench_worker_ulfs(c.as_ptr()) },
+        _ => {
+            eprintln!("ulfs-bench worker: posix or ulfs, not {kind:?}");
+            2
+        }
+    }
+}
+
+/// A running worker, spoken to line by line.
+pub struct Worker {
+    child: Child,
+    to: ChildStdin,
+    from: BufReader<ChildStdout>,
+    what: String,
+}
+
+impl Worker {
+    /// Starts `cmd` (whose last arguments make it a worker) and waits for
+    /// nothing: the first request finds out whether it came up.
+    pub fn start(mut cmd: Command, what: &str) -> Result<Worker, String> {
+        cmd.stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd
+            .spawn()
+            .map_err(|e| format!("{what}: cannot start the worker: {e}"))?;
+        let to = child.stdin.take().ok_or("no worker stdin")?;
+        let from = BufReader::new(child.stdout.take().ok_or("no worker stdout")?);
+        Ok(Worker {
+            child,
+            to,
+            from,
+            what: what.to_string(),
+        })
+    }
+
+    /// Sends one request; returns the numbers of an `ok` answer, or the
+    /// worker's error (its own words, or how it died).
+    pub fn ask(&mut self, request: &str) -> Result<Vec<f64>, String> {
+        let sent = writeln!(self.to, "{request}").and_then(|()| self.to.flush());
+        let mut line = String::new();
+        let got = if sent.is_ok() {
+            self.from.read_line(&mut line).unwrap_or(0)
+        } else {
+            0
+        };
+        if got == 0 {
+            return Err(self.death());
+        }
+        let line = line.trim_end();
+        if let Some(rest) = line.strip_prefix("ok") {
+            rest.split_whitespace()
+                .map(|w| {
+                    w.parse::<f64>()
+                        .map_err(|_| format!("{}: bad answer {line:?}", self.what))
+                })
+                .collect()
+        } else if let Some(e) = line.strip_prefix("err ") {
+            Err(e.to_string())
+        } else {
+            Err(format!("{}: bad answer {line:?}", self.what))
+        }
+    }
+
+    /// Why the worker stopped answering: its exit status or signal and
+    /// the end of what it wrote on stderr.
+    fn death(&mut self) -> String {
+        use std::io::Read;
+        use std::os::unix::process::ExitStatusExt;
+        let status = self.child.wait();
+        let mut err = String::new();
+        if let Some(mut e) = self.child.stderr.take() {
+            let _ = e.read_to_string(&mut err);
+        }
+        let err = err.trim();
+        let skip = err.chars().count().saturating_sub(300);
+        let tail: String = err.chars().skip(skip).collect();
+        let how = match status {
+            Ok(s) if s.signal() == Some(libc::SIGKILL) => {
+                "was killed (SIGKILL: the OOM killer, if under a memory limit)".to_string()
+            }
+            Ok(s) => match (s.code(), s.signal()) {
+                (Some(c), _) => format!("exited with status {c}"),
+                (_, Some(sig)) => format!("died of signal {sig}"),
+                _ => "stopped".to_string(),
+            },
+            Err(e) => format!("could not be waited for: {e}"),
+        };
+        if tail.is_empty() {
+            format!("{}: the worker {how}", self.what)
+        } else {
+            format!("{}: the worker {how}: {tail}", self.what)
+        }
+    }
+
+    /// Asks the worker to finish and waits for it; an error if it did not
+    /// exit cleanly (an unmount that failed, say).
+    pub fn finish(mut self) -> Result<(), String> {
+        let _ = writeln!(self.to, "quit");
+        let _ = self.to.flush();
+        let status = self
+            .child
+            .wait()
+            .map_err(|e| format!("{}: {e}", self.what))?;
+        if status.success() {
+            Ok(())
+        } else {
+            Err(self.death_after(status))
+        }
+    }
+
+    fn death_after(&mut self, status: std::process::ExitStatus) -> String {
+        use std::io::Read;
+        let mut err = String::new();
+        if let Some(mut e) = self.child.stderr.take() {
+            let _ = e.read_to_string(&mut err);
+        }
+        format!(
+            "{}: the worker ended with {status}: {}",
+            self.what,
+            err.trim()
+        )
+    }
+}
+
+impl Drop for Worker {
+    /// A worker left behind by an error must not outlive the run (it may
+    /// hold an image or a loop mount busy).
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
