@@ -110,7 +110,7 @@ pub static FIGURES: &[Figure] = &[
         log_y: false,
         shape: Shape::Lines,
         reference: JOURNAL,
-        workload: "a new process that mounts (or, on the host, opens the directory of) the fig. 7 files, whose VmRSS is read at once",
+        workload: "the VmRSS of the fig. 8 process right after it mounted its new image (a host system's: right after it started), before the workload",
     },
     Figure {
         name: "fig9-memory-limit",
@@ -121,7 +121,7 @@ pub static FIGURES: &[Figure] = &[
         log_y: true,
         shape: Shape::Bars,
         reference: JOURNAL,
-        workload: "10 files of 1 MiB written and read back by a process whose cgroup may hold only the given memory (files on disk)",
+        workload: "10 files of 1 MiB written and read back in 64 KiB calls by a process whose cgroup may hold only the given memory, no swap (files and images on the disk)",
     },
     Figure {
         name: "fig10-readdir",

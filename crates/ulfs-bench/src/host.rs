@@ -63,13 +63,16 @@ impl Disk {
     }
 }
 
-/// Finds an ext4 directory: `ULFS_BENCH_DISK` if set, else the usual
-/// temporary directories; failing that, makes ext4 on a loop device
-/// (needs root, `mkfs.ext4` and a loop device).
+/// Finds an ext4 directory: `ULFS_BENCH_DISK` if set (`loop` asks for a
+/// loop device), else the usual temporary directories; failing that,
+/// makes ext4 on a loop device (needs root, `mkfs.ext4` and a loop
+/// device).
 pub fn disk_dir() -> Result<Disk, String> {
     let mut candidates: Vec<PathBuf> = Vec::new();
-    if let Some(d) = std::env::var_os("ULFS_BENCH_DISK") {
-        candidates.push(d.into());
+    match std::env::var_os("ULFS_BENCH_DISK") {
+        Some(d) if d == "loop" => return loop_disk(),
+        Some(d) => candidates.push(d.into()),
+        None => {}
     }
     candidates.extend(std::env::var_os("TMPDIR").map(PathBuf::from));
     candidates.extend(["/var/tmp", "/tmp"].map(PathBuf::from));
@@ -84,6 +87,11 @@ pub fn disk_dir() -> Result<Disk, String> {
             });
         }
     }
+    loop_disk()
+}
+
+/// A directory on ext4 made for the run on a loop device.
+pub fn loop_disk() -> Result<Disk, String> {
     let m = LoopMount::make()?;
     let dir = tempfile::Builder::new()
         .prefix("ulfs-bench-")
@@ -236,6 +244,28 @@ mod tests {
         assert!(parts[0] >= 2024, "{t}");
         assert!((1..=12).contains(&parts[1]), "{t}");
         assert!((1..=31).contains(&parts[2]), "{t}");
+    }
+
+    /// Where loop devices can be made (root, `mkfs.ext4`), the disk peer
+    /// gets a real ext4 and nothing is left behind; elsewhere, a reason.
+    #[test]
+    fn a_loop_ext4_is_made_and_removed() {
+        let disk = match loop_disk() {
+            Ok(d) => d,
+            Err(e) => {
+                assert!(e.contains("no ext4 directory"), "{e}");
+                eprintln!("no loop device here: {e}");
+                return;
+            }
+        };
+        assert_eq!(fs_type(disk.path()), Some(EXT4_MAGIC));
+        assert!(disk.note.contains("loop device"), "{}", disk.note);
+        std::fs::write(disk.path().join("f"), b"x").unwrap();
+        let backing = disk.loop_mount.as_ref().unwrap().file.clone();
+        let mountpoint = disk.loop_mount.as_ref().unwrap().mountpoint.clone();
+        drop(disk);
+        assert!(!backing.exists(), "{} left behind", backing.display());
+        assert!(!mountpoint.exists(), "{} left behind", mountpoint.display());
     }
 
     #[test]

@@ -92,8 +92,8 @@ pub struct Place {
     /// Where the ulfs systems' images go (host-tmpfs is always in memory,
     /// host-ext4 always on the disk).
     pub medium: Medium,
-    /// Size of an image made for a ulfs system (sparse: only what is
-    /// written takes room).
+    /// Size of an image made for a ulfs system (mkfs reserves all of it:
+    /// on tmpfs, that much memory).
     pub image_bytes: u64,
 }
 
@@ -156,13 +156,8 @@ impl Place {
                 self.worker("ulfs", &self.image_path(system)?)
             }
             System::UlfsPreload | System::UlfsPreloadNone => {
-                let ulfs = self.tools.ulfs.as_ref().map_err(Clone::clone)?;
-                let mut c = Command::new(ulfs);
-                c.arg("run")
-                    .arg(self.image_path(system)?)
-                    .args(["--at", "/ulfs", "--"])
-                    .arg(&self.tools.me)
-                    .args(["worker", "posix", "/ulfs/w"]);
+                let mut c = self.under_ulfs_run(system, &self.tools.me)?;
+                c.args(["worker", "posix", "/ulfs/w"]);
                 c
             }
             System::UlfsFuse => return Err(FUSE_MISSING.into()),
@@ -185,17 +180,25 @@ impl Place {
             }
             System::UlfsPreload | System::UlfsPreloadNone => {
                 self.prepare(system)?;
-                let ulfs = self.tools.ulfs.as_ref().map_err(Clone::clone)?;
-                let mut c = Command::new(ulfs);
-                c.arg("run")
-                    .arg(self.image_path(system)?)
-                    .args(["--at", "/ulfs", "--"])
-                    .arg(program);
-                Ok((c, PathBuf::from("/ulfs")))
+                Ok((
+                    self.under_ulfs_run(system, program)?,
+                    PathBuf::from("/ulfs"),
+                ))
             }
             System::UlfsFuse => Err(FUSE_MISSING.into()),
             _ => Err(format!("{} cannot run another program", system.name())),
         }
+    }
+
+    /// `ulfs run IMAGE --at /ulfs -- program`, arguments to follow.
+    fn under_ulfs_run(&self, system: System, program: &Path) -> Result<Command, String> {
+        let ulfs = self.tools.ulfs.as_ref().map_err(Clone::clone)?;
+        let mut c = Command::new(ulfs);
+        c.arg("run")
+            .arg(self.image_path(system)?)
+            .args(["--at", "/ulfs", "--"])
+            .arg(program);
+        Ok(c)
     }
 
     fn worker(&self, kind: &str, at: &Path) -> Command {

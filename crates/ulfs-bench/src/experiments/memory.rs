@@ -4,8 +4,7 @@
 
 use super::{Ctx, Experiment, image_for, largest, ns_to};
 use crate::cgroup::Cgroup;
-use crate::measure::mean_stddev;
-use crate::results::{Row, Unit};
+use crate::results::Unit;
 use crate::systems::{Medium, Place, System};
 
 /// A FUSE mount's memory is the daemon's, not the program's: not a
@@ -35,21 +34,6 @@ pub const FIG8: Experiment = Experiment {
     systems: &FIG8_SYSTEMS,
     run: fig8,
 };
-
-fn push(ctx: &mut Ctx, figure: &str, sys: System, param: u64, unit: Unit, values: &[f64]) {
-    if values.is_empty() {
-        return;
-    }
-    let (value, stddev) = mean_stddev(values);
-    ctx.rows.push(Row {
-        experiment: figure.into(),
-        system: sys.name().into(),
-        param,
-        value,
-        unit,
-        stddev,
-    });
-}
 
 fn fig8(ctx: &mut Ctx) {
     let figures = FIG8.figures;
@@ -88,16 +72,9 @@ fn fig8(ctx: &mut Ctx) {
                     }
                 }
             }
-            push(
-                ctx,
-                "fig8-memory-after-mount",
-                sys,
-                n,
-                Unit::KiB,
-                &after_mount,
-            );
-            push(ctx, "fig8-memory-peak", sys, n, Unit::KiB, &hwm);
-            push(ctx, "fig8-memory-cgroup", sys, n, Unit::KiB, &charged);
+            ctx.record("fig8-memory-after-mount", sys, n, Unit::KiB, &after_mount);
+            ctx.record("fig8-memory-peak", sys, n, Unit::KiB, &hwm);
+            ctx.record("fig8-memory-cgroup", sys, n, Unit::KiB, &charged);
         }
     }
 }
@@ -195,7 +172,7 @@ fn fig9(ctx: &mut Ctx) {
             }
             match failed {
                 Some(e) => ctx.skip(&[FIGURE], sys, &format!("at {mib} MiB: {e}")),
-                None => push(ctx, FIGURE, sys, mib, Unit::Ms, &times),
+                None => ctx.record(FIGURE, sys, mib, Unit::Ms, &times),
             }
         }
     }

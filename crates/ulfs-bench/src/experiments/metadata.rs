@@ -5,8 +5,7 @@
 //! holding many files.
 
 use super::{Ctx, Experiment, IN_MEMORY, ON_DISK, Output, Sweep, image_for, largest, ns_to, sweep};
-use crate::measure::mean_stddev;
-use crate::results::{Row, Unit};
+use crate::results::Unit;
 use crate::systems::{Medium, System};
 
 const MOUNT_SYSTEMS: [System; 2] = [System::UlfsJournal, System::UlfsNone];
@@ -186,15 +185,7 @@ fn mount(ctx: &mut Ctx) {
                 ("mount-time", Unit::Ms, &times),
                 ("mount-memory", Unit::KiB, &rss),
             ] {
-                let (value, stddev) = mean_stddev(values);
-                ctx.rows.push(Row {
-                    experiment: figure.into(),
-                    system: sys.name().into(),
-                    param: n,
-                    value,
-                    unit,
-                    stddev,
-                });
+                ctx.record(figure, sys, n, unit, values);
             }
         }
     }

@@ -122,6 +122,23 @@ impl Ctx {
         }
     }
 
+    /// The row of one (figure, system, param): the mean and spread of the
+    /// kept rounds' values (none kept: no row).
+    pub fn record(&mut self, figure: &str, system: System, param: u64, unit: Unit, values: &[f64]) {
+        if values.is_empty() {
+            return;
+        }
+        let (value, stddev) = mean_stddev(values);
+        self.rows.push(Row {
+            experiment: figure.to_string(),
+            system: system.name().to_string(),
+            param,
+            value,
+            unit,
+            stddev,
+        });
+    }
+
     /// Fresh directories for one experiment, in memory and on the disk
     /// (each, or why there is none), with ulfs images on `medium`.
     pub fn place(&self, name: &str, medium: Medium, image_bytes: u64) -> Place {
@@ -225,18 +242,7 @@ pub fn sweep(ctx: &mut Ctx, s: &Sweep) {
         }
         for (i, &sys) in s.systems.iter().enumerate() {
             for (k, out) in s.outputs.iter().enumerate() {
-                if values[i][k].is_empty() {
-                    continue;
-                }
-                let (value, stddev) = mean_stddev(&values[i][k]);
-                ctx.rows.push(Row {
-                    experiment: out.figure.to_string(),
-                    system: sys.name().to_string(),
-                    param,
-                    value,
-                    unit: out.unit,
-                    stddev,
-                });
+                ctx.record(out.figure, sys, param, out.unit, &values[i][k]);
             }
         }
     }

@@ -6,8 +6,7 @@
 //! and on one without a journal.
 
 use super::{Ctx, Experiment, Output, PROGRAMS, Sweep, image_for, largest, ns_to, sweep};
-use crate::measure::mean_stddev;
-use crate::results::{Row, Unit};
+use crate::results::Unit;
 use crate::systems::{Medium, System};
 use std::path::PathBuf;
 use std::process::Stdio;
@@ -179,18 +178,7 @@ fn postmark(ctx: &mut Ctx) {
             }
         }
         for (i, sys) in PROGRAMS.into_iter().enumerate() {
-            if secs[i].is_empty() {
-                continue;
-            }
-            let (value, stddev) = mean_stddev(&secs[i]);
-            ctx.rows.push(Row {
-                experiment: FIGURE.into(),
-                system: sys.name().into(),
-                param: files,
-                value,
-                unit: Unit::S,
-                stddev,
-            });
+            ctx.record(FIGURE, sys, files, Unit::S, &secs[i]);
         }
     }
 }
