@@ -89,7 +89,7 @@ impl Cgroup {
         if version == Version::V2 {
             // v2 allows processes only in leaves: make an empty parent of
             // our own whose subtree has the memory controller.
-            let ours = parent.join(format!("ulfs-bench-{}", std::process::id()));
+            let ours = parent.join(format!("{}groups", crate::host::own_prefix()));
             if !ours.is_dir() {
                 let _ = write(&parent.join("cgroup.subtree_control"), "+memory");
                 std::fs::create_dir(&ours).map_err(|e| format!("{}: {e}", ours.display()))?;
@@ -98,7 +98,7 @@ impl Cgroup {
             parent = ours;
         }
         let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        let dir = parent.join(format!("ulfs-bench-{}-{n}", std::process::id()));
+        let dir = parent.join(format!("{}{n}", crate::host::own_prefix()));
         std::fs::create_dir(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         let cg = Cgroup { dir, version };
         if let Some(bytes) = limit {
@@ -155,6 +155,36 @@ impl Cgroup {
             .lines()
             .any(|l| l.strip_prefix("oom_kill ").is_some_and(|n| n.trim() != "0"))
     }
+}
+
+/// Removes the groups of runs that were killed (their processes have
+/// exited: a worker ends when its run's pipe closes). Returns what was
+/// removed.
+pub fn remove_leftovers() -> Vec<String> {
+    let Ok((root, version)) = hierarchy() else {
+        return Vec::new();
+    };
+    let parent = own_group(&root, version);
+    let mut removed = Vec::new();
+    let Ok(entries) = std::fs::read_dir(&parent) else {
+        return removed;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if crate::host::pid_in(&name).is_none_or(crate::host::alive) {
+            continue;
+        }
+        // v2 keeps the groups inside one of the run's own.
+        if let Ok(inner) = std::fs::read_dir(e.path()) {
+            for g in inner.flatten().filter(|g| g.path().is_dir()) {
+                let _ = std::fs::remove_dir(g.path());
+            }
+        }
+        if std::fs::remove_dir(e.path()).is_ok() {
+            removed.push(e.path().display().to_string());
+        }
+    }
+    removed
 }
 
 impl Drop for Cgroup {

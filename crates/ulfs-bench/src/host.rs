@@ -36,6 +36,66 @@ pub fn fs_name(p: &Path) -> &'static str {
     }
 }
 
+/// The start of the name of everything a run leaves on the host while it
+/// runs (directories, images, the loop file, cgroups): with the run's pid
+/// in it, a later run can tell a leftover of a run that was killed.
+pub fn own_prefix() -> String {
+    format!("ulfs-bench-{}-", std::process::id())
+}
+
+/// The pid in a name made with [`own_prefix`] (or the loop file's
+/// `ulfs-bench-ext4-PID...`), if the name is one.
+pub fn pid_in(name: &str) -> Option<u32> {
+    let rest = name.strip_prefix("ulfs-bench-")?;
+    let rest = rest.strip_prefix("ext4-").unwrap_or(rest);
+    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    digits.parse().ok()
+}
+
+pub fn alive(pid: u32) -> bool {
+    Path::new(&format!("/proc/{pid}")).exists()
+}
+
+/// Removes what runs that were killed (SIGKILL, a crash, a reboot-less
+/// power cut of the terminal) left in the places runs use: their
+/// directories and images (in memory, on tmpfs, they hold RAM), a loop
+/// mount and its file. Returns what was removed, to be said.
+pub fn remove_leftovers() -> Vec<String> {
+    let mut removed = Vec::new();
+    let mut places: Vec<PathBuf> = ["/dev/shm", "/var/tmp", "/tmp"].map(PathBuf::from).into();
+    places.extend(std::env::var_os("TMPDIR").map(PathBuf::from));
+    places.extend(std::env::var_os("ULFS_BENCH_DISK").map(PathBuf::from));
+    for place in places {
+        let Ok(entries) = std::fs::read_dir(&place) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let Some(pid) = pid_in(&name) else {
+                continue;
+            };
+            if alive(pid) {
+                continue;
+            }
+            let path = e.path();
+            // A loop mount point: unmounted first, or removing would
+            // reach into the mounted file system.
+            if name.starts_with("ulfs-bench-ext4-") && path.is_dir() {
+                let _ = Command::new("umount").arg(&path).output();
+            }
+            let gone = if path.is_dir() {
+                std::fs::remove_dir_all(&path)
+            } else {
+                std::fs::remove_file(&path)
+            };
+            if gone.is_ok() {
+                removed.push(path.display().to_string());
+            }
+        }
+    }
+    removed
+}
+
 /// Where the in-memory experiments keep their files: `/dev/shm`, the
 /// tmpfs the paper's in-memory peers compare with.
 pub fn memory_dir() -> Result<TempDir, String> {
@@ -44,7 +104,7 @@ pub fn memory_dir() -> Result<TempDir, String> {
         return Err("/dev/shm is not a tmpfs: the in-memory experiments need one".into());
     }
     tempfile::Builder::new()
-        .prefix("ulfs-bench-")
+        .prefix(&own_prefix())
         .tempdir_in(shm)
         .map_err(|e| format!("/dev/shm: {e}"))
 }
@@ -78,7 +138,7 @@ pub fn disk_dir() -> Result<Disk, String> {
     candidates.extend(["/var/tmp", "/tmp"].map(PathBuf::from));
     for c in &candidates {
         if fs_type(c) == Some(EXT4_MAGIC)
-            && let Ok(dir) = tempfile::Builder::new().prefix("ulfs-bench-").tempdir_in(c)
+            && let Ok(dir) = tempfile::Builder::new().prefix(&own_prefix()).tempdir_in(c)
         {
             return Ok(Disk {
                 dir,
@@ -94,7 +154,7 @@ pub fn disk_dir() -> Result<Disk, String> {
 pub fn loop_disk() -> Result<Disk, String> {
     let m = LoopMount::make()?;
     let dir = tempfile::Builder::new()
-        .prefix("ulfs-bench-")
+        .prefix(&own_prefix())
         .tempdir_in(&m.mountpoint)
         .map_err(|e| format!("the loop ext4: {e}"))?;
     Ok(Disk {
@@ -133,8 +193,8 @@ impl LoopMount {
     fn make() -> Result<LoopMount, String> {
         let why = "no ext4 directory on this machine, and";
         let base = Path::new("/var/tmp");
-        let file = base.join(format!("ulfs-bench-ext4-{}.img", std::process::id()));
-        let mountpoint = base.join(format!("ulfs-bench-ext4-{}", std::process::id()));
+        let file = base.join(format!("ulfs-bench-ext4-{}-loop.img", std::process::id()));
+        let mountpoint = base.join(format!("ulfs-bench-ext4-{}-mnt", std::process::id()));
         let run = |cmd: &mut Command| -> Result<(), String> {
             let out = cmd.output().map_err(|e| format!("{why} {cmd:?}: {e}"))?;
             if out.status.success() {
@@ -266,6 +326,32 @@ mod tests {
         drop(disk);
         assert!(!backing.exists(), "{} left behind", backing.display());
         assert!(!mountpoint.exists(), "{} left behind", mountpoint.display());
+    }
+
+    #[test]
+    fn leftovers_of_dead_runs_are_told_from_live_ones() {
+        assert_eq!(pid_in("ulfs-bench-123-abc"), Some(123));
+        assert_eq!(pid_in("ulfs-bench-ext4-77-loop.img"), Some(77));
+        assert_eq!(pid_in("ulfs-bench-"), None);
+        assert_eq!(pid_in("other-123"), None);
+        assert!(pid_in(&own_prefix()).is_some_and(alive));
+        // A leftover of a pid that is not running goes; ours stays.
+        let dead = (u32::MAX / 2..).find(|&p| !alive(p)).unwrap();
+        let base = Path::new("/dev/shm");
+        let theirs = base.join(format!("ulfs-bench-{dead}-x"));
+        let ours = tempfile::Builder::new()
+            .prefix(&own_prefix())
+            .tempdir_in(base)
+            .unwrap();
+        std::fs::create_dir_all(theirs.join("sub")).unwrap();
+        let removed = remove_leftovers();
+        assert!(!theirs.exists());
+        assert!(
+            removed
+                .iter()
+                .any(|r| r.ends_with(&format!("ulfs-bench-{dead}-x")))
+        );
+        assert!(ours.path().exists());
     }
 
     #[test]

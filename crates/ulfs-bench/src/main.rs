@@ -81,7 +81,12 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("ulfs bench: {e}");
-            ExitCode::FAILURE
+            // As a shell reports a program stopped by SIGINT.
+            if worker::interrupted() {
+                ExitCode::from(130)
+            } else {
+                ExitCode::FAILURE
+            }
         }
     }
 }
@@ -115,6 +120,15 @@ fn select(names: &[String]) -> Result<Vec<&'static Experiment>, String> {
 fn run(args: &Args) -> Result<(), String> {
     let chosen = select(&args.experiments)?;
     std::fs::create_dir_all(&args.out).map_err(|e| format!("{}: {e}", args.out.display()))?;
+    // Ctrl-C (or SIGTERM, SIGHUP) stops the workers and the run, and
+    // lets it remove its images (in memory, on tmpfs, they hold RAM).
+    ctrlc::set_handler(worker::interrupt).map_err(|e| format!("a signal handler: {e}"))?;
+    for gone in host::remove_leftovers()
+        .into_iter()
+        .chain(cgroup::remove_leftovers())
+    {
+        eprintln!("removed what a killed run left: {gone}");
+    }
     if cfg!(debug_assertions) {
         eprintln!("ulfs bench: warning: a debug build; its numbers are not representative");
     }
@@ -159,6 +173,13 @@ fn run(args: &Args) -> Result<(), String> {
     for e in &chosen {
         let t = std::time::Instant::now();
         (e.run)(&mut ctx);
+        if worker::interrupted() {
+            ctx.bar.finish_and_clear();
+            // Dropping the context removes the run's directories, images
+            // and loop mount.
+            drop(ctx);
+            return Err(format!("interrupted during {}: nothing written", e.name));
+        }
         ctx.note(&format!(
             "{:<11} done in {:.1} s",
             e.name,

@@ -10,8 +10,40 @@
 
 use std::ffi::{CString, c_char};
 use std::io::{BufRead, BufReader, Write};
+use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// The process groups of the workers alive now, for [`interrupt`].
+static LIVE: Mutex<Vec<u32>> = Mutex::new(Vec::new());
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+/// The run was told to stop (SIGINT, SIGTERM, SIGHUP): every worker is
+/// sent SIGTERM (each is the leader of its own process group, so the
+/// terminal's Ctrl-C reaches only the parent, which then decides), and
+/// the experiments stop at their next step. Called from the signal
+/// handler's thread.
+pub fn interrupt() {
+    INTERRUPTED.store(true, Ordering::SeqCst);
+    let live = LIVE.lock().unwrap_or_else(|e| e.into_inner());
+    for &pid in live.iter() {
+        // SAFETY: kill has no memory-safety preconditions; a group that
+        // has already exited gives ESRCH, which is fine.
+        unsafe { libc::kill(-(pid as libc::pid_t), libc::SIGTERM) };
+    }
+}
+
+pub fn interrupted() -> bool {
+    INTERRUPTED.load(Ordering::SeqCst)
+}
+
+fn forget(pid: u32) {
+    LIVE.lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .retain(|&p| p != pid);
+}
 
 unsafe extern "C" {
     fn ulfs_bench_worker_posix(dir: *const c_char) -> i32;
@@ -53,10 +85,17 @@ impl Worker {
     pub fn start(mut cmd: Command, what: &str) -> Result<Worker, String> {
         cmd.stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
+            .stderr(Stdio::piped())
+            .process_group(0);
+        let mut live = LIVE.lock().unwrap_or_else(|e| e.into_inner());
+        if interrupted() {
+            return Err(format!("{what}: interrupted"));
+        }
         let mut child = cmd
             .spawn()
             .map_err(|e| format!("{what}: cannot start the worker: {e}"))?;
+        live.push(child.id());
+        drop(live);
         let to = child.stdin.take().ok_or("no worker stdin")?;
         let from = BufReader::new(child.stdout.take().ok_or("no worker stdout")?);
         Ok(Worker {
@@ -135,6 +174,7 @@ impl Worker {
             .child
             .wait()
             .map_err(|e| format!("{}: {e}", self.what))?;
+        forget(self.child.id());
         if status.success() {
             Ok(())
         } else {
@@ -164,5 +204,6 @@ impl Drop for Worker {
             let _ = self.child.kill();
             let _ = self.child.wait();
         }
+        forget(self.child.id());
     }
 }

@@ -6,6 +6,7 @@ use super::{Ctx, Experiment, image_for, largest, ns_to};
 use crate::cgroup::Cgroup;
 use crate::results::Unit;
 use crate::systems::{Medium, Place, System};
+use crate::worker::interrupted;
 
 /// A FUSE mount's memory is the daemon's, not the program's: not a
 /// peer here.
@@ -59,6 +60,9 @@ fn fig8(ctx: &mut Ctx) {
             let (mut after_mount, mut hwm, mut charged) = (Vec::new(), Vec::new(), Vec::new());
             for round in 0..rounds.total() {
                 ctx.bar.inc(1);
+                if interrupted() {
+                    return;
+                }
                 match one_process(&place, sys, n, cgroups.is_ok()) {
                     Ok(m) if round >= rounds.warmup => {
                         after_mount.push(m.after_mount);
@@ -161,6 +165,9 @@ fn fig9(ctx: &mut Ctx) {
             let mut failed = None;
             for round in 0..rounds.total() {
                 ctx.bar.inc(1);
+                if interrupted() {
+                    return;
+                }
                 if failed.is_some() {
                     continue;
                 }

@@ -7,6 +7,7 @@
 use super::{Ctx, Experiment, IN_MEMORY, ON_DISK, Output, Sweep, image_for, largest, ns_to, sweep};
 use crate::results::Unit;
 use crate::systems::{Medium, System};
+use crate::worker::interrupted;
 
 const MOUNT_SYSTEMS: [System; 2] = [System::UlfsJournal, System::UlfsNone];
 
@@ -164,6 +165,9 @@ fn mount(ctx: &mut Ctx) {
             let (mut times, mut rss) = (Vec::new(), Vec::new());
             for round in 0..rounds.total() {
                 ctx.bar.inc(1);
+                if interrupted() {
+                    return;
+                }
                 let got = place.start_again(sys).and_then(|mut w| {
                     let a = w.ask("mounted")?;
                     w.finish()?;

@@ -17,7 +17,7 @@ use crate::host::Disk;
 use crate::measure::{Rounds, mean_stddev, rotation};
 use crate::results::{Row, Skip, Unit};
 use crate::systems::{Medium, Place, System, Tools};
-use crate::worker::Worker;
+use crate::worker::{Worker, interrupted};
 use indicatif::ProgressBar;
 use std::path::PathBuf;
 use tempfile::TempDir;
@@ -216,6 +216,9 @@ pub fn sweep(ctx: &mut Ctx, s: &Sweep) {
         // values[system][output] over the kept rounds.
         let mut values = vec![vec![Vec::new(); s.outputs.len()]; s.systems.len()];
         for round in 0..s.rounds.total() {
+            if interrupted() {
+                return;
+            }
             for i in rotation(s.systems.len(), round) {
                 ctx.bar.inc(1);
                 let sys = s.systems[i];

@@ -8,6 +8,7 @@
 use super::{Ctx, Experiment, Output, PROGRAMS, Sweep, image_for, largest, ns_to, sweep};
 use crate::results::Unit;
 use crate::systems::{Medium, System};
+use crate::worker::interrupted;
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Instant;
@@ -140,6 +141,9 @@ fn postmark(ctx: &mut Ctx) {
         for round in 0..rounds.total() {
             for (i, sys) in PROGRAMS.into_iter().enumerate() {
                 ctx.bar.inc(1);
+                if interrupted() {
+                    return;
+                }
                 if dead[i] {
                     continue;
                 }
