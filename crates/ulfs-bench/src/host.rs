@@ -56,20 +56,46 @@ pub fn alive(pid: u32) -> bool {
     Path::new(&format!("/proc/{pid}")).exists()
 }
 
-/// Removes what runs that were killed (SIGKILL, a crash, a reboot-less
-/// power cut of the terminal) left in the places runs use: their
-/// directories and images (in memory, on tmpfs, they hold RAM), a loop
-/// mount and its file. Returns what was removed, to be said.
+/// The file every directory a run makes on the host holds: a leftover
+/// is removed only with it inside, so a user's own `ulfs-bench-2026/`
+/// (a results directory, say) is never taken for one.
+const MARK: &str = ".ulfs-bench-run";
+
+/// A new directory of this run in `base`, marked as the run's.
+fn run_dir(base: &Path) -> std::io::Result<TempDir> {
+    let dir = tempfile::Builder::new()
+        .prefix(&own_prefix())
+        .tempdir_in(base)?;
+    std::fs::write(dir.path().join(MARK), std::process::id().to_string())?;
+    Ok(dir)
+}
+
+/// Whether `path` is mounted (listed in /proc/mounts as a mount point).
+fn mounted(path: &Path) -> bool {
+    std::fs::read_to_string("/proc/mounts").is_ok_and(|m| {
+        m.lines()
+            .any(|l| l.split_whitespace().nth(1) == Some(&*path.to_string_lossy()))
+    })
+}
+
+/// Removes what runs that were killed (SIGKILL, a crash) left in the
+/// places runs use: their marked directories and images (in memory, on
+/// tmpfs, they hold RAM), and a loop mount with its file. Returns what
+/// was removed, to be said.
 pub fn remove_leftovers() -> Vec<String> {
     let mut removed = Vec::new();
     let mut places: Vec<PathBuf> = ["/dev/shm", "/var/tmp", "/tmp"].map(PathBuf::from).into();
     places.extend(std::env::var_os("TMPDIR").map(PathBuf::from));
     places.extend(std::env::var_os("ULFS_BENCH_DISK").map(PathBuf::from));
+    places.dedup();
     for place in places {
         let Ok(entries) = std::fs::read_dir(&place) else {
             continue;
         };
-        for e in entries.flatten() {
+        // Loop mounts first: their directories are under the mount.
+        let mut entries: Vec<_> = entries.flatten().collect();
+        entries.sort_by_key(|e| !e.file_name().to_string_lossy().ends_with("-mnt"));
+        for e in entries {
             let name = e.file_name().to_string_lossy().into_owned();
             let Some(pid) = pid_in(&name) else {
                 continue;
@@ -78,15 +104,19 @@ pub fn remove_leftovers() -> Vec<String> {
                 continue;
             }
             let path = e.path();
-            // A loop mount point: unmounted first, or removing would
-            // reach into the mounted file system.
-            if name.starts_with("ulfs-bench-ext4-") && path.is_dir() {
-                let _ = Command::new("umount").arg(&path).output();
-            }
-            let gone = if path.is_dir() {
+            let ext4 = format!("ulfs-bench-ext4-{pid}");
+            let gone = if name == format!("{ext4}-mnt") {
+                if mounted(&path) {
+                    let _ = Command::new("umount").arg(&path).output();
+                }
+                // Only once unmounted and empty: never into a file system.
+                std::fs::remove_dir(&path)
+            } else if name == format!("{ext4}-loop.img") && path.is_file() {
+                std::fs::remove_file(&path)
+            } else if path.join(MARK).is_file() && !mounted(&path) {
                 std::fs::remove_dir_all(&path)
             } else {
-                std::fs::remove_file(&path)
+                continue;
             };
             if gone.is_ok() {
                 removed.push(path.display().to_string());
@@ -103,10 +133,7 @@ pub fn memory_dir() -> Result<TempDir, String> {
     if fs_type(shm) != Some(TMPFS_MAGIC) {
         return Err("/dev/shm is not a tmpfs: the in-memory experiments need one".into());
     }
-    tempfile::Builder::new()
-        .prefix(&own_prefix())
-        .tempdir_in(shm)
-        .map_err(|e| format!("/dev/shm: {e}"))
+    run_dir(shm).map_err(|e| format!("/dev/shm: {e}"))
 }
 
 /// An ext4 directory for the durable experiments, and what it is.
@@ -153,10 +180,7 @@ pub fn disk_dir() -> Result<Disk, String> {
 /// A directory on ext4 made for the run on a loop device.
 pub fn loop_disk() -> Result<Disk, String> {
     let m = LoopMount::make()?;
-    let dir = tempfile::Builder::new()
-        .prefix(&own_prefix())
-        .tempdir_in(&m.mountpoint)
-        .map_err(|e| format!("the loop ext4: {e}"))?;
+    let dir = run_dir(&m.mountpoint).map_err(|e| format!("the loop ext4: {e}"))?;
     Ok(Disk {
         dir,
         note: m.note.clone(),
@@ -339,12 +363,16 @@ mod tests {
         let dead = (u32::MAX / 2..).find(|&p| !alive(p)).unwrap();
         let base = Path::new("/dev/shm");
         let theirs = base.join(format!("ulfs-bench-{dead}-x"));
-        let ours = tempfile::Builder::new()
-            .prefix(&own_prefix())
-            .tempdir_in(base)
-            .unwrap();
+        // A user's directory that only looks like one: never touched.
+        let users = base.join(format!("ulfs-bench-{dead}-results"));
+        let ours = run_dir(base).unwrap();
         std::fs::create_dir_all(theirs.join("sub")).unwrap();
+        std::fs::write(theirs.join(MARK), dead.to_string()).unwrap();
+        std::fs::create_dir_all(&users).unwrap();
+        std::fs::write(users.join("results.csv"), "keep").unwrap();
         let removed = remove_leftovers();
+        let users_kept = users.join("results.csv").exists();
+        std::fs::remove_dir_all(&users).unwrap();
         assert!(!theirs.exists());
         assert!(
             removed
@@ -352,6 +380,7 @@ mod tests {
                 .any(|r| r.ends_with(&format!("ulfs-bench-{dead}-x")))
         );
         assert!(ours.path().exists());
+        assert!(users_kept, "a user's directory was removed");
     }
 
     #[test]
