@@ -139,9 +139,11 @@ static long keep_open(const char *name, long *fd) {
 static int do_lseek(uint64_t n) {
     static long fd = -1;
     if (keep_open("lseek.dat", &fd)) return -1;
+    long bad = 0;
     uint64_t t0 = now_ns();
-    for (uint64_t i = 0; i < n; i++) sink += (uint64_t)b_lseek((int)fd, 0, SEEK_SET);
+    for (uint64_t i = 0; i < n; i++) bad |= b_lseek((int)fd, 0, SEEK_SET);
     uint64_t t = now_ns() - t0;
+    if (bad) return fail("lseek", bad < 0 ? bad : -EIO); /* every call returns 0 */
     snprintf(reply, sizeof reply, "ok %llu", (unsigned long long)t);
     return 0;
 }
@@ -150,12 +152,14 @@ static int do_fstat(uint64_t n) {
     static long fd = -1;
     if (keep_open("fstat.dat", &fd)) return -1;
     struct stat st;
+    long bad = 0;
     uint64_t t0 = now_ns();
     for (uint64_t i = 0; i < n; i++) {
-        b_fstat((int)fd, &st);
+        bad |= b_fstat((int)fd, &st);
         sink += st.st_ino;
     }
     uint64_t t = now_ns() - t0;
+    if (bad) return fail("fstat", bad);
     snprintf(reply, sizeof reply, "ok %llu", (unsigned long long)t);
     return 0;
 }
@@ -199,6 +203,9 @@ static int do_raw(const char *how, size_t chunk) {
             if (w != (long)MIB) { b_close((int)fd); free(order); return fail("prefill", w < 0 ? w : -EIO); }
         }
     }
+    /* A read that claims success without filling the buffer must not
+     * find the last round's bytes there. */
+    memset(big_r, 0, MIB);
     long bad = 0;
     uint64_t t0 = now_ns();
     for (size_t i = 0; i < n; i++) {
@@ -229,24 +236,25 @@ static int do_raw(const char *how, size_t chunk) {
 static unsigned char small_w[64 << 10], small_r[64 << 10];
 
 static int do_files(uint64_t n, size_t chunk) {
-    const unsigned char *wbuf;
-    unsigned char *rbuf;
+    unsigned char *wbuf, *rbuf;
     if (chunk == MIB) {
         if (need_buffers()) return -1;
         wbuf = big_w;
         rbuf = big_r;
-    } else if (chunk && chunk <= sizeof small_w && MIB % chunk == 0) {
+    } else if (chunk >= 8 && chunk <= sizeof small_w && MIB % chunk == 0) {
         for (size_t i = 0; i < chunk; i++) small_w[i] = (unsigned char)(i * 7 + 1);
         wbuf = small_w;
         rbuf = small_r;
     } else {
-        return failmsg("files: a chunk of 1 MiB, or one that divides it up to 64 KiB");
+        return failmsg("files: a chunk of 1 MiB, or one that divides it from 8 bytes to 64 KiB");
     }
     char name[64];
     long err = 0;
     uint64_t t0 = now_ns();
     for (uint64_t i = 0; i < n && !err; i++) {
         snprintf(name, sizeof name, "file%06llu", (unsigned long long)i);
+        /* Each file starts with its number: reading the wrong file shows. */
+        memcpy(wbuf, &i, 8);
         long fd = b_open(name, O_CREAT | O_TRUNC | O_WRONLY, 0644);
         if (fd < 0) { err = fd; break; }
         for (size_t done = 0; done < MIB && !err; done += chunk) {
@@ -256,6 +264,8 @@ static int do_files(uint64_t n, size_t chunk) {
         b_close((int)fd);
     }
     uint64_t tw = now_ns() - t0;
+    memset(rbuf, 0, chunk);
+    uint64_t wrong = 0;
     t0 = now_ns();
     for (uint64_t i = 0; i < n && !err; i++) {
         snprintf(name, sizeof name, "file%06llu", (unsigned long long)i);
@@ -264,6 +274,9 @@ static int do_files(uint64_t n, size_t chunk) {
         for (size_t done = 0; done < MIB && !err; done += chunk) {
             long r = b_read((int)fd, rbuf, chunk);
             if (r != (long)chunk) err = r < 0 ? r : -EIO;
+            uint64_t stamp;
+            memcpy(&stamp, rbuf, 8);
+            wrong += stamp != i;
         }
         b_close((int)fd);
     }
@@ -273,6 +286,7 @@ static int do_files(uint64_t n, size_t chunk) {
         b_unlink(name);
     }
     if (err) return fail("files", err);
+    if (wrong) return failmsg("files: %llu chunks came from another file", (unsigned long long)wrong);
     if (n && memcmp(rbuf, wbuf, chunk)) return failmsg("files: data read back differs");
     snprintf(reply, sizeof reply, "ok %llu %llu", (unsigned long long)tw, (unsigned long long)tr);
     return 0;
@@ -480,14 +494,14 @@ static int (*gdbm_close_)(void *);
 static int load_gdbm(void) {
     if (gdbm_open_) return 0;
     void *h = dlopen("libgdbm.so.6", RTLD_NOW);
-    if (!h) return failmsg("libgdbm.so.6 is not installed (Debian: libgdbm6)");
+    if (!h) return failmsg("missing: libgdbm.so.6 (Debian: libgdbm6): %s", dlerror());
     *(void **)&gdbm_open_ = dlsym(h, "gdbm_open");
     *(void **)&gdbm_store_ = dlsym(h, "gdbm_store");
     *(void **)&gdbm_fetch_ = dlsym(h, "gdbm_fetch");
     *(void **)&gdbm_close_ = dlsym(h, "gdbm_close");
     if (!gdbm_open_ || !gdbm_store_ || !gdbm_fetch_ || !gdbm_close_) {
         gdbm_open_ = NULL;
-        return failmsg("libgdbm.so.6 lacks gdbm_open/store/fetch/close");
+        return failmsg("missing: gdbm_open/store/fetch/close in libgdbm.so.6");
     }
     return 0;
 }
@@ -547,7 +561,7 @@ static const char *(*sq_errmsg)(sqlite3 *);
 static int load_sqlite(void) {
     if (sq_open) return 0;
     void *h = dlopen("libsqlite3.so.0", RTLD_NOW);
-    if (!h) return failmsg("libsqlite3.so.0 is not installed (Debian: libsqlite3-0)");
+    if (!h) return failmsg("missing: libsqlite3.so.0 (Debian: libsqlite3-0): %s", dlerror());
     struct { void **fn; const char *name; } syms[] = {
         {(void **)&sq_open, "sqlite3_open"},       {(void **)&sq_close, "sqlite3_close"},
         {(void **)&sq_exec, "sqlite3_exec"},       {(void **)&sq_prepare, "sqlite3_prepare_v2"},
@@ -560,7 +574,7 @@ static int load_sqlite(void) {
         *syms[i].fn = dlsym(h, syms[i].name);
         if (!*syms[i].fn) {
             sq_open = NULL;
-            return failmsg("libsqlite3.so.0 lacks %s", syms[i].name);
+            return failmsg("missing: %s in libsqlite3.so.0", syms[i].name);
         }
     }
     return 0;

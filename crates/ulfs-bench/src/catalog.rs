@@ -26,6 +26,13 @@ pub struct Figure {
     pub shape: Shape,
     /// The system every ratio in the report is taken against.
     pub reference: &'static str,
+    /// Where the reference's image is in memory but host-ext4 is on the
+    /// disk: the ulfs system on the disk that host-ext4 is compared with
+    /// instead (a RAM image against a disk would flatter ulfs).
+    pub disk_reference: Option<&'static str>,
+    /// The report's sentence looks at the smallest param rather than the
+    /// largest (fig. 9: the tightest limit is the point of the figure).
+    pub focus_smallest: bool,
     /// The workload in one clause, for the report's sentence: "1 MiB
     /// written and read back in chunks of the given size, in random order".
     pub workload: &'static str,
@@ -33,6 +40,7 @@ pub struct Figure {
 
 const JOURNAL: &str = "ulfs-journal";
 const PRELOAD: &str = "ulfs-preload";
+const PRELOAD_EXT4: &str = "ulfs-preload-ext4";
 
 pub static FIGURES: &[Figure] = &[
     Figure {
@@ -44,6 +52,8 @@ pub static FIGURES: &[Figure] = &[
         log_y: true,
         shape: Shape::Lines,
         reference: JOURNAL,
+        disk_reference: None,
+        focus_smallest: false,
         workload: "1 MiB written to a new file and read back chunk by chunk (each chunk a write then a read, chunks in random order)",
     },
     Figure {
@@ -55,6 +65,8 @@ pub static FIGURES: &[Figure] = &[
         log_y: true,
         shape: Shape::Lines,
         reference: JOURNAL,
+        disk_reference: None,
+        focus_smallest: false,
         workload: "1 MiB overwritten in an existing file and read back chunk by chunk (chunks in random order)",
     },
     Figure {
@@ -66,6 +78,8 @@ pub static FIGURES: &[Figure] = &[
         log_y: true,
         shape: Shape::Lines,
         reference: JOURNAL,
+        disk_reference: None,
+        focus_smallest: false,
         workload: "N new files of 1 MiB each written with one call per file",
     },
     Figure {
@@ -77,6 +91,8 @@ pub static FIGURES: &[Figure] = &[
         log_y: true,
         shape: Shape::Lines,
         reference: JOURNAL,
+        disk_reference: None,
+        focus_smallest: false,
         workload: "N files of 1 MiB each read back with one call per file",
     },
     Figure {
@@ -88,6 +104,8 @@ pub static FIGURES: &[Figure] = &[
         log_y: false,
         shape: Shape::Lines,
         reference: JOURNAL,
+        disk_reference: None,
+        focus_smallest: false,
         workload: "the fig. 7 workload in a new process, whose VmHWM is read at the end",
     },
     Figure {
@@ -99,6 +117,8 @@ pub static FIGURES: &[Figure] = &[
         log_y: false,
         shape: Shape::Lines,
         reference: JOURNAL,
+        disk_reference: None,
+        focus_smallest: false,
         workload: "the fig. 7 workload in a new process alone in a memory cgroup, whose peak usage is read at the end",
     },
     Figure {
@@ -110,6 +130,8 @@ pub static FIGURES: &[Figure] = &[
         log_y: false,
         shape: Shape::Lines,
         reference: JOURNAL,
+        disk_reference: None,
+        focus_smallest: false,
         workload: "the VmRSS of the fig. 8 process right after it mounted its new image (a host system's: right after it started), before the workload",
     },
     Figure {
@@ -121,6 +143,8 @@ pub static FIGURES: &[Figure] = &[
         log_y: true,
         shape: Shape::Bars,
         reference: JOURNAL,
+        disk_reference: None,
+        focus_smallest: true,
         workload: "10 files of 1 MiB written and read back in 64 KiB calls by a process whose cgroup may hold only the given memory, no swap (files and images on the disk)",
     },
     Figure {
@@ -132,6 +156,8 @@ pub static FIGURES: &[Figure] = &[
         log_y: true,
         shape: Shape::Lines,
         reference: JOURNAL,
+        disk_reference: None,
+        focus_smallest: false,
         workload: "a directory of N entries listed with getdents64 into a 32 KiB buffer, reading only inode numbers",
     },
     Figure {
@@ -143,6 +169,8 @@ pub static FIGURES: &[Figure] = &[
         log_y: true,
         shape: Shape::Lines,
         reference: JOURNAL,
+        disk_reference: None,
+        focus_smallest: false,
         workload: "a directory of N entries listed with getdents64 into a 512-byte buffer (many calls per listing)",
     },
     Figure {
@@ -154,6 +182,8 @@ pub static FIGURES: &[Figure] = &[
         log_y: true,
         shape: Shape::Lines,
         reference: JOURNAL,
+        disk_reference: None,
+        focus_smallest: false,
         workload: "lseek(fd, 0, SEEK_SET) on an empty file, N times",
     },
     Figure {
@@ -165,6 +195,8 @@ pub static FIGURES: &[Figure] = &[
         log_y: true,
         shape: Shape::Lines,
         reference: JOURNAL,
+        disk_reference: None,
+        focus_smallest: false,
         workload: "fstat of one file, N times, reading only st_ino",
     },
     Figure {
@@ -176,6 +208,8 @@ pub static FIGURES: &[Figure] = &[
         log_y: true,
         shape: Shape::Lines,
         reference: PRELOAD,
+        disk_reference: Some(PRELOAD_EXT4),
+        focus_smallest: false,
         workload: "N items of 4-byte keys and values stored into a new database through the real libgdbm",
     },
     Figure {
@@ -187,6 +221,8 @@ pub static FIGURES: &[Figure] = &[
         log_y: true,
         shape: Shape::Lines,
         reference: PRELOAD,
+        disk_reference: Some(PRELOAD_EXT4),
+        focus_smallest: false,
         workload: "the N items fetched back through the real libgdbm",
     },
     Figure {
@@ -198,6 +234,8 @@ pub static FIGURES: &[Figure] = &[
         log_y: true,
         shape: Shape::Lines,
         reference: PRELOAD,
+        disk_reference: Some(PRELOAD_EXT4),
+        focus_smallest: false,
         workload: "N rows (id, string, float) of random values inserted one statement (one transaction) each through the real libsqlite3",
     },
     Figure {
@@ -209,6 +247,8 @@ pub static FIGURES: &[Figure] = &[
         log_y: true,
         shape: Shape::Lines,
         reference: PRELOAD,
+        disk_reference: Some(PRELOAD_EXT4),
+        focus_smallest: false,
         workload: "the N rows selected back through the real libsqlite3",
     },
     Figure {
@@ -220,6 +260,8 @@ pub static FIGURES: &[Figure] = &[
         log_y: true,
         shape: Shape::Lines,
         reference: PRELOAD,
+        disk_reference: Some(PRELOAD_EXT4),
+        focus_smallest: false,
         workload: "Debian's postmark with its default transactions and file sizes over N files",
     },
     Figure {
@@ -231,6 +273,8 @@ pub static FIGURES: &[Figure] = &[
         log_y: false,
         shape: Shape::Lines,
         reference: JOURNAL,
+        disk_reference: None,
+        focus_smallest: false,
         workload: "N files each created, written 4 KiB, fsynced and closed, on the host disk",
     },
     Figure {
@@ -242,6 +286,8 @@ pub static FIGURES: &[Figure] = &[
         log_y: false,
         shape: Shape::Lines,
         reference: JOURNAL,
+        disk_reference: None,
+        focus_smallest: false,
         workload: "open and close of existing names picked at random in a directory of N entries",
     },
     Figure {
@@ -253,6 +299,8 @@ pub static FIGURES: &[Figure] = &[
         log_y: false,
         shape: Shape::Lines,
         reference: JOURNAL,
+        disk_reference: None,
+        focus_smallest: false,
         workload: "open of names that are not in a directory of N entries",
     },
     Figure {
@@ -264,6 +312,8 @@ pub static FIGURES: &[Figure] = &[
         log_y: false,
         shape: Shape::Lines,
         reference: JOURNAL,
+        disk_reference: None,
+        focus_smallest: false,
         workload: "N empty files created (and closed) in one new directory",
     },
     Figure {
@@ -275,6 +325,8 @@ pub static FIGURES: &[Figure] = &[
         log_y: false,
         shape: Shape::Lines,
         reference: JOURNAL,
+        disk_reference: None,
+        focus_smallest: false,
         workload: "the N files of the create experiment unlinked in creation order",
     },
     Figure {
@@ -286,6 +338,8 @@ pub static FIGURES: &[Figure] = &[
         log_y: true,
         shape: Shape::Lines,
         reference: JOURNAL,
+        disk_reference: None,
+        focus_smallest: false,
         workload: "a new process mounting an image that holds N files",
     },
     Figure {
@@ -297,6 +351,8 @@ pub static FIGURES: &[Figure] = &[
         log_y: false,
         shape: Shape::Lines,
         reference: JOURNAL,
+        disk_reference: None,
+        focus_smallest: false,
         workload: "the VmRSS of a new process right after it mounted an image that holds N files",
     },
 ];

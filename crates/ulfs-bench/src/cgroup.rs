@@ -49,6 +49,30 @@ fn hierarchy() -> Result<(PathBuf, Version), String> {
         .ok_or_else(|| "no cgroup memory controller on this machine".to_string())
 }
 
+/// A group of this run's under `base` whose children get the memory
+/// controller (v2 allows processes only in leaves, and controllers only
+/// where the parent passes them on).
+fn v2_parent(base: &Path) -> Result<PathBuf, String> {
+    let ours = base.join(format!("{}groups", crate::host::own_prefix()));
+    let fresh = !ours.is_dir();
+    if fresh {
+        let _ = write(&base.join("cgroup.subtree_control"), "+memory");
+        std::fs::create_dir(&ours).map_err(|e| format!("{}: {e}", ours.display()))?;
+    }
+    let ready = write(&ours.join("cgroup.subtree_control"), "+memory").and_then(|()| {
+        let c = std::fs::read_to_string(ours.join("cgroup.controllers")).unwrap_or_default();
+        if c.split_whitespace().any(|c| c == "memory") {
+            Ok(())
+        } else {
+            Err(format!("{}: no memory controller", ours.display()))
+        }
+    });
+    if ready.is_err() && fresh {
+        let _ = std::fs::remove_dir(&ours);
+    }
+    ready.map(|()| ours)
+}
+
 /// This process's own group in that hierarchy (from /proc/self/cgroup).
 fn own_group(root: &Path, version: Version) -> PathBuf {
     let own = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
@@ -87,15 +111,21 @@ impl Cgroup {
         let (root, version) = hierarchy()?;
         let mut parent = own_group(&root, version);
         if version == Version::V2 {
-            // v2 allows processes only in leaves: make an empty parent of
-            // our own whose subtree has the memory controller.
-            let ours = parent.join(format!("{}groups", crate::host::own_prefix()));
-            if !ours.is_dir() {
-                let _ = write(&parent.join("cgroup.subtree_control"), "+memory");
-                std::fs::create_dir(&ours).map_err(|e| format!("{}: {e}", ours.display()))?;
+            // Our own group may hold processes, and v2 then refuses it
+            // controllers for its children: the root is the other choice.
+            let mut why = String::new();
+            let mut made = None;
+            for base in [parent.clone(), root.clone()] {
+                match v2_parent(&base) {
+                    Ok(p) => {
+                        made = Some(p);
+                        break;
+                    }
+                    Err(e) => why = e,
+                }
             }
-            write(&ours.join("cgroup.subtree_control"), "+memory")?;
-            parent = ours;
+            parent = made
+                .ok_or_else(|| format!("no usable cgroup memory controller (cgroup v2: {why})"))?;
         }
         let n = NEXT.fetch_add(1, Ordering::Relaxed);
         let dir = parent.join(format!("{}{n}", crate::host::own_prefix()));

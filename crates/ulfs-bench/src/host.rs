@@ -105,6 +105,7 @@ pub fn remove_leftovers() -> Vec<String> {
             }
             let path = e.path();
             let ext4 = format!("ulfs-bench-ext4-{pid}");
+            let mountpoint = place.join(format!("{ext4}-mnt"));
             let gone = if name == format!("{ext4}-mnt") {
                 if mounted(&path) {
                     let _ = Command::new("umount").arg(&path).output();
@@ -112,6 +113,11 @@ pub fn remove_leftovers() -> Vec<String> {
                 // Only once unmounted and empty: never into a file system.
                 std::fs::remove_dir(&path)
             } else if name == format!("{ext4}-loop.img") && path.is_file() {
+                // Not while its file system is still mounted (a loop
+                // device would stay attached to a deleted file).
+                if mounted(&mountpoint) {
+                    continue;
+                }
                 std::fs::remove_file(&path)
             } else if path.join(MARK).is_file() && !mounted(&path) {
                 std::fs::remove_dir_all(&path)
@@ -158,7 +164,13 @@ pub fn disk_dir() -> Result<Disk, String> {
     let mut candidates: Vec<PathBuf> = Vec::new();
     match std::env::var_os("ULFS_BENCH_DISK") {
         Some(d) if d == "loop" => return loop_disk(),
-        Some(d) => candidates.push(d.into()),
+        Some(d) if fs_type(Path::new(&d)) == Some(EXT4_MAGIC) => candidates.push(d.into()),
+        Some(d) => {
+            return Err(format!(
+                "ULFS_BENCH_DISK={}: not a directory on ext4 (or `loop` for one made for the run)",
+                Path::new(&d).display()
+            ));
+        }
         None => {}
     }
     candidates.extend(std::env::var_os("TMPDIR").map(PathBuf::from));
@@ -236,7 +248,7 @@ impl LoopMount {
         drop(f);
         let m = LoopMount {
             note: format!(
-                "ext4 on a loop device made for this run (file {} on {}), as no temporary directory is on ext4",
+                "ext4 on a loop device made for this run (file {} on {})",
                 file.display(),
                 fs_name(base)
             ),

@@ -68,6 +68,11 @@ fn main() -> ExitCode {
         let status = worker::serve(&kind.to_string_lossy(), Path::new(place));
         return ExitCode::from(u8::try_from(status).unwrap_or(1));
     }
+    // An image made inside a cgroup (fig. 8): `ulfs-bench mkfs IMAGE BYTES
+    // journal|none`, so that the `ulfs` binary is not needed for it.
+    if argv.get(1).is_some_and(|a| a == "mkfs") {
+        return hidden_mkfs(&argv[2..]);
+    }
     let args = Args::parse_from(argv);
     if args.list {
         list();
@@ -87,6 +92,37 @@ fn main() -> ExitCode {
             } else {
                 ExitCode::FAILURE
             }
+        }
+    }
+}
+
+fn hidden_mkfs(args: &[std::ffi::OsString]) -> ExitCode {
+    let [image, bytes, mode] = args else {
+        eprintln!("usage: ulfs-bench mkfs IMAGE BYTES journal|none");
+        return ExitCode::from(2);
+    };
+    let (Some(size), Some(mode)) = (
+        bytes.to_str().and_then(|b| b.parse().ok()),
+        match mode.to_str() {
+            Some("journal") => Some(ulfs::Mode::Journal),
+            Some("none") => Some(ulfs::Mode::None),
+            _ => None,
+        },
+    ) else {
+        eprintln!("usage: ulfs-bench mkfs IMAGE BYTES journal|none");
+        return ExitCode::from(2);
+    };
+    let opts = ulfs::MkfsOptions {
+        size,
+        mode,
+        force: true,
+        ..ulfs::MkfsOptions::default()
+    };
+    match ulfs::mkfs(image, &opts) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("{e}");
+            ExitCode::FAILURE
         }
     }
 }
@@ -120,6 +156,8 @@ fn select(names: &[String]) -> Result<Vec<&'static Experiment>, String> {
 fn run(args: &Args) -> Result<(), String> {
     let chosen = select(&args.experiments)?;
     std::fs::create_dir_all(&args.out).map_err(|e| format!("{}: {e}", args.out.display()))?;
+    // Checked before measuring: a run must not end by refusing to write.
+    let earlier = earlier_results(&args.out)?;
     // Ctrl-C (or SIGTERM, SIGHUP) stops the workers and the run, and
     // lets it remove its images (in memory, on tmpfs, they hold RAM).
     ctrlc::set_handler(worker::interrupt).map_err(|e| format!("a signal handler: {e}"))?;
@@ -193,10 +231,41 @@ fn run(args: &Args) -> Result<(), String> {
         ctx.rows.len(),
         ctx.skips.len()
     );
-    let command = std::env::args().collect::<Vec<_>>().join(" ");
+    let command = std::iter::once("ulfs bench".to_string())
+        .chain(
+            std::env::args_os()
+                .skip(1)
+                .map(|a| a.to_string_lossy().into_owned()),
+        )
+        .collect::<Vec<_>>()
+        .join(" ");
     let caption = format!("{machine}; {disk_note}; {}", host::today());
+    let ran: Vec<&str> = chosen
+        .iter()
+        .flat_map(|e| e.figures.iter().copied())
+        .collect();
+    let (mut rows, mut skips) = earlier;
+    rows.retain(|r| !ran.contains(&r.experiment.as_str()));
+    skips.retain(|k| !ran.contains(&k.experiment.as_str()));
+    if !rows.is_empty() {
+        let kept: std::collections::BTreeSet<&str> =
+            rows.iter().map(|r| r.experiment.as_str()).collect();
+        eprintln!(
+            "kept {} figures of an earlier run in {}",
+            kept.len(),
+            args.out.display()
+        );
+    }
+    rows.extend(ctx.rows.iter().cloned());
+    skips.extend(ctx.skips.iter().cloned());
     write_outputs(
-        &args.out, &ctx.rows, &ctx.skips, &caption, args.quick, &command,
+        &args.out,
+        &rows,
+        &skips,
+        &|f| ran.contains(&f),
+        &caption,
+        args.quick,
+        &command,
     )?;
     for s in &ctx.skips {
         eprintln!("skipped: {} {}: {}", s.experiment, s.system, s.reason);
@@ -217,10 +286,13 @@ fn run(args: &Args) -> Result<(), String> {
 }
 
 /// `results.csv`, `skips.csv`, a PNG per figure with rows, `REPORT.md`.
+/// `draw` names the figures whose plots are (re)drawn; the others keep
+/// the PNG an earlier run drew, if there is one.
 fn write_outputs(
     out: &Path,
     rows: &[results::Row],
     skips: &[results::Skip],
+    draw: &dyn Fn(&str) -> bool,
     caption: &str,
     quick: bool,
     command: &str,
@@ -241,8 +313,12 @@ fn write_outputs(
             continue;
         }
         let png = out.join(format!("{}.png", fig.name));
-        plot::draw(fig, &mine, caption, &png).map_err(|e| format!("{}: {e}", png.display()))?;
-        pngs.push(fig.name);
+        if draw(fig.name) {
+            plot::draw(fig, &mine, caption, &png).map_err(|e| format!("{}: {e}", png.display()))?;
+        }
+        if png.is_file() {
+            pngs.push(fig.name);
+        }
     }
     let report_path = out.join("REPORT.md");
     let ctx = report::Context {
@@ -257,6 +333,30 @@ fn write_outputs(
     println!("plots:   {} PNGs in {}", pngs.len(), out.display());
     println!("report:  {}", report_path.display());
     Ok(())
+}
+
+/// The rows and skips of an earlier run in `out`, which a run of some
+/// experiments keeps for the others; an error if `out` holds a
+/// `results.csv` that is not one (nothing of the user's is overwritten).
+fn earlier_results(out: &Path) -> Result<(Vec<results::Row>, Vec<results::Skip>), String> {
+    let csv = out.join("results.csv");
+    let text = match std::fs::read_to_string(&csv) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((Vec::new(), Vec::new())),
+        Err(e) => return Err(format!("{}: {e}", csv.display())),
+    };
+    let refuse = |e: std::io::Error| {
+        format!(
+            "{}: not the results of an earlier `ulfs bench` ({e}); choose another --out",
+            csv.display()
+        )
+    };
+    let rows = results::read_csv(&text).map_err(refuse)?;
+    let skips = match std::fs::read_to_string(out.join("skips.csv")) {
+        Ok(t) => results::read_skips(&t).map_err(refuse)?,
+        Err(_) => Vec::new(),
+    };
+    Ok((rows, skips))
 }
 
 /// Plots and report again from an earlier run's CSVs.
@@ -280,5 +380,5 @@ fn replot(dir: &Path) -> Result<(), String> {
     };
     let quick = lines.next() == Some("quick");
     let command = lines.next().unwrap_or("ulfs bench --replot").to_string();
-    write_outputs(dir, &rows, &skips, &caption, quick, &command)
+    write_outputs(dir, &rows, &skips, &|_| true, &caption, quick, &command)
 }

@@ -34,13 +34,14 @@ const FAMILY: &str = "sans-serif";
 /// colours: the host first (what ulfs is measured against) in warm
 /// colours, then ulfs in its modes in blues and teals, then memcpy in grey
 /// (it is the physical limit, not a competitor).
-const SYSTEMS: [(&str, RGBColor); 9] = [
+const SYSTEMS: [(&str, RGBColor); 10] = [
     ("host-tmpfs", RGBColor(213, 94, 0)),
     ("host-ext4", RGBColor(230, 159, 0)),
     ("ulfs-journal", RGBColor(0, 83, 176)),
     ("ulfs-none", RGBColor(86, 170, 233)),
     ("ulfs-preload", RGBColor(0, 140, 110)),
     ("ulfs-preload-none", RGBColor(90, 200, 160)),
+    ("ulfs-preload-ext4", RGBColor(0, 90, 70)),
     ("ulfs-fuse", RGBColor(110, 70, 190)),
     ("ulfs-server", RGBColor(30, 40, 110)),
     ("memcpy", RGBColor(128, 128, 128)),

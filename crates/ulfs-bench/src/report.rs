@@ -183,9 +183,23 @@ pub fn sentence(fig: &Figure, rows: &[Row]) -> String {
     sentence_with(fig, rows, &[])
 }
 
+/// The system `system`'s ratios are taken against in `fig`.
+fn reference_of<'a>(fig: &'a Figure, system: &str) -> &'a str {
+    match fig.disk_reference {
+        Some(d) if system == "host-ext4" => d,
+        _ => fig.reference,
+    }
+}
+
 fn sentence_with(fig: &Figure, rows: &[Row], skips: &[Skip]) -> String {
     let reference = fig.reference;
-    let Some(&p) = params(fig, rows, Some(reference)).last() else {
+    let ps = params(fig, rows, Some(reference));
+    let focus = if fig.focus_smallest {
+        ps.first()
+    } else {
+        ps.last()
+    };
+    let Some(&p) = focus else {
         let why = skips
             .iter()
             .find(|k| k.experiment == fig.name && k.system == reference)
@@ -204,7 +218,10 @@ fn sentence_with(fig: &Figure, rows: &[Row], skips: &[Skip]) -> String {
         _ => ("takes", "the time of", Some("faster")),
     };
     let mut clauses = Vec::new();
-    for sys in systems(fig, rows).into_iter().filter(|s| *s != reference) {
+    for sys in systems(fig, rows)
+        .into_iter()
+        .filter(|s| *s != reference && reference_of(fig, s) == reference)
+    {
         let Some(o) = find(rows, fig.name, p, sys) else {
             continue;
         };
@@ -222,18 +239,32 @@ fn sentence_with(fig: &Figure, rows: &[Row], skips: &[Skip]) -> String {
         clauses.push(c);
     }
     let head = format!("{}, {reference}", at(fig, p));
-    match clauses.len() {
+    let main = match clauses.len() {
         0 => format!(
-            "{head} {verb} {}; no other system has a result there.",
+            "{head} {verb} {}; no other system has a result there",
             absolute(r)
         ),
-        1 => format!("{head} {verb} {}.", clauses[0]),
+        1 => format!("{head} {verb} {}", clauses[0]),
         n => format!(
-            "{head} {verb} {} and {}.",
+            "{head} {verb} {} and {}",
             clauses[..n - 1].join(", "),
             clauses[n - 1]
         ),
-    }
+    };
+    // The disk pair, image and files both on ext4.
+    let disk = fig.disk_reference.and_then(|d| {
+        let (ours, theirs) = (
+            find(rows, fig.name, p, d)?,
+            find(rows, fig.name, p, "host-ext4")?,
+        );
+        (ours.unit == theirs.unit && theirs.value > 0.0).then(|| {
+            format!(
+                "; on the disk, {d} {verb} {} {what} host-ext4",
+                factor(ours.value / theirs.value)
+            )
+        })
+    });
+    format!("{main}{}.", disk.unwrap_or_default())
 }
 
 /// A code span that survives backticks in `text`.
@@ -270,7 +301,14 @@ fn table(s: &mut String, fig: &Figure, rows: &[Row]) {
         let _ = write!(head, " {reference} (reference) |");
     }
     for o in &others {
-        let _ = write!(head, " {o} |");
+        match reference_of(fig, o) {
+            r if r != reference && !absolute_only => {
+                let _ = write!(head, " {o} (vs {r}) |");
+            }
+            _ => {
+                let _ = write!(head, " {o} |");
+            }
+        }
     }
     let columns = others.len() + usize::from(!absolute_only);
     let _ = writeln!(s, "{head}\n|---|{}", "---:|".repeat(columns));
@@ -284,7 +322,7 @@ fn table(s: &mut String, fig: &Figure, rows: &[Row]) {
             let cell = if absolute_only {
                 find(rows, fig.name, p, o).map(absolute)
             } else {
-                ratio(rows, fig.name, p, o, reference).map(factor)
+                ratio(rows, fig.name, p, o, reference_of(fig, o)).map(factor)
             };
             let _ = write!(line, " {} |", cell.as_deref().unwrap_or(MISSING));
         }

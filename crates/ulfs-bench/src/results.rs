@@ -112,14 +112,11 @@ pub fn write_skips(path: &Path, skips: &[Skip]) -> io::Result<()> {
     std::fs::write(path, s)
 }
 
-/// Enough significant digits for any of our units, without exponent
-/// notation that a spreadsheet might misread.
+/// Exactly the value (Rust prints the shortest decimal that reads back
+/// as the same f64) and never in exponent notation, which a spreadsheet
+/// might misread: a re-plot reads what the run measured.
 fn number(v: f64) -> String {
-    if v == 0.0 || v.abs() >= 1000.0 {
-        format!("{v:.1}")
-    } else {
-        format!("{v:.4}")
-    }
+    format!("{v}")
 }
 
 fn parse_err(line: usize, what: &str) -> io::Error {

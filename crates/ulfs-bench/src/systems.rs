@@ -18,6 +18,9 @@ pub enum System {
     UlfsPreload,
     /// The same on an image without a journal.
     UlfsPreloadNone,
+    /// `ulfs run` on a journaled image on the ext4 disk, whatever the
+    /// experiment's medium: the fair partner of host-ext4.
+    UlfsPreloadExt4,
     UlfsFuse,
     Memcpy,
 }
@@ -31,6 +34,7 @@ impl System {
             System::UlfsNone => "ulfs-none",
             System::UlfsPreload => "ulfs-preload",
             System::UlfsPreloadNone => "ulfs-preload-none",
+            System::UlfsPreloadExt4 => "ulfs-preload-ext4",
             System::UlfsFuse => "ulfs-fuse",
             System::Memcpy => "memcpy",
         }
@@ -38,7 +42,10 @@ impl System {
 
     fn image_mode(self) -> Option<Mode> {
         match self {
-            System::UlfsJournal | System::UlfsPreload | System::UlfsFuse => Some(Mode::Journal),
+            System::UlfsJournal
+            | System::UlfsPreload
+            | System::UlfsPreloadExt4
+            | System::UlfsFuse => Some(Mode::Journal),
             System::UlfsNone | System::UlfsPreloadNone => Some(Mode::None),
             _ => None,
         }
@@ -46,7 +53,7 @@ impl System {
 }
 
 /// Why ulfs-fuse is skipped until `ulfs mount` exists.
-const FUSE_MISSING: &str = "`ulfs mount` (FUSE) is not available yet";
+const FUSE_MISSING: &str = "missing: `ulfs mount` (FUSE), not built yet";
 
 /// Where an experiment's files live: memory (`/dev/shm`, against
 /// host-tmpfs) or the disk (ext4, for the durable experiments).
@@ -73,7 +80,7 @@ impl Tools {
             Ok(sibling)
         } else {
             Err(format!(
-                "no `ulfs` binary next to {} (build the workspace: cargo build --release)",
+                "missing: the `ulfs` binary next to {} (build the workspace: cargo build --release)",
                 me.display()
             ))
         };
@@ -102,7 +109,7 @@ impl Place {
     pub fn home(&self, system: System) -> Result<&Path, String> {
         let on = match system {
             System::HostTmpfs | System::Memcpy => Medium::Memory,
-            System::HostExt4 => Medium::Disk,
+            System::HostExt4 | System::UlfsPreloadExt4 => Medium::Disk,
             _ => self.medium,
         };
         let dir = match on {
@@ -127,6 +134,10 @@ impl Place {
     /// A new image for a ulfs system (nothing for a host system, whose
     /// workloads leave their directory as they found it).
     pub fn prepare(&self, system: System) -> Result<(), String> {
+        // Not an image of gigabytes for a system that cannot run.
+        if system == System::UlfsFuse {
+            return Err(FUSE_MISSING.into());
+        }
         if system.image_mode().is_some() {
             self.make_image(system)?;
         }
@@ -155,7 +166,7 @@ impl Place {
             System::UlfsJournal | System::UlfsNone => {
                 self.worker("ulfs", &self.image_path(system)?)
             }
-            System::UlfsPreload | System::UlfsPreloadNone => {
+            System::UlfsPreload | System::UlfsPreloadNone | System::UlfsPreloadExt4 => {
                 let mut c = self.under_ulfs_run(system, &self.tools.me)?;
                 c.args(["worker", "posix", "/ulfs/w"]);
                 c
@@ -178,7 +189,7 @@ impl Place {
                 std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
                 Ok((Command::new(program), dir))
             }
-            System::UlfsPreload | System::UlfsPreloadNone => {
+            System::UlfsPreload | System::UlfsPreloadNone | System::UlfsPreloadExt4 => {
                 self.prepare(system)?;
                 Ok((
                     self.under_ulfs_run(system, program)?,
@@ -208,38 +219,63 @@ impl Place {
     }
 
     /// Like [`Place::prepare`], with the image made by a process inside
-    /// `group`: mkfs reserves the image's whole size (on tmpfs, memory),
-    /// and that memory is the system's to be charged for.
+    /// `group` (this program's hidden `mkfs`): mkfs reserves the image's
+    /// whole size (on tmpfs, memory), and that memory is the system's to
+    /// be charged for.
     pub fn prepare_in(&self, system: System, group: &Cgroup) -> Result<(), String> {
+        if system == System::UlfsFuse {
+            return Err(FUSE_MISSING.into());
+        }
         let Some(mode) = system.image_mode() else {
             return Ok(());
         };
         let image = self.image_path(system)?;
         remove_image(&image)?;
-        let ulfs = self.tools.ulfs.as_ref().map_err(Clone::clone)?;
-        let mut mkfs = Command::new(ulfs);
+        let mut mkfs = Command::new(&self.tools.me);
         mkfs.arg("mkfs")
             .arg(&image)
             .arg(self.image_bytes.to_string())
-            .args([
-                "--mode",
-                if mode == Mode::None {
-                    "none"
-                } else {
-                    "journal"
-                },
-            ]);
+            .arg(if mode == Mode::None {
+                "none"
+            } else {
+                "journal"
+            });
         let out = group
             .wrap(&mkfs)
             .output()
-            .map_err(|e| format!("ulfs mkfs: {e}"))?;
+            .map_err(|e| format!("mkfs: {e}"))?;
         if out.status.success() {
             Ok(())
         } else {
             Err(format!(
-                "ulfs mkfs {}: {}",
+                "mkfs {}: {}",
                 image.display(),
                 String::from_utf8_lossy(&out.stderr).trim()
+            ))
+        }
+    }
+
+    /// Writes the system's image to its medium and drops it from the page
+    /// cache, so the next process to use it is charged for what it reads
+    /// (a page stays charged to whoever touched it first).
+    pub fn evict(&self, system: System) -> Result<(), String> {
+        use std::os::fd::AsRawFd;
+        if system.image_mode().is_none() {
+            return Ok(());
+        }
+        let image = self.image_path(system)?;
+        let f = std::fs::File::open(&image).map_err(|e| format!("{}: {e}", image.display()))?;
+        f.sync_all()
+            .map_err(|e| format!("{}: {e}", image.display()))?;
+        // SAFETY: a valid descriptor of an open file; no memory is passed.
+        let rc = unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+        if rc == 0 {
+            Ok(())
+        } else {
+            Err(format!(
+                "{}: posix_fadvise: {}",
+                image.display(),
+                std::io::Error::from_raw_os_error(rc)
             ))
         }
     }

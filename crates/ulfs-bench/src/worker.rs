@@ -15,6 +15,11 @@ use std::path::Path;
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+/// The longest a request may take: the largest cells (a million files
+/// created on a slow machine) take minutes, a hung worker forever.
+const PATIENCE: Duration = Duration::from_secs(900);
 
 /// The process groups of the workers alive now, for [`interrupt`].
 static LIVE: Mutex<Vec<u32>> = Mutex::new(Vec::new());
@@ -30,13 +35,25 @@ pub fn interrupt() {
     let live = LIVE.lock().unwrap_or_else(|e| e.into_inner());
     for &pid in live.iter() {
         // SAFETY: kill has no memory-safety preconditions; a group that
-        // has already exited gives ESRCH, which is fine.
-        unsafe { libc::kill(-(pid as libc::pid_t), libc::SIGTERM) };
+        // has already exited gives ESRCH, which is fine. SIGCONT first: a
+        // stopped worker would keep SIGTERM pending.
+        unsafe {
+            libc::kill(-(pid as libc::pid_t), libc::SIGCONT);
+            libc::kill(-(pid as libc::pid_t), libc::SIGTERM);
+        }
     }
 }
 
 pub fn interrupted() -> bool {
     INTERRUPTED.load(Ordering::SeqCst)
+}
+
+/// Whether a worker's error says the system lacks something the
+/// experiment needs (a library, a peer not built yet), rather than
+/// something going wrong: the first is a skip, the second also fails
+/// the run. The C workload begins such answers with `missing:`.
+pub fn is_missing(reason: &str) -> bool {
+    reason.contains("missing:") || reason.contains(": interrupted")
 }
 
 fn forget(pid: u32) {
@@ -107,11 +124,19 @@ impl Worker {
     }
 
     /// Sends one request; returns the numbers of an `ok` answer, or the
-    /// worker's error (its own words, or how it died).
+    /// worker's error (its own words, or how it died). A worker that does
+    /// not answer within [`PATIENCE`] is killed, and one is not waited for
+    /// once the run is interrupted.
     pub fn ask(&mut self, request: &str) -> Result<Vec<f64>, String> {
+        self.ask_within(request, PATIENCE)
+    }
+
+    /// [`Worker::ask`] with its own limit on the wait.
+    pub fn ask_within(&mut self, request: &str, patience: Duration) -> Result<Vec<f64>, String> {
         let sent = writeln!(self.to, "{request}").and_then(|()| self.to.flush());
         let mut line = String::new();
         let got = if sent.is_ok() {
+            self.wait_for_answer(patience)?;
             self.from.read_line(&mut line).unwrap_or(0)
         } else {
             0
@@ -134,6 +159,37 @@ impl Worker {
         }
     }
 
+    /// Returns once the answer (or the end of the pipe) can be read.
+    fn wait_for_answer(&mut self, patience: Duration) -> Result<(), String> {
+        use std::os::fd::AsRawFd;
+        let started = std::time::Instant::now();
+        while self.from.buffer().is_empty() {
+            let mut pfd = libc::pollfd {
+                fd: self.from.get_ref().as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            // SAFETY: one valid pollfd for the duration of the call.
+            let n = unsafe { libc::poll(&mut pfd, 1, 200) };
+            if n > 0 {
+                return Ok(());
+            }
+            if interrupted() {
+                let _ = self.child.kill();
+                return Err(format!("{}: interrupted", self.what));
+            }
+            if started.elapsed() > patience {
+                let _ = self.child.kill();
+                return Err(format!(
+                    "{}: no answer in {} s: the worker was killed",
+                    self.what,
+                    patience.as_secs()
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// Why the worker stopped answering: its exit status or signal and
     /// the end of what it wrote on stderr.
     fn death(&mut self) -> String {
@@ -148,9 +204,6 @@ impl Worker {
         let skip = err.chars().count().saturating_sub(300);
         let tail: String = err.chars().skip(skip).collect();
         let how = match status {
-            Ok(s) if s.signal() == Some(libc::SIGKILL) => {
-                "was killed (SIGKILL: the OOM killer, if under a memory limit)".to_string()
-            }
             Ok(s) => match (s.code(), s.signal()) {
                 (Some(c), _) => format!("exited with status {c}"),
                 (_, Some(sig)) => format!("died of signal {sig}"),

@@ -137,10 +137,22 @@ fn a_quick_run_writes_every_figure_or_says_why_not() {
         assert_eq!(f.len(), 3, "{line}");
         // The reasons a run on a root machine with everything installed
         // may give: no FUSE peer yet, the OOM killer under fig. 9's
-        // tightest limits. Anything else is a failure of the benchmark.
-        let acceptable =
-            f[1] == "ulfs-fuse" || (f[0] == "fig9-memory-limit" && f[2].contains("OOM killer"));
-        assert!(acceptable, "unexpected skip: {line}");
+        // tightest limits, or a process there that thrashes without end.
+        // Elsewhere (not root, no cgroups, programs not installed) what
+        // is missing is said, and is a skip of this test's strictness;
+        // scripts/test.sh requires all as root.
+        let expected = f[1] == "ulfs-fuse"
+            || (f[0] == "fig9-memory-limit"
+                && (f[2].contains("OOM killer") || f[2].contains("no answer in")));
+        let environment = f[2].contains("missing:")
+            || f[2].contains("no cgroup memory controller")
+            || f[2].contains("no usable cgroup memory controller")
+            || f[2].contains("no ext4");
+        if !expected && environment && std::env::var_os("ULFS_REQUIRE_ALL_TESTS").is_none() {
+            println!("SKIPPED: ulfs bench could not measure here: {line}");
+        } else {
+            assert!(expected, "unexpected skip: {line}");
+        }
         skipped.insert((f[0].to_string(), f[1].to_string()));
     }
 
@@ -192,6 +204,36 @@ fn a_quick_run_writes_every_figure_or_says_why_not() {
     for figure in experiments.values().flat_map(|(f, _)| f) {
         png_dimensions(&out.join(format!("{figure}.png")));
     }
+
+    // One experiment again into the same directory: its figures are
+    // measured anew, every other figure's rows and plots are kept.
+    let before = std::fs::read_to_string(out.join("results.csv")).unwrap();
+    let again = Command::new(ulfs_bin())
+        .args(["bench", "--quick", "--out"])
+        .arg(&out)
+        .arg("fig11")
+        .output()
+        .unwrap();
+    assert!(
+        again.status.success(),
+        "{}",
+        String::from_utf8_lossy(&again.stderr)
+    );
+    let after = std::fs::read_to_string(out.join("results.csv")).unwrap();
+    let others = |text: &str| -> BTreeSet<String> {
+        text.lines()
+            .filter(|l| !l.starts_with("fig11-"))
+            .map(String::from)
+            .collect()
+    };
+    assert_eq!(
+        others(&before),
+        others(&after),
+        "other figures' rows changed"
+    );
+    assert!(after.lines().any(|l| l.starts_with("fig11-lseek,")));
+    let report = std::fs::read_to_string(out.join("REPORT.md")).unwrap();
+    assert!(report.contains("(fig6-read-after-write-fresh.png)"));
 }
 
 #[test]
@@ -208,4 +250,23 @@ fn a_wrong_experiment_or_flag_is_refused_with_the_names() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
+
+    // An --out whose results.csv is not one of ours is refused before
+    // anything is measured, and left as it was.
+    let dir = tempfile::tempdir().unwrap();
+    let theirs = "name,score\nalice,3\n";
+    std::fs::write(dir.path().join("results.csv"), theirs).unwrap();
+    let out = Command::new(ulfs_bin())
+        .args(["bench", "--quick", "--out"])
+        .arg(dir.path())
+        .arg("fig11")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("choose another --out"), "{err}");
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("results.csv")).unwrap(),
+        theirs
+    );
 }

@@ -1,12 +1,15 @@
 //! Memory (figs 8 and 9): what the fig. 7 workload costs in memory, and
 //! what it costs in time when memory is scarce. Every measurement is a
-//! new worker process, so its peak is its own.
+//! new worker process on a new image, so what it is charged for is its
+//! own; the systems take turns within each round, as in every sweep.
 
-use super::{Ctx, Experiment, image_for, largest, ns_to};
+use super::{Ctx, Experiment, ns_to};
 use crate::cgroup::Cgroup;
+use crate::measure::rotation;
 use crate::results::Unit;
 use crate::systems::{Medium, Place, System};
 use crate::worker::interrupted;
+use std::time::Duration;
 
 /// A FUSE mount's memory is the daemon's, not the program's: not a
 /// peer here.
@@ -36,49 +39,82 @@ pub const FIG8: Experiment = Experiment {
     run: fig8,
 };
 
+/// An image for `files` files of 1 MiB and little more: mkfs reserves all
+/// of it, and on tmpfs the reservation is memory charged to the system.
+fn fig8_image(files: u64) -> u64 {
+    (files * (5 << 18) + (8 << 20)).next_multiple_of(1 << 20)
+}
+
 fn fig8(ctx: &mut Ctx) {
+    const CGROUP: &str = "fig8-memory-cgroup";
     let figures = FIG8.figures;
     let params: &[u64] = if ctx.quick { &[1, 10] } else { &[1, 10, 100] };
     let rounds = ctx.slow_rounds();
     ctx.bar
         .inc_length((params.len() * FIG8_SYSTEMS.len() * rounds.total()) as u64);
     ctx.bar.set_message("fig8");
-    let place = ctx.place("fig8", Medium::Memory, image_for(largest(params), 1 << 20));
+    let mut place = ctx.place("fig8", Medium::Memory, 0);
     let cgroups = Cgroup::new(None).map(drop);
     if let Err(e) = &cgroups {
         for sys in FIG8_SYSTEMS {
-            ctx.skip(&["fig8-memory-cgroup"], sys, e);
+            ctx.skip(&[CGROUP], sys, e);
         }
     }
-    for sys in FIG8_SYSTEMS {
-        if let Err(e) = place.start(sys).and_then(|w| w.finish()) {
-            ctx.skip(figures, sys, &e);
-            ctx.bar.inc((params.len() * rounds.total()) as u64);
-            continue;
-        }
-        'params: for &n in params {
-            let (mut after_mount, mut hwm, mut charged) = (Vec::new(), Vec::new(), Vec::new());
-            for round in 0..rounds.total() {
+    let mut dead = [false; FIG8_SYSTEMS.len()];
+    // Once a cgroup figure cannot be read (memory.peak needs Linux 5.19),
+    // the other two figures go on without it.
+    let mut no_peak = [false; FIG8_SYSTEMS.len()];
+    for &n in params {
+        place.image_bytes = fig8_image(n);
+        let mut after_mount = vec![Vec::new(); FIG8_SYSTEMS.len()];
+        let mut hwm = vec![Vec::new(); FIG8_SYSTEMS.len()];
+        let mut charged = vec![Vec::new(); FIG8_SYSTEMS.len()];
+        for round in 0..rounds.total() {
+            for i in rotation(FIG8_SYSTEMS.len(), round) {
                 ctx.bar.inc(1);
                 if interrupted() {
                     return;
                 }
-                match one_process(&place, sys, n, cgroups.is_ok()) {
+                let sys = FIG8_SYSTEMS[i];
+                if dead[i] {
+                    continue;
+                }
+                match one_process(&place, sys, n, cgroups.is_ok() && !no_peak[i]) {
                     Ok(m) if round >= rounds.warmup => {
-                        after_mount.push(m.after_mount);
-                        hwm.push(m.hwm);
-                        charged.extend(m.charged);
+                        after_mount[i].push(m.after_mount);
+                        hwm[i].push(m.hwm);
+                        match m.charged {
+                            Some(Ok(kib)) => charged[i].push(kib),
+                            Some(Err(e)) => {
+                                ctx.failed(&[CGROUP], sys, &e);
+                                no_peak[i] = true;
+                            }
+                            None => {}
+                        }
                     }
                     Ok(_) => {}
                     Err(e) => {
-                        ctx.skip(figures, sys, &format!("at {n} files: {e}"));
-                        break 'params;
+                        ctx.failed(figures, sys, &format!("at {n} files: {e}"));
+                        dead[i] = true;
                     }
                 }
             }
-            ctx.record("fig8-memory-after-mount", sys, n, Unit::KiB, &after_mount);
-            ctx.record("fig8-memory-peak", sys, n, Unit::KiB, &hwm);
-            ctx.record("fig8-memory-cgroup", sys, n, Unit::KiB, &charged);
+        }
+        for (i, sys) in FIG8_SYSTEMS.into_iter().enumerate() {
+            if dead[i] {
+                continue;
+            }
+            ctx.record(
+                "fig8-memory-after-mount",
+                sys,
+                n,
+                Unit::KiB,
+                &after_mount[i],
+            );
+            ctx.record("fig8-memory-peak", sys, n, Unit::KiB, &hwm[i]);
+            if !no_peak[i] {
+                ctx.record(CGROUP, sys, n, Unit::KiB, &charged[i]);
+            }
         }
     }
 }
@@ -86,7 +122,9 @@ fn fig8(ctx: &mut Ctx) {
 struct Memory {
     after_mount: f64,
     hwm: f64,
-    charged: Option<f64>,
+    /// The cgroup's peak, if the process ran in one (or why it is not
+    /// known).
+    charged: Option<Result<f64, String>>,
 }
 
 /// One new worker on a new image doing the fig. 7 workload: its resident
@@ -113,14 +151,10 @@ fn one_process(place: &Place, sys: System, files: u64, in_cgroup: bool) -> Resul
     let (Some(&after_mount), Some(&hwm)) = (mounted.get(1), status.get(1)) else {
         return Err("a worker answered without its memory".into());
     };
-    let charged = match &group {
-        Some(g) => Some(g.peak()? as f64 / 1024.0),
-        None => None,
-    };
     Ok(Memory {
         after_mount,
         hwm,
-        charged,
+        charged: group.map(|g| g.peak().map(|bytes| bytes as f64 / 1024.0)),
     })
 }
 
@@ -137,62 +171,68 @@ const FIG9_FILES: u64 = 10;
 
 fn fig9(ctx: &mut Ctx) {
     const FIGURE: &str = "fig9-memory-limit";
-    // The files are on the disk: under a limit, the kernel can write
-    // their pages back and evict them, as the paper's mapped image.
-    let systems = FIG9_SYSTEMS;
     let limits: &[u64] = &[8, 4, 2, 1];
     let rounds = ctx.rounds();
-    ctx.bar
-        .inc_length((limits.len() * systems.len() * rounds.total()) as u64);
+    // Under a tight limit a process can spend minutes faulting in the
+    // pages the kernel just reclaimed: that it does not finish is the
+    // result, recorded as such.
+    let patience = Duration::from_secs(if ctx.quick { 10 } else { 60 });
+    let cells = (limits.len() * FIG9_SYSTEMS.len() * rounds.total()) as u64;
+    ctx.bar.inc_length(cells);
     ctx.bar.set_message("fig9");
     if let Err(e) = Cgroup::new(Some(8 << 20)) {
-        for sys in systems {
-            ctx.skip(&[FIGURE], sys, &format!("skipped: {e}"));
+        for sys in FIG9_SYSTEMS {
+            ctx.skip(&[FIGURE], sys, &e);
         }
-        ctx.bar
-            .inc((limits.len() * systems.len() * rounds.total()) as u64);
+        ctx.bar.inc(cells);
         return;
     }
-    let place = ctx.place("fig9", Medium::Disk, image_for(FIG9_FILES, 1 << 20));
-    for sys in systems {
-        if let Err(e) = place.start(sys).and_then(|w| w.finish()) {
-            ctx.skip(&[FIGURE], sys, &e);
-            ctx.bar.inc((limits.len() * rounds.total()) as u64);
-            continue;
-        }
-        for &mib in limits {
-            let mut times = Vec::new();
-            let mut failed = None;
-            for round in 0..rounds.total() {
+    // The files are on the disk: under a limit the kernel can write their
+    // pages back and evict them, as with the paper's mapped image.
+    let place = ctx.place("fig9", Medium::Disk, super::image_for(FIG9_FILES, 1 << 20));
+    for &mib in limits {
+        let mut times = vec![Vec::new(); FIG9_SYSTEMS.len()];
+        let mut failed: Vec<Option<String>> = vec![None; FIG9_SYSTEMS.len()];
+        for round in 0..rounds.total() {
+            for i in rotation(FIG9_SYSTEMS.len(), round) {
                 ctx.bar.inc(1);
                 if interrupted() {
                     return;
                 }
-                if failed.is_some() {
+                if failed[i].is_some() {
                     continue;
                 }
-                match limited_run(&place, sys, mib << 20) {
-                    Ok(ns) if round >= rounds.warmup => times.push(ns_to(Unit::Ms, ns)),
+                match limited_run(&place, FIG9_SYSTEMS[i], mib << 20, patience) {
+                    Ok(ns) if round >= rounds.warmup => times[i].push(ns_to(Unit::Ms, ns)),
                     Ok(_) => {}
-                    Err(e) => failed = Some(e),
+                    Err(e) => failed[i] = Some(e),
                 }
             }
-            match failed {
-                Some(e) => ctx.skip(&[FIGURE], sys, &format!("at {mib} MiB: {e}")),
-                None => ctx.record(FIGURE, sys, mib, Unit::Ms, &times),
+        }
+        for (i, sys) in FIG9_SYSTEMS.into_iter().enumerate() {
+            match &failed[i] {
+                // What the figure is about: not fitting is a result.
+                Some(e) if e.contains("OOM killer") || e.contains("no answer in") => {
+                    ctx.skip(&[FIGURE], sys, &format!("at {mib} MiB: {e}"))
+                }
+                Some(e) => ctx.failed(&[FIGURE], sys, &format!("at {mib} MiB: {e}")),
+                None => ctx.record(FIGURE, sys, mib, Unit::Ms, &times[i]),
             }
         }
     }
 }
 
-/// The workload in a new worker limited to `limit` bytes: write plus
-/// read time, or why it could not finish (the OOM killer, usually).
-fn limited_run(place: &Place, sys: System, limit: u64) -> Result<f64, String> {
+/// The workload in a new worker limited to `limit` bytes, on a new image
+/// whose pages are on the disk and not in memory: write plus read time,
+/// or why it could not finish (the OOM killer, usually).
+fn limited_run(place: &Place, sys: System, limit: u64, patience: Duration) -> Result<f64, String> {
+    place.prepare(sys)?;
+    place.evict(sys)?;
     let group = Cgroup::new(Some(limit))?;
     let mut w = place.start_in(sys, &group)?;
     // 64 KiB calls: the process's own buffers must not be what fills the
     // limit (a 1 MiB buffer alone does at 1 MiB).
-    let got = w.ask(&format!("files {FIG9_FILES} 65536"));
+    let got = w.ask_within(&format!("files {FIG9_FILES} 65536"), patience);
     let got = got.and_then(|a| w.finish().map(|()| a));
     match got {
         Ok(a) if a.len() == 2 => Ok(a[0] + a[1]),

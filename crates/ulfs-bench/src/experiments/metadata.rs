@@ -5,6 +5,7 @@
 //! holding many files.
 
 use super::{Ctx, Experiment, IN_MEMORY, ON_DISK, Output, Sweep, image_for, largest, ns_to, sweep};
+use crate::measure::rotation;
 use crate::results::Unit;
 use crate::systems::{Medium, System};
 use crate::worker::interrupted;
@@ -149,47 +150,57 @@ fn mount(ctx: &mut Ctx) {
         Medium::Memory,
         image_for(largest(params), PER_FILE),
     );
-    'systems: for sys in systems {
-        for &n in params {
-            // A new image holding n files, then rounds of new processes
-            // mounting it.
+    let mut dead = [false; MOUNT_SYSTEMS.len()];
+    for &n in params {
+        // A new image holding n files per system, then rounds of new
+        // processes mounting them, the systems taking turns.
+        for (i, sys) in systems.into_iter().enumerate() {
             ctx.bar.inc(1);
+            if dead[i] {
+                continue;
+            }
             let made = place.start(sys).and_then(|mut w| {
                 w.ask(&format!("populate {n}"))?;
                 w.finish()
             });
             if let Err(e) = made {
-                ctx.skip(&FIGURES, sys, &format!("making an image of {n} files: {e}"));
-                continue 'systems;
+                ctx.failed(&FIGURES, sys, &format!("making an image of {n} files: {e}"));
+                dead[i] = true;
             }
-            let (mut times, mut rss) = (Vec::new(), Vec::new());
-            for round in 0..rounds.total() {
+        }
+        let mut times = vec![Vec::new(); systems.len()];
+        let mut rss = vec![Vec::new(); systems.len()];
+        for round in 0..rounds.total() {
+            for i in rotation(systems.len(), round) {
                 ctx.bar.inc(1);
                 if interrupted() {
                     return;
                 }
-                let got = place.start_again(sys).and_then(|mut w| {
+                if dead[i] {
+                    continue;
+                }
+                let got = place.start_again(systems[i]).and_then(|mut w| {
                     let a = w.ask("mounted")?;
                     w.finish()?;
                     Ok(a)
                 });
                 match got {
                     Ok(a) if a.len() == 2 && round >= rounds.warmup => {
-                        times.push(ns_to(Unit::Ms, a[0]));
-                        rss.push(a[1]);
+                        times[i].push(ns_to(Unit::Ms, a[0]));
+                        rss[i].push(a[1]);
                     }
                     Ok(_) => {}
                     Err(e) => {
-                        ctx.skip(&FIGURES, sys, &format!("mounting {n} files: {e}"));
-                        continue 'systems;
+                        ctx.failed(&FIGURES, systems[i], &format!("mounting {n} files: {e}"));
+                        dead[i] = true;
                     }
                 }
             }
-            for (figure, unit, values) in [
-                ("mount-time", Unit::Ms, &times),
-                ("mount-memory", Unit::KiB, &rss),
-            ] {
-                ctx.record(figure, sys, n, unit, values);
+        }
+        for (i, sys) in systems.into_iter().enumerate() {
+            if !dead[i] {
+                ctx.record("mount-time", sys, n, Unit::Ms, &times[i]);
+                ctx.record("mount-memory", sys, n, Unit::KiB, &rss[i]);
             }
         }
     }

@@ -17,7 +17,7 @@ use crate::host::Disk;
 use crate::measure::{Rounds, mean_stddev, rotation};
 use crate::results::{Row, Skip, Unit};
 use crate::systems::{Medium, Place, System, Tools};
-use crate::worker::{Worker, interrupted};
+use crate::worker::{Worker, interrupted, is_missing};
 use indicatif::ProgressBar;
 use std::path::PathBuf;
 use tempfile::TempDir;
@@ -54,12 +54,14 @@ pub const ON_DISK: [System; 5] = [
 ];
 
 /// The peers of whole programs and libraries: only systems that serve
-/// another program's own calls.
-pub const PROGRAMS: [System; 5] = [
+/// another program's own calls. ulfs's images in memory (against
+/// host-tmpfs) and one on the disk (against host-ext4).
+pub const PROGRAMS: [System; 6] = [
     System::HostTmpfs,
     System::HostExt4,
     System::UlfsPreload,
     System::UlfsPreloadNone,
+    System::UlfsPreloadExt4,
     System::UlfsFuse,
 ];
 
@@ -137,6 +139,20 @@ impl Ctx {
             unit,
             stddev,
         });
+    }
+
+    /// A system that failed at some point: skipped from there on, and
+    /// unless it only lacked something (a library, a peer not built),
+    /// the run fails at the end, its results written.
+    pub fn failed(&mut self, figures: &[&str], system: System, reason: &str) {
+        self.skip(figures, system, reason);
+        if !is_missing(reason) {
+            self.failures.push(format!(
+                "{} on {}: {reason}",
+                figures.join(", "),
+                system.name()
+            ));
+        }
     }
 
     /// Fresh directories for one experiment, in memory and on the disk
@@ -235,7 +251,7 @@ pub fn sweep(ctx: &mut Ctx, s: &Sweep) {
                     Ok(_) => {}
                     Err(e) => {
                         let reason = format!("at {param}: {e}");
-                        ctx.skip(&figures, sys, &reason);
+                        ctx.failed(&figures, sys, &reason);
                         ctx.note(&format!("{}: {}: {reason}", s.name, sys.name()));
                         workers[i] = None;
                         values[i].iter_mut().for_each(Vec::clear);

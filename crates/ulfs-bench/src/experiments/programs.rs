@@ -6,6 +6,7 @@
 //! and on one without a journal.
 
 use super::{Ctx, Experiment, Output, PROGRAMS, Sweep, image_for, largest, ns_to, sweep};
+use crate::measure::rotation;
 use crate::results::Unit;
 use crate::systems::{Medium, System};
 use crate::worker::interrupted;
@@ -112,7 +113,7 @@ fn postmark(ctx: &mut Ctx) {
             ctx.skip(
                 &[FIGURE],
                 sys,
-                "postmark is not installed (Debian: apt-get install postmark)",
+                "missing: postmark (Debian: apt-get install postmark)",
             );
         }
         ctx.bar
@@ -139,7 +140,8 @@ fn postmark(ctx: &mut Ctx) {
     for &files in params {
         let mut secs = vec![Vec::new(); PROGRAMS.len()];
         for round in 0..rounds.total() {
-            for (i, sys) in PROGRAMS.into_iter().enumerate() {
+            for i in rotation(PROGRAMS.len(), round) {
+                let sys = PROGRAMS[i];
                 ctx.bar.inc(1);
                 if interrupted() {
                     return;
@@ -174,7 +176,7 @@ fn postmark(ctx: &mut Ctx) {
                     Ok(s) if round >= rounds.warmup => secs[i].push(s),
                     Ok(_) => {}
                     Err(e) => {
-                        ctx.skip(&[FIGURE], sys, &format!("at {files} files: {e}"));
+                        ctx.failed(&[FIGURE], sys, &format!("at {files} files: {e}"));
                         dead[i] = true;
                         secs[i].clear();
                     }
