@@ -145,7 +145,7 @@ pub static FIGURES: &[Figure] = &[
         reference: JOURNAL,
         disk_reference: None,
         focus_smallest: true,
-        workload: "10 files of 1 MiB written and read back in 64 KiB calls by a process whose cgroup may hold only the given memory, no swap (files and images on the disk)",
+        workload: "10 files of 1 MiB written and read back in 64 KiB calls by a new process whose cgroup may hold only the given memory, no swap (files and a new image on the disk, its pages dropped from the cache first; a run still going after 60 s is stopped)",
     },
     Figure {
         name: "fig10-readdir",

@@ -247,6 +247,7 @@ fn run(args: &Args) -> Result<(), String> {
     let (mut rows, mut skips) = earlier;
     rows.retain(|r| !ran.contains(&r.experiment.as_str()));
     skips.retain(|k| !ran.contains(&k.experiment.as_str()));
+    let mut command = command;
     if !rows.is_empty() {
         let kept: std::collections::BTreeSet<&str> =
             rows.iter().map(|r| r.experiment.as_str()).collect();
@@ -255,6 +256,11 @@ fn run(args: &Args) -> Result<(), String> {
             kept.len(),
             args.out.display()
         );
+        // The report says where every figure came from.
+        let before = std::fs::read_to_string(args.out.join("run.txt")).unwrap_or_default();
+        if let Some(earlier) = before.lines().nth(2).filter(|c| !c.is_empty()) {
+            command = format!("{earlier}; then {command}");
+        }
     }
     rows.extend(ctx.rows.iter().cloned());
     skips.extend(ctx.skips.iter().cloned());

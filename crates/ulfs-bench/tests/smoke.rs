@@ -143,7 +143,9 @@ fn a_quick_run_writes_every_figure_or_says_why_not() {
         // scripts/test.sh requires all as root.
         let expected = f[1] == "ulfs-fuse"
             || (f[0] == "fig9-memory-limit"
-                && (f[2].contains("OOM killer") || f[2].contains("no answer in")));
+                && (f[2].contains("OOM killer")
+                    || f[2].contains("no answer in")
+                    || f[2].contains("did not fit")));
         let environment = f[2].contains("missing:")
             || f[2].contains("no cgroup memory controller")
             || f[2].contains("no usable cgroup memory controller")

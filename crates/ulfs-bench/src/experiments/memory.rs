@@ -190,6 +190,8 @@ fn fig9(ctx: &mut Ctx) {
     // The files are on the disk: under a limit the kernel can write their
     // pages back and evict them, as with the paper's mapped image.
     let place = ctx.place("fig9", Medium::Disk, super::image_for(FIG9_FILES, 1 << 20));
+    // A system that did not fit one limit is not tried under a tighter one.
+    let mut gave_up: [Option<u64>; FIG9_SYSTEMS.len()] = [None; FIG9_SYSTEMS.len()];
     for &mib in limits {
         let mut times = vec![Vec::new(); FIG9_SYSTEMS.len()];
         let mut failed: Vec<Option<String>> = vec![None; FIG9_SYSTEMS.len()];
@@ -199,7 +201,7 @@ fn fig9(ctx: &mut Ctx) {
                 if interrupted() {
                     return;
                 }
-                if failed[i].is_some() {
+                if failed[i].is_some() || gave_up[i].is_some() {
                     continue;
                 }
                 match limited_run(&place, FIG9_SYSTEMS[i], mib << 20, patience) {
@@ -210,10 +212,19 @@ fn fig9(ctx: &mut Ctx) {
             }
         }
         for (i, sys) in FIG9_SYSTEMS.into_iter().enumerate() {
+            if let Some(at) = gave_up[i] {
+                ctx.skip(
+                    &[FIGURE],
+                    sys,
+                    &format!("at {mib} MiB: not tried, as it did not fit {at} MiB"),
+                );
+                continue;
+            }
             match &failed[i] {
                 // What the figure is about: not fitting is a result.
                 Some(e) if e.contains("OOM killer") || e.contains("no answer in") => {
-                    ctx.skip(&[FIGURE], sys, &format!("at {mib} MiB: {e}"))
+                    ctx.skip(&[FIGURE], sys, &format!("at {mib} MiB: {e}"));
+                    gave_up[i] = Some(mib);
                 }
                 Some(e) => ctx.failed(&[FIGURE], sys, &format!("at {mib} MiB: {e}")),
                 None => ctx.record(FIGURE, sys, mib, Unit::Ms, &times[i]),
