@@ -49,7 +49,7 @@ struct Args {
     list: bool,
     /// Draws the plots and the report again from DIR/results.csv (and
     /// skips.csv) of an earlier run, measuring nothing.
-    #[arg(long, value_name = "DIR", conflicts_with_all = ["quick", "list"])]
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["quick", "list", "experiments"])]
     replot: Option<PathBuf>,
     /// Experiments to run (default: all).
     #[arg(value_name = "EXPERIMENT")]
@@ -313,14 +313,19 @@ fn write_outputs(
     let skips_csv = out.join("skips.csv");
     results::write_skips(&skips_csv, skips).map_err(|e| io(&skips_csv, e))?;
     let mut pngs = Vec::new();
+    // A plot that cannot be drawn costs its PNG, not the report.
+    let mut unplotted = Vec::new();
     for fig in catalog::FIGURES {
         let mine: Vec<&results::Row> = rows.iter().filter(|r| r.experiment == fig.name).collect();
         if mine.is_empty() {
             continue;
         }
         let png = out.join(format!("{}.png", fig.name));
-        if draw(fig.name) {
-            plot::draw(fig, &mine, caption, &png).map_err(|e| format!("{}: {e}", png.display()))?;
+        if draw(fig.name)
+            && let Err(e) = plot::draw(fig, &mine, caption, &png)
+        {
+            unplotted.push(format!("{}: {e}", png.display()));
+            let _ = std::fs::remove_file(&png);
         }
         if png.is_file() {
             pngs.push(fig.name);
@@ -338,7 +343,11 @@ fn write_outputs(
     println!("skips:   {}", skips_csv.display());
     println!("plots:   {} PNGs in {}", pngs.len(), out.display());
     println!("report:  {}", report_path.display());
-    Ok(())
+    if unplotted.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("not plotted: {}", unplotted.join("; ")))
+    }
 }
 
 /// The rows and skips of an earlier run in `out`, which a run of some
