@@ -111,6 +111,23 @@ fn short(v: f64) -> String {
     }
 }
 
+/// A value axis's label: digits grouped by thousands ("8,000 µs" reads
+/// better than "8K µs" once a unit follows), short below 1,000.
+fn value_label(v: f64) -> String {
+    if v.abs() < 1000.0 {
+        return short(v);
+    }
+    let digits = format!("{:.0}", v.abs());
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    if v < 0.0 { format!("-{out}") } else { out }
+}
+
 /// 1, 10, 100, 1K, 10K, 1M; with `binary`, steps of 1024 (64, 1K, 4K, 1M)
 /// because byte parameters are powers of two.
 fn compact(v: f64, binary: bool) -> String {
@@ -210,13 +227,13 @@ impl Ranged for Axis {
 
 impl ValueFormatter<f64> for Axis {
     fn format(v: &f64) -> String {
-        compact(*v, false)
+        value_label(*v)
     }
 
     fn format_ext(&self, v: &f64) -> String {
         match self.ticks.iter().find(|t| t.0 == *v) {
             Some(t) => t.1.clone(),
-            None => compact(*v, false),
+            None => value_label(*v),
         }
     }
 }
@@ -244,7 +261,7 @@ fn padded(log: bool, lo: f64, hi: f64, from_zero: bool) -> (f64, f64) {
 /// Labelled ticks for a log axis: powers of ten, or 1-2-5 steps when the
 /// range holds too few powers of ten to be read; light lines at the other
 /// multiples.
-fn log_ticks(lo: f64, hi: f64, binary: bool) -> (Vec<(f64, String)>, Vec<f64>) {
+fn log_ticks(lo: f64, hi: f64) -> (Vec<(f64, String)>, Vec<f64>) {
     let (e0, e1) = (lo.log10().ceil() as i32, hi.log10().floor() as i32);
     let decades = (e1 - e0 + 1).clamp(0, 40);
     let every = (decades / 8 + 1).max(1);
@@ -262,7 +279,7 @@ fn log_ticks(lo: f64, hi: f64, binary: bool) -> (Vec<(f64, String)>, Vec<f64>) {
                 m == 1 || m == 2 || m == 5
             };
             if is_bold {
-                bold.push((v, compact(v, binary)));
+                bold.push((v, value_label(v)));
             } else if decades <= 6 {
                 light.push(v);
             }
@@ -270,7 +287,7 @@ fn log_ticks(lo: f64, hi: f64, binary: bool) -> (Vec<(f64, String)>, Vec<f64>) {
     }
     if bold.len() < 2 {
         // Too narrow for 1-2-5: label every multiple instead.
-        bold.extend(light.drain(..).map(|v| (v, compact(v, binary))));
+        bold.extend(light.drain(..).map(|v| (v, value_label(v))));
         bold.sort_by(|a, b| a.0.total_cmp(&b.0));
     }
     (bold, light)
@@ -488,7 +505,7 @@ fn axes(fig: &Figure, data: &[Series], binary_x: bool) -> (Axis, Axis) {
             // the shortest so it does not shrink to a sliver.
             lo = lo.min(10f64.powf(positive.log10().ceil() - 1.0));
         }
-        let (ticks, light) = log_ticks(lo, hi, false);
+        let (ticks, light) = log_ticks(lo, hi);
         Axis::new(true, lo, hi, ticks, light)
     } else {
         let bottom = values.map(|p| p.1 - p.2).fold(f64::INFINITY, f64::min);
@@ -772,6 +789,10 @@ mod tests {
         let binary = fmt(&[64.0, 1024.0, 4096.0, 65536.0, 1048576.0], true);
         assert_eq!(binary, ["64", "1K", "4K", "64K", "1M"]);
         // A range too narrow for 1-2-5 steps still gets labels.
-        assert!(log_ticks(257.0, 470.0, false).0.len() >= 2);
+        assert!(log_ticks(257.0, 470.0).0.len() >= 2);
+        assert_eq!(value_label(8000.0), "8,000");
+        assert_eq!(value_label(1_234_567.0), "1,234,567");
+        assert_eq!(value_label(0.25), "0.25");
+        assert_eq!(value_label(500.0), "500");
     }
 }
