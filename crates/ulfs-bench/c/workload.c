@@ -181,13 +181,19 @@ static uint32_t *chunk_order(size_t chunk, size_t *count) {
     return order;
 }
 
-/* Fig. 6: per chunk, a write then a read of it, chunks in random order. */
+/* Fig. 6: per chunk, a write then a read of it, chunks in random order:
+ * `fresh` or `over` (an existing file) with pwrite + pread; `seek-fresh`
+ * and `seek-over` with lseek + write + lseek + read, the original ULFS's
+ * shape (it has no pread/pwrite); `memcpy` the same bytes moved. */
 static int do_raw(const char *how, size_t chunk) {
     if (chunk == 0 || chunk > MIB || MIB % chunk) return failmsg("raw: chunk must divide 1 MiB");
     if (need_buffers()) return -1;
+    int seek = strncmp(how, "seek-", 5) == 0;
+    if (seek) how += 5;
     int fresh = strcmp(how, "fresh") == 0;
-    int memcpy_only = strcmp(how, "memcpy") == 0;
-    if (!fresh && !memcpy_only && strcmp(how, "over")) return failmsg("raw: fresh, over or memcpy");
+    int memcpy_only = !seek && strcmp(how, "memcpy") == 0;
+    if (!fresh && !memcpy_only && strcmp(how, "over"))
+        return failmsg("raw: fresh, over, seek-fresh, seek-over or memcpy");
     size_t n;
     uint32_t *order = chunk_order(chunk, &n);
     if (!order) return failmsg("out of memory");
@@ -213,6 +219,13 @@ static int do_raw(const char *how, size_t chunk) {
         if (memcpy_only) {
             memcpy(big_r + off, big_w + off, chunk);
             memcpy(big_w + off, big_r + off, chunk);
+            continue;
+        }
+        if (seek) {
+            if (b_lseek((int)fd, (off_t)off, SEEK_SET) != (long)off) bad++;
+            if (b_write((int)fd, big_w + off, chunk) != (long)chunk) bad++;
+            if (b_lseek((int)fd, (off_t)off, SEEK_SET) != (long)off) bad++;
+            if (b_read((int)fd, big_r + off, chunk) != (long)chunk) bad++;
             continue;
         }
         if (b_pwrite((int)fd, big_w + off, chunk, (off_t)off) != (long)chunk) bad++;
