@@ -2,9 +2,10 @@
  * The workloads of `ulfs bench`, written once and compiled twice (build.rs):
  *
  *   - with POSIX calls (open, pread, lseek, getdents64, ...): the peers
- *     host-tmpfs and host-ext4 (a directory on that file system), and
- *     ulfs-preload (the same code under `ulfs run`, its calls served from
- *     the image by the preloaded library);
+ *     host-tmpfs and host-ext4 (a directory on that file system), memcpy,
+ *     and ulfs-preload, ulfs-preload-none and ulfs-preload-ext4 (the same
+ *     code under `ulfs run`, its calls served from the image by the
+ *     preloaded library);
  *   - with BENCH_ULFS defined, with ulfs's C API (ulfs_open, ulfs_pread,
  *     ...) on a mounted image: the peers ulfs-journal and ulfs-none.
  *
@@ -13,7 +14,7 @@
  * into "value or -errno", so both builds share the code below with no
  * dispatch on the timed path.
  *
- * A worker is a long-lived process (`ulfs-bench worker ...`): it reads one
+ * A worker is a long-lived process (`ulfs-bench --internal-worker ...`): it reads one
  * request per line on stdin, does it in its working directory, and writes
  * one line: `ok V...` (times in nanoseconds, sizes in KiB) or `err TEXT`.
  * Untimed setup (populating directories, removing files) happens inside
@@ -209,8 +210,16 @@ static int do_raw(const char *how, size_t chunk) {
             if (w != (long)MIB) { b_close((int)fd); free(order); return fail("prefill", w < 0 ? w : -EIO); }
         }
     }
-    /* A read that claims success without filling the buffer must not
-     * find the last round's bytes there. */
+    /* New bytes for every request: an overwrite that is lost would leave
+     * the last request's bytes, which must not pass for this one's. And a
+     * read that claims success without filling the buffer must not find
+     * them there either. */
+    static uint64_t request;
+    rng_seed(0x5eed0000 + ++request);
+    for (size_t i = 0; i < MIB; i += 8) {
+        uint64_t v = rng_next();
+        memcpy(big_w + i, &v, 8);
+    }
     memset(big_r, 0, MIB);
     long bad = 0;
     uint64_t t0 = now_ns();
@@ -233,12 +242,24 @@ static int do_raw(const char *how, size_t chunk) {
     }
     uint64_t t = now_ns() - t0;
     free(order);
+    if (bad) {
+        if (fd >= 0) b_close((int)fd);
+        return failmsg("raw: %ld short transfers", bad);
+    }
+    if (memcmp(big_r, big_w, MIB)) {
+        if (fd >= 0) b_close((int)fd);
+        return failmsg("raw: data read back differs from data written");
+    }
     if (!memcpy_only) {
+        /* Untimed: the whole file in one read, so a chunk written to the
+         * wrong place (and read back from it) shows too. */
+        memset(big_r, 0, MIB);
+        long r = b_pread((int)fd, big_r, MIB, 0);
         b_close((int)fd);
         if (fresh) b_unlink(name);
+        if (r != (long)MIB || memcmp(big_r, big_w, MIB))
+            return failmsg("raw: the file does not hold what was written where it was written");
     }
-    if (bad) return failmsg("raw: %ld short transfers", bad);
-    if (memcmp(big_r, big_w, MIB)) return failmsg("raw: data read back differs from data written");
     snprintf(reply, sizeof reply, "ok %llu", (unsigned long long)t);
     return 0;
 }
@@ -343,6 +364,7 @@ static int do_readdir(uint64_t n, size_t bufsize, uint64_t reps) {
             if (got == 0) break;
             for (long off = 0; off < got;) {
                 struct dirent64 *d = (struct dirent64 *)(buf + off);
+                if (d->d_reclen == 0) { err = -EIO; break; } /* would loop for ever */
                 sink += d->d_ino;
                 seen++;
                 off += d->d_reclen;

@@ -3,7 +3,8 @@
 //! not see) and to limit it (fig. 9). Both cgroup versions: v2 where a
 //! cgroup2 hierarchy has the memory controller, else v1's memory
 //! hierarchy. The group is made under the cgroup this process is in, so
-//! limits above it still hold, and removed when dropped.
+//! limits above it still hold (under v2, when that group may not pass the
+//! controller on, under the root instead), and removed when dropped.
 //!
 //! A worker joins its group before it executes anything (a `sh` that
 //! writes its own pid into the group, then `exec`s the worker): memory it
@@ -46,7 +47,7 @@ fn hierarchy() -> Result<(PathBuf, Version), String> {
         }
     }
     v1.map(|at| (at, Version::V1))
-        .ok_or_else(|| "no cgroup memory controller on this machine".to_string())
+        .ok_or_else(|| "missing: a cgroup memory controller on this machine".to_string())
 }
 
 /// A group of this run's under `base` whose children get the memory
@@ -124,8 +125,9 @@ impl Cgroup {
                     Err(e) => why = e,
                 }
             }
-            parent = made
-                .ok_or_else(|| format!("no usable cgroup memory controller (cgroup v2: {why})"))?;
+            parent = made.ok_or_else(|| {
+                format!("missing: a usable cgroup memory controller (cgroup v2: {why})")
+            })?;
         }
         let n = NEXT.fetch_add(1, Ordering::Relaxed);
         let dir = parent.join(format!("{}{n}", crate::host::own_prefix()));
@@ -169,7 +171,13 @@ impl Cgroup {
     /// The most memory charged to the group since it was made, in bytes.
     pub fn peak(&self) -> Result<u64, String> {
         match self.version {
-            Version::V2 => read_u64(&self.dir.join("memory.peak")),
+            Version::V2 => {
+                let peak = self.dir.join("memory.peak");
+                if !peak.exists() {
+                    return Err("missing: memory.peak (Linux 5.19 or later)".into());
+                }
+                read_u64(&peak)
+            }
             Version::V1 => read_u64(&self.dir.join("memory.max_usage_in_bytes")),
         }
     }
@@ -194,12 +202,16 @@ pub fn remove_leftovers() -> Vec<String> {
     let Ok((root, version)) = hierarchy() else {
         return Vec::new();
     };
-    let parent = own_group(&root, version);
     let mut removed = Vec::new();
-    let Ok(entries) = std::fs::read_dir(&parent) else {
-        return removed;
-    };
-    for e in entries.flatten() {
+    let mut bases = vec![own_group(&root, version)];
+    if bases[0] != root {
+        bases.push(root);
+    }
+    let entries = bases
+        .iter()
+        .filter_map(|b| std::fs::read_dir(b).ok())
+        .flat_map(|d| d.flatten());
+    for e in entries {
         let name = e.file_name().to_string_lossy().into_owned();
         if crate::host::pid_in(&name).is_none_or(crate::host::alive) {
             continue;

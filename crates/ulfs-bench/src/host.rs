@@ -66,8 +66,45 @@ fn run_dir(base: &Path) -> std::io::Result<TempDir> {
     let dir = tempfile::Builder::new()
         .prefix(&own_prefix())
         .tempdir_in(base)?;
-    std::fs::write(dir.path().join(MARK), std::process::id().to_string())?;
+    let mark = std::fs::File::create(dir.path().join(MARK))?;
+    // Locked while the run lives: a run in another pid namespace sharing
+    // /dev/shm or /tmp has a pid this one cannot see, but its lock shows.
+    mark.lock()?;
+    MARKS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push((dir.path().to_path_buf(), mark));
     Ok(dir)
+}
+
+/// The run's locked mark files, held open (and locked) until it exits or
+/// removes their directory.
+static MARKS: std::sync::Mutex<Vec<(PathBuf, std::fs::File)>> = std::sync::Mutex::new(Vec::new());
+
+/// Closes the mark file of a directory about to be removed (an open file
+/// would keep a loop mount under it busy).
+fn unmark(dir: &Path) {
+    MARKS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .retain(|(d, _)| d != dir);
+}
+
+/// Whether a marked directory belongs to a run that is still going.
+fn held(mark: &Path) -> bool {
+    match std::fs::File::open(mark) {
+        Ok(f) => matches!(f.try_lock(), Err(std::fs::TryLockError::WouldBlock)),
+        Err(_) => false,
+    }
+}
+
+/// Whether anything is mounted at or under `path`.
+fn mounts_under(path: &Path) -> bool {
+    std::fs::read_to_string("/proc/mounts").is_ok_and(|m| {
+        m.lines()
+            .filter_map(|l| l.split_whitespace().nth(1))
+            .any(|at| Path::new(at).starts_with(path))
+    })
 }
 
 /// Whether `path` is mounted (listed in /proc/mounts as a mount point).
@@ -119,7 +156,7 @@ pub fn remove_leftovers() -> Vec<String> {
                     continue;
                 }
                 std::fs::remove_file(&path)
-            } else if path.join(MARK).is_file() && !mounted(&path) {
+            } else if path.join(MARK).is_file() && !held(&path.join(MARK)) && !mounts_under(&path) {
                 std::fs::remove_dir_all(&path)
             } else {
                 continue;
@@ -137,7 +174,7 @@ pub fn remove_leftovers() -> Vec<String> {
 pub fn memory_dir() -> Result<TempDir, String> {
     let shm = Path::new("/dev/shm");
     if fs_type(shm) != Some(TMPFS_MAGIC) {
-        return Err("/dev/shm is not a tmpfs: the in-memory experiments need one".into());
+        return Err("missing: a tmpfs at /dev/shm (the in-memory experiments need one)".into());
     }
     run_dir(shm).map_err(|e| format!("/dev/shm: {e}"))
 }
@@ -177,7 +214,7 @@ pub fn disk_dir() -> Result<Disk, String> {
     candidates.extend(["/var/tmp", "/tmp"].map(PathBuf::from));
     for c in &candidates {
         if fs_type(c) == Some(EXT4_MAGIC)
-            && let Ok(dir) = tempfile::Builder::new().prefix(&own_prefix()).tempdir_in(c)
+            && let Ok(dir) = run_dir(c)
         {
             return Ok(Disk {
                 dir,
@@ -227,7 +264,7 @@ struct LoopMount {
 
 impl LoopMount {
     fn make() -> Result<LoopMount, String> {
-        let why = "no ext4 directory on this machine, and";
+        let why = "missing: an ext4 directory on this machine, and";
         let base = Path::new("/var/tmp");
         let file = base.join(format!("ulfs-bench-ext4-{}-loop.img", std::process::id()));
         let mountpoint = base.join(format!("ulfs-bench-ext4-{}-mnt", std::process::id()));
@@ -267,15 +304,20 @@ impl LoopMount {
 }
 
 impl Drop for LoopMount {
+    /// Only once unmounted: a loop device must not stay attached to a
+    /// deleted file (the next run's clean-up retries what is left).
     fn drop(&mut self) {
         let _ = Command::new("umount").arg(&self.mountpoint).output();
-        let _ = std::fs::remove_dir(&self.mountpoint);
-        let _ = std::fs::remove_file(&self.file);
+        if !mounted(&self.mountpoint) {
+            let _ = std::fs::remove_dir(&self.mountpoint);
+            let _ = std::fs::remove_file(&self.file);
+        }
     }
 }
 
 impl Drop for Disk {
     fn drop(&mut self) {
+        unmark(self.dir.path());
         // The directory goes before the file system under it.
         let _ = std::fs::remove_dir_all(self.dir.path());
         drop(self.loop_mount.take());
@@ -349,7 +391,7 @@ mod tests {
         let disk = match loop_disk() {
             Ok(d) => d,
             Err(e) => {
-                assert!(e.contains("no ext4 directory"), "{e}");
+                assert!(e.contains("missing: an ext4 directory"), "{e}");
                 eprintln!("no loop device here: {e}");
                 return;
             }

@@ -38,7 +38,7 @@ use std::process::ExitCode;
                   fig14 postmark fsync-loop open create mount. None named: all of them."
 )]
 struct Args {
-    /// Small parameters and few rounds: a few minutes for everything.
+    /// Small parameters and few rounds: about a minute for everything.
     #[arg(long)]
     quick: bool,
     /// Directory for results.csv, skips.csv, the PNGs and REPORT.md.
@@ -60,9 +60,12 @@ fn main() -> ExitCode {
     let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
     // A worker (started by a run, maybe under `ulfs run`) goes straight to
     // the C loop: nothing else of this program runs in it.
-    if argv.get(1).is_some_and(|a| a == "worker") {
+    if argv.get(1).is_some_and(|a| a == worker::WORKER_ARG) {
         let (Some(kind), Some(place)) = (argv.get(2), argv.get(3)) else {
-            eprintln!("usage: ulfs-bench worker posix|ulfs DIR|IMAGE");
+            eprintln!(
+                "usage: ulfs-bench {} posix|ulfs DIR|IMAGE (started by ulfs bench)",
+                worker::WORKER_ARG
+            );
             return ExitCode::from(2);
         };
         let status = worker::serve(&kind.to_string_lossy(), Path::new(place));
@@ -70,7 +73,7 @@ fn main() -> ExitCode {
     }
     // An image made inside a cgroup (fig. 8): `ulfs-bench mkfs IMAGE BYTES
     // journal|none`, so that the `ulfs` binary is not needed for it.
-    if argv.get(1).is_some_and(|a| a == "mkfs") {
+    if argv.get(1).is_some_and(|a| a == worker::MKFS_ARG) {
         return hidden_mkfs(&argv[2..]);
     }
     let args = Args::parse_from(argv);
@@ -98,7 +101,10 @@ fn main() -> ExitCode {
 
 fn hidden_mkfs(args: &[std::ffi::OsString]) -> ExitCode {
     let [image, bytes, mode] = args else {
-        eprintln!("usage: ulfs-bench mkfs IMAGE BYTES journal|none");
+        eprintln!(
+            "usage: ulfs-bench {} IMAGE BYTES journal|none (started by ulfs bench)",
+            worker::MKFS_ARG
+        );
         return ExitCode::from(2);
     };
     let (Some(size), Some(mode)) = (
@@ -109,13 +115,17 @@ fn hidden_mkfs(args: &[std::ffi::OsString]) -> ExitCode {
             _ => None,
         },
     ) else {
-        eprintln!("usage: ulfs-bench mkfs IMAGE BYTES journal|none");
+        eprintln!(
+            "usage: ulfs-bench {} IMAGE BYTES journal|none (started by ulfs bench)",
+            worker::MKFS_ARG
+        );
         return ExitCode::from(2);
     };
     let opts = ulfs::MkfsOptions {
         size,
         mode,
-        force: true,
+        // The run removed any old image first: never overwrite here.
+        force: false,
         ..ulfs::MkfsOptions::default()
     };
     match ulfs::mkfs(image, &opts) {
@@ -157,7 +167,7 @@ fn run(args: &Args) -> Result<(), String> {
     let chosen = select(&args.experiments)?;
     std::fs::create_dir_all(&args.out).map_err(|e| format!("{}: {e}", args.out.display()))?;
     // Checked before measuring: a run must not end by refusing to write.
-    let earlier = earlier_results(&args.out)?;
+    let earlier = earlier_results(&args.out, args.quick)?;
     // Ctrl-C (or SIGTERM, SIGHUP) stops the workers and the run, and
     // lets it remove its images (in memory, on tmpfs, they hold RAM).
     ctrlc::set_handler(worker::interrupt).map_err(|e| format!("a signal handler: {e}"))?;
@@ -304,10 +314,6 @@ fn write_outputs(
     command: &str,
 ) -> Result<(), String> {
     let io = |p: &Path, e: std::io::Error| format!("{}: {e}", p.display());
-    // What --replot needs to caption and report as the run did.
-    let about = out.join("run.txt");
-    let mode = if quick { "quick" } else { "full" };
-    std::fs::write(&about, format!("{caption}\n{mode}\n{command}\n")).map_err(|e| io(&about, e))?;
     let csv = out.join("results.csv");
     results::write_csv(&csv, rows).map_err(|e| io(&csv, e))?;
     let skips_csv = out.join("skips.csv");
@@ -317,10 +323,14 @@ fn write_outputs(
     let mut unplotted = Vec::new();
     for fig in catalog::FIGURES {
         let mine: Vec<&results::Row> = rows.iter().filter(|r| r.experiment == fig.name).collect();
+        let png = out.join(format!("{}.png", fig.name));
         if mine.is_empty() {
+            // Measured again and nothing to show: an old plot would lie.
+            if draw(fig.name) {
+                let _ = std::fs::remove_file(&png);
+            }
             continue;
         }
-        let png = out.join(format!("{}.png", fig.name));
         if draw(fig.name)
             && let Err(e) = plot::draw(fig, &mine, caption, &png)
         {
@@ -339,6 +349,12 @@ fn write_outputs(
         when: &host::today(),
     };
     report::write(&report_path, &ctx, rows, skips, &pngs).map_err(|e| io(&report_path, e))?;
+    // Last: what --replot needs to caption and report as the run did, and
+    // what tells a later run that this directory is a run's.
+    let about = out.join("run.txt");
+    let mode = if quick { "quick" } else { "full" };
+    results::replace_file(&about, &format!("{caption}\n{mode}\n{command}\n"))
+        .map_err(|e| io(&about, e))?;
     println!("results: {}", csv.display());
     println!("skips:   {}", skips_csv.display());
     println!("plots:   {} PNGs in {}", pngs.len(), out.display());
@@ -350,26 +366,50 @@ fn write_outputs(
     }
 }
 
-/// The rows and skips of an earlier run in `out`, which a run of some
-/// experiments keeps for the others; an error if `out` holds a
-/// `results.csv` that is not one (nothing of the user's is overwritten).
-fn earlier_results(out: &Path) -> Result<(Vec<results::Row>, Vec<results::Skip>), String> {
-    let csv = out.join("results.csv");
-    let text = match std::fs::read_to_string(&csv) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((Vec::new(), Vec::new())),
-        Err(e) => return Err(format!("{}: {e}", csv.display())),
+/// What an earlier run left in `out`: its rows and skips (kept for the
+/// figures this run does not measure) and its mode. An error, before
+/// anything is measured, if `out` holds files that are not a run's (they
+/// would be overwritten) or a run of the other mode (quick and full rows
+/// must not be mixed in one report).
+fn earlier_results(
+    out: &Path,
+    quick: bool,
+) -> Result<(Vec<results::Row>, Vec<results::Skip>), String> {
+    let refuse = |why: String| format!("{}: {why}; choose another --out", out.display());
+    let read = |name: &str| -> Result<Option<String>, String> {
+        match std::fs::read_to_string(out.join(name)) {
+            Ok(t) => Ok(Some(t)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(format!("{}: {e}", out.join(name).display())),
+        }
     };
-    let refuse = |e: std::io::Error| {
-        format!(
-            "{}: not the results of an earlier `ulfs bench` ({e}); choose another --out",
-            csv.display()
-        )
+    let Some(about) = read("run.txt")? else {
+        let empty = std::fs::read_dir(out)
+            .map_err(|e| format!("{}: {e}", out.display()))?
+            .next()
+            .is_none();
+        return if empty {
+            Ok((Vec::new(), Vec::new()))
+        } else {
+            Err(refuse(
+                "not empty, and not the output of `ulfs bench` (no run.txt)".into(),
+            ))
+        };
     };
-    let rows = results::read_csv(&text).map_err(refuse)?;
-    let skips = match std::fs::read_to_string(out.join("skips.csv")) {
-        Ok(t) => results::read_skips(&t).map_err(refuse)?,
-        Err(_) => Vec::new(),
+    let mode = if quick { "quick" } else { "full" };
+    if let Some(theirs) = about.lines().nth(1).filter(|m| *m != mode) {
+        return Err(refuse(format!(
+            "holds a {theirs} run, and this one is {mode}"
+        )));
+    }
+    let not_ours = |e: std::io::Error| refuse(format!("not the results of `ulfs bench` ({e})"));
+    let rows = match read("results.csv")? {
+        Some(t) => results::read_csv(&t).map_err(not_ours)?,
+        None => Vec::new(),
+    };
+    let skips = match read("skips.csv")? {
+        Some(t) => results::read_skips(&t).map_err(not_ours)?,
+        None => Vec::new(),
     };
     Ok((rows, skips))
 }

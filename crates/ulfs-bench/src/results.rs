@@ -87,6 +87,18 @@ fn clean(text: &str) -> String {
     text.replace([',', '\n', '\r'], ";")
 }
 
+/// Writes `text` to `path` through a temporary file renamed over it: a
+/// full disk or a crash leaves the old file, never half of a new one (after
+/// a merge, the old rows exist nowhere else).
+pub fn replace_file(path: &Path, text: &str) -> io::Result<()> {
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
+    let mut tmp = tempfile::NamedTempFile::new_in(dir.unwrap_or(Path::new(".")))?;
+    io::Write::write_all(&mut tmp, text.as_bytes())?;
+    tmp.as_file().sync_all()?;
+    tmp.persist(path).map_err(|e| e.error)?;
+    Ok(())
+}
+
 pub fn write_csv(path: &Path, rows: &[Row]) -> io::Result<()> {
     let mut s = format!("{CSV_HEADER}\n");
     for r in rows {
@@ -101,7 +113,7 @@ pub fn write_csv(path: &Path, rows: &[Row]) -> io::Result<()> {
             number(r.stddev)
         );
     }
-    std::fs::write(path, s)
+    replace_file(path, &s)
 }
 
 pub fn write_skips(path: &Path, skips: &[Skip]) -> io::Result<()> {
@@ -109,7 +121,7 @@ pub fn write_skips(path: &Path, skips: &[Skip]) -> io::Result<()> {
     for k in skips {
         let _ = writeln!(s, "{},{},{}", k.experiment, k.system, clean(&k.reason));
     }
-    std::fs::write(path, s)
+    replace_file(path, &s)
 }
 
 /// Exactly the value (Rust prints the shortest decimal that reads back

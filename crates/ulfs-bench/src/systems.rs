@@ -3,7 +3,7 @@
 //! directory or image, in which process, under which command.
 
 use crate::cgroup::Cgroup;
-use crate::worker::Worker;
+use crate::worker::{MKFS_ARG, WORKER_ARG, Worker};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use ulfs::{MkfsOptions, Mode};
@@ -168,7 +168,7 @@ impl Place {
             }
             System::UlfsPreload | System::UlfsPreloadNone | System::UlfsPreloadExt4 => {
                 let mut c = self.under_ulfs_run(system, &self.tools.me)?;
-                c.args(["worker", "posix", "/ulfs/w"]);
+                c.args([WORKER_ARG, "posix", "/ulfs/w"]);
                 c
             }
             System::UlfsFuse => return Err(FUSE_MISSING.into()),
@@ -214,7 +214,7 @@ impl Place {
 
     fn worker(&self, kind: &str, at: &Path) -> Command {
         let mut c = Command::new(&self.tools.me);
-        c.arg("worker").arg(kind).arg(at);
+        c.arg(WORKER_ARG).arg(kind).arg(at);
         c
     }
 
@@ -232,7 +232,7 @@ impl Place {
         let image = self.image_path(system)?;
         remove_image(&image)?;
         let mut mkfs = Command::new(&self.tools.me);
-        mkfs.arg("mkfs")
+        mkfs.arg(MKFS_ARG)
             .arg(&image)
             .arg(self.image_bytes.to_string())
             .arg(if mode == Mode::None {

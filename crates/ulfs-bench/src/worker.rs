@@ -1,21 +1,29 @@
 //! Workers: the processes that run the C workloads (`c/workload.c`) for
 //! one system, and the parent's side of talking to them.
 //!
-//! A worker is this binary started as `ulfs-bench worker posix DIR` or
-//! `ulfs-bench worker ulfs IMAGE`, possibly under `ulfs run` or inside a
-//! memory cgroup. It lives for a whole experiment, so per-process costs
-//! (starting, mounting, loading libraries) are paid once and not timed;
-//! the parent sends one request line at a time and reads one answer
-//! line, which keeps the peers of a round strictly one after another.
+//! A worker is this binary started as `ulfs-bench --internal-worker posix
+//! DIR` or `... ulfs IMAGE`, possibly under `ulfs run` or inside a memory
+//! cgroup. It lives for one sweep (all params and rounds of a figure), so
+//! per-process costs (starting, mounting, loading libraries) are paid once
+//! and not timed; or, for figs 8 and 9 and mount, for one measurement,
+//! since its memory or its mount is what is measured. The parent sends one
+//! request line at a time and reads one answer line, which keeps the
+//! systems of a round strictly one after another. Whole programs
+//! (PostMark) run under the same rules ([`run_program`]).
 
 use std::ffi::{CString, c_char};
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+/// The first argument that makes this program a worker, or the mkfs of
+/// an image inside a cgroup: not words a user would type as experiments.
+pub const WORKER_ARG: &str = "--internal-worker";
+pub const MKFS_ARG: &str = "--internal-mkfs";
 
 /// The longest a request may take: the largest cells (a million files
 /// created on a slow machine) take minutes, a hung worker forever.
@@ -67,7 +75,7 @@ unsafe extern "C" {
     fn ulfs_bench_worker_ulfs(image: *const c_char) -> i32;
 }
 
-/// Runs as a worker (`ulfs-bench worker KIND WHERE`); returns the exit
+/// Runs as a worker (`ulfs-bench --internal-worker KIND WHERE`); returns the exit
 /// status.
 pub fn serve(kind: &str, place: &Path) -> i32 {
     use std::os::unix::ffi::OsStrExt;
@@ -94,7 +102,13 @@ pub struct Worker {
     to: ChildStdin,
     from: BufReader<ChildStdout>,
     what: String,
+    /// The last [`TAIL`] bytes the worker wrote on stderr.
+    tail: Arc<Mutex<Vec<u8>>>,
+    drain: Option<std::thread::JoinHandle<()>>,
 }
+
+/// How much of a worker's stderr is kept for the message when it fails.
+const TAIL: usize = 600;
 
 impl Worker {
     /// Starts `cmd` (whose last arguments make it a worker) and waits for
@@ -115,11 +129,14 @@ impl Worker {
         drop(live);
         let to = child.stdin.take().ok_or("no worker stdin")?;
         let from = BufReader::new(child.stdout.take().ok_or("no worker stdout")?);
+        let (tail, drain) = drain_stderr(&mut child);
         Ok(Worker {
             child,
             to,
             from,
             what: what.to_string(),
+            tail,
+            drain,
         })
     }
 
@@ -193,29 +210,31 @@ impl Worker {
     /// Why the worker stopped answering: its exit status or signal and
     /// the end of what it wrote on stderr.
     fn death(&mut self) -> String {
-        use std::io::Read;
-        use std::os::unix::process::ExitStatusExt;
-        let status = self.child.wait();
-        let mut err = String::new();
-        if let Some(mut e) = self.child.stderr.take() {
-            let _ = e.read_to_string(&mut err);
+        let status = self.wait_limited();
+        self.why(status)
+    }
+
+    /// The worker's end, waited for at most a minute (then killed).
+    fn wait_limited(&mut self) -> Result<std::process::ExitStatus, String> {
+        let started = std::time::Instant::now();
+        loop {
+            match self.child.try_wait() {
+                Ok(Some(status)) => {
+                    forget(self.child.id());
+                    return Ok(status);
+                }
+                Ok(None) if started.elapsed() > Duration::from_secs(60) => {
+                    let _ = self.child.kill();
+                }
+                Ok(None) => std::thread::sleep(Duration::from_millis(5)),
+                Err(e) => return Err(format!("could not be waited for: {e}")),
+            }
         }
-        let err = err.trim();
-        let skip = err.chars().count().saturating_sub(300);
-        let tail: String = err.chars().skip(skip).collect();
-        let how = match status {
-            Ok(s) => match (s.code(), s.signal()) {
-                (Some(c), _) => format!("exited with status {c}"),
-                (_, Some(sig)) => format!("died of signal {sig}"),
-                _ => "stopped".to_string(),
-            },
-            Err(e) => format!("could not be waited for: {e}"),
-        };
-        if tail.is_empty() {
-            format!("{}: the worker {how}", self.what)
-        } else {
-            format!("{}: the worker {how}: {tail}", self.what)
-        }
+    }
+
+    fn why(&mut self, status: Result<std::process::ExitStatus, String>) -> String {
+        let tail = stderr_tail(&self.tail, self.drain.take());
+        describe(&format!("{}: the worker", self.what), status, &tail)
     }
 
     /// Asks the worker to finish and waits for it; an error if it did not
@@ -223,29 +242,102 @@ impl Worker {
     pub fn finish(mut self) -> Result<(), String> {
         let _ = writeln!(self.to, "quit");
         let _ = self.to.flush();
-        let status = self
-            .child
-            .wait()
-            .map_err(|e| format!("{}: {e}", self.what))?;
-        forget(self.child.id());
-        if status.success() {
-            Ok(())
-        } else {
-            Err(self.death_after(status))
+        match self.wait_limited() {
+            Ok(s) if s.success() => Ok(()),
+            other => Err(self.why(other)),
         }
     }
+}
 
-    fn death_after(&mut self, status: std::process::ExitStatus) -> String {
-        use std::io::Read;
-        let mut err = String::new();
-        if let Some(mut e) = self.child.stderr.take() {
-            let _ = e.read_to_string(&mut err);
+/// A thread that reads the child's stderr all along, keeping its last
+/// [`TAIL`] bytes: a chatty child never blocks on a full pipe, and a
+/// failure can still quote what it said.
+fn drain_stderr(child: &mut Child) -> (Arc<Mutex<Vec<u8>>>, Option<std::thread::JoinHandle<()>>) {
+    let tail = Arc::new(Mutex::new(Vec::new()));
+    let drain = child.stderr.take().map(|mut err| {
+        let tail = Arc::clone(&tail);
+        std::thread::spawn(move || {
+            use std::io::Read;
+            let mut buf = [0u8; 4096];
+            while let Ok(n @ 1..) = err.read(&mut buf) {
+                let mut t = tail.lock().unwrap_or_else(|e| e.into_inner());
+                t.extend_from_slice(&buf[..n]);
+                let excess = t.len().saturating_sub(TAIL);
+                t.drain(..excess);
+            }
+        })
+    });
+    (tail, drain)
+}
+
+/// What the child wrote last on stderr, once it has closed it.
+fn stderr_tail(tail: &Mutex<Vec<u8>>, drain: Option<std::thread::JoinHandle<()>>) -> String {
+    if let Some(t) = drain {
+        let _ = t.join();
+    }
+    let text = tail.lock().unwrap_or_else(|e| e.into_inner());
+    String::from_utf8_lossy(&text).trim().to_string()
+}
+
+/// "`who` exited with status 3: <its last words>".
+fn describe(who: &str, status: Result<std::process::ExitStatus, String>, tail: &str) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    let how = match status {
+        Ok(s) => match (s.code(), s.signal()) {
+            (Some(c), _) => format!("exited with status {c}"),
+            (_, Some(sig)) => format!("died of signal {sig}"),
+            _ => "stopped".to_string(),
+        },
+        Err(e) => e,
+    };
+    if tail.is_empty() {
+        format!("{who} {how}")
+    } else {
+        format!("{who} {how}: {tail}")
+    }
+}
+
+/// Runs a whole program (PostMark) as the workers run: in its own process
+/// group, stopped by an interrupt, killed after [`PATIENCE`]. Its output
+/// is discarded; an error says how it ended and the end of its stderr.
+pub fn run_program(mut cmd: Command, what: &str) -> Result<(), String> {
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    let mut live = LIVE.lock().unwrap_or_else(|e| e.into_inner());
+    if interrupted() {
+        return Err(format!("{what}: interrupted"));
+    }
+    let mut child = cmd.spawn().map_err(|e| format!("{what}: {e}"))?;
+    live.push(child.id());
+    drop(live);
+    let (tail, drain) = drain_stderr(&mut child);
+    let started = std::time::Instant::now();
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break Ok(status),
+            Ok(None) if interrupted() || started.elapsed() > PATIENCE => {
+                let _ = child.kill();
+                let _ = child.wait();
+                forget(child.id());
+                return Err(if interrupted() {
+                    format!("{what}: interrupted")
+                } else {
+                    format!(
+                        "{what}: still running after {} s: killed",
+                        PATIENCE.as_secs()
+                    )
+                });
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(2)),
+            Err(e) => break Err(format!("could not be waited for: {e}")),
         }
-        format!(
-            "{}: the worker ended with {status}: {}",
-            self.what,
-            err.trim()
-        )
+    };
+    forget(child.id());
+    match status {
+        Ok(s) if s.success() => Ok(()),
+        other => Err(describe(what, other, &stderr_tail(&tail, drain))),
     }
 }
 

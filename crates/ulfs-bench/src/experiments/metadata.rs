@@ -18,7 +18,7 @@ const PER_FILE: u64 = 1 << 10;
 
 pub const FSYNC_LOOP: Experiment = Experiment {
     name: "fsync-loop",
-    about: "create + 4 KiB write + fsync + close of 1,000 files, on the host disk",
+    about: "create + 4 KiB write + fsync + close of 100 and 1,000 files, on the host disk",
     figures: &["fsync-loop"],
     systems: &ON_DISK,
     run: fsync_loop,

@@ -226,7 +226,7 @@ pub fn sweep(ctx: &mut Ctx, s: &Sweep) {
         }
     }
     for (sys, e) in start_errors {
-        ctx.skip(&figures, sys, &e);
+        ctx.failed(&figures, sys, &e);
     }
     for &param in s.params {
         // values[system][output] over the kept rounds.

@@ -9,9 +9,8 @@ use super::{Ctx, Experiment, Output, PROGRAMS, Sweep, image_for, largest, ns_to,
 use crate::measure::rotation;
 use crate::results::Unit;
 use crate::systems::{Medium, System};
-use crate::worker::interrupted;
+use crate::worker::{interrupted, run_program};
 use std::path::PathBuf;
-use std::process::Stdio;
 use std::time::Instant;
 
 pub const FIG13: Experiment = Experiment {
@@ -156,21 +155,10 @@ fn postmark(ctx: &mut Ctx) {
                         dir.display()
                     );
                     std::fs::write(&config, text).map_err(|e| e.to_string())?;
+                    cmd.arg(&config);
                     let start = Instant::now();
-                    let out = cmd
-                        .arg(&config)
-                        .stdin(Stdio::null())
-                        .output()
-                        .map_err(|e| format!("postmark: {e}"))?;
-                    let elapsed = start.elapsed().as_secs_f64();
-                    if !out.status.success() {
-                        return Err(format!(
-                            "postmark: {}: {}",
-                            out.status,
-                            String::from_utf8_lossy(&out.stderr).trim()
-                        ));
-                    }
-                    Ok(elapsed)
+                    run_program(cmd, "postmark")?;
+                    Ok(start.elapsed().as_secs_f64())
                 });
                 match timed {
                     Ok(s) if round >= rounds.warmup => secs[i].push(s),
