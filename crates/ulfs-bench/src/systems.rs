@@ -53,7 +53,7 @@ impl System {
 }
 
 /// Why ulfs-fuse is skipped until `ulfs mount` exists.
-const FUSE_MISSING: &str = "missing: `ulfs mount` (FUSE), not built yet";
+const FUSE_MISSING: &str = "missing: `ulfs mount` (FUSE) is not built yet";
 
 /// Where an experiment's files live: memory (`/dev/shm`, against
 /// host-tmpfs) or the disk (ext4, for the durable experiments).
