@@ -47,7 +47,7 @@ fn hierarchy() -> Result<(PathBuf, Version), String> {
         }
     }
     v1.map(|at| (at, Version::V1))
-        .ok_or_else(|| "missing: a cgroup memory controller on this machine".to_string())
+        .ok_or_else(|| "skipped: no cgroup memory controller on this machine".to_string())
 }
 
 /// A group of this run's under `base` whose children get the memory
@@ -126,7 +126,7 @@ impl Cgroup {
                 }
             }
             parent = made.ok_or_else(|| {
-                format!("missing: a usable cgroup memory controller (cgroup v2: {why})")
+                format!("skipped: no usable cgroup memory controller (cgroup v2: {why})")
             })?;
         }
         let n = NEXT.fetch_add(1, Ordering::Relaxed);

@@ -59,9 +59,10 @@ pub fn interrupted() -> bool {
 /// Whether a worker's error says the system lacks something the
 /// experiment needs (a library, a peer not built yet), rather than
 /// something going wrong: the first is a skip, the second also fails
-/// the run. The C workload begins such answers with `missing:`.
+/// the run. The C workload begins such answers with `missing:`; the
+/// cgroup code says `skipped: no cgroup memory controller`.
 pub fn is_missing(reason: &str) -> bool {
-    reason.contains("missing:") || reason.contains(": interrupted")
+    reason.contains("missing:") || reason.contains("skipped:") || reason.contains(": interrupted")
 }
 
 fn forget(pid: u32) {
