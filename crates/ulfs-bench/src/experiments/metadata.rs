@@ -4,7 +4,9 @@
 //! and unlink rates in one large directory, and the mount of an image
 //! holding many files.
 
-use super::{Ctx, Experiment, IN_MEMORY, ON_DISK, Output, Sweep, image_for, largest, ns_to, sweep};
+use super::{
+    Ctx, Experiment, IN_MEMORY, ON_DISK, Output, Sweep, all_in, image_for, largest, ns_to, sweep,
+};
 use crate::measure::rotation;
 use crate::results::Unit;
 use crate::systems::{Medium, System};
@@ -40,7 +42,7 @@ fn fsync_loop(ctx: &mut Ctx) {
                 unit: Unit::Us,
             }],
             request: &|_, n| format!("fsync {n}"),
-            convert: &|n, a| a.iter().map(|&ns| ns_to(Unit::Us, ns) / n as f64).collect(),
+            convert: &|n, a| all_in(Unit::Us, a, n),
         },
     );
 }
@@ -120,7 +122,7 @@ fn create(ctx: &mut Ctx) {
                 },
             ],
             request: &|_, n| format!("create {n}"),
-            convert: &|n, a| a.iter().map(|&ns| ns_to(Unit::Us, ns) / n as f64).collect(),
+            convert: &|n, a| all_in(Unit::Us, a, n),
         },
     );
 }

@@ -285,6 +285,15 @@ pub fn largest(params: &[u64]) -> u64 {
     params.iter().copied().max().unwrap_or(0)
 }
 
+/// An answer's nanoseconds in `unit`, each divided by `per` (the calls
+/// or listings one number covers; 1 for a whole-workload time).
+pub fn all_in(unit: Unit, answer: &[f64], per: u64) -> Vec<f64> {
+    answer
+        .iter()
+        .map(|&ns| ns_to(unit, ns) / per as f64)
+        .collect()
+}
+
 /// Nanoseconds to the unit a figure shows.
 pub fn ns_to(unit: Unit, ns: f64) -> f64 {
     match unit {

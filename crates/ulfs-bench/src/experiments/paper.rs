@@ -2,7 +2,7 @@
 //! write (fig. 6), file count (fig. 7), readdir (fig. 10), lseek
 //! (fig. 11) and fstat (fig. 12), all in memory against host tmpfs.
 
-use super::{Ctx, Experiment, IN_MEMORY, Output, Sweep, image_for, largest, ns_to, sweep};
+use super::{Ctx, Experiment, IN_MEMORY, Output, Sweep, all_in, image_for, largest, sweep};
 use crate::results::Unit;
 use crate::systems::{Medium, System};
 
@@ -58,7 +58,7 @@ fn fig6(ctx: &mut Ctx) {
                     unit: Unit::Us,
                 }],
                 request: &request,
-                convert: &|_, a| a.iter().map(|&ns| ns_to(Unit::Us, ns)).collect(),
+                convert: &|_, a| all_in(Unit::Us, a, 1),
             },
         );
     }
@@ -119,7 +119,7 @@ fn fig7(ctx: &mut Ctx) {
                     },
                 ],
                 request: &request,
-                convert: &|_, a| a.iter().map(|&ns| ns_to(Unit::Ms, ns)).collect(),
+                convert: &|_, a| all_in(Unit::Ms, a, 1),
             },
         );
     }
@@ -160,11 +160,7 @@ fn fig10(ctx: &mut Ctx) {
                     unit: Unit::Us,
                 }],
                 request: &request,
-                convert: &move |_, a| {
-                    a.iter()
-                        .map(|&ns| ns_to(Unit::Us, ns) / reps as f64)
-                        .collect()
-                },
+                convert: &move |_, a| all_in(Unit::Us, a, reps),
             },
         );
     }
@@ -218,7 +214,7 @@ fn repeated_call(ctx: &mut Ctx, name: &'static str, figure: &'static str, op: &'
                 unit: Unit::Us,
             }],
             request: &request,
-            convert: &|_, a| a.iter().map(|&ns| ns_to(Unit::Us, ns)).collect(),
+            convert: &|_, a| all_in(Unit::Us, a, 1),
         },
     );
 }

@@ -5,7 +5,7 @@
 //! in-process route is `ulfs run` (ulfs-preload), on a journaled image
 //! and on one without a journal.
 
-use super::{Ctx, Experiment, Output, PROGRAMS, Sweep, image_for, largest, ns_to, sweep};
+use super::{Ctx, Experiment, Output, PROGRAMS, Sweep, all_in, image_for, largest, sweep};
 use crate::measure::rotation;
 use crate::results::Unit;
 use crate::systems::{Medium, System};
@@ -75,7 +75,7 @@ fn library_sweep(
                 },
             ],
             request: &request,
-            convert: &|_, a| a.iter().map(|&ns| ns_to(Unit::Ms, ns)).collect(),
+            convert: &|_, a| all_in(Unit::Ms, a, 1),
         },
     );
 }
