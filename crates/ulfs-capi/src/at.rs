@@ -11,7 +11,7 @@ use libc::{dev_t, gid_t, mode_t, size_t, ssize_t, uid_t};
 use ulfs::Errno;
 
 use crate::ffi::{
-    c_bytes, c_times, fs_mut, guard, out_buf, path_op, put, ssize, two_path_op, ulfs_t,
+    c_bytes, c_times, fs_mut, guard_fs, out_buf, path_op, put, ssize, two_path_op, ulfs_t,
 };
 
 /// `openat(2)`: as `ulfs_open`, `path` relative to `dirfd`. Returns the new
@@ -28,7 +28,7 @@ pub unsafe extern "C" fn ulfs_openat(
     flags: c_int,
     mode: mode_t,
 ) -> c_int {
-    guard(|| {
+    guard_fs(fs, || {
         // SAFETY: `fs` is NULL or live and unshared, by the caller's contract.
         let mut fs = unsafe { fs_mut(fs) }?;
         // SAFETY: `path` is NULL or NUL-terminated, by the caller's contract.
@@ -178,7 +178,7 @@ pub unsafe extern "C" fn ulfs_readlinkat(
     buf: *mut c_char,
     size: size_t,
 ) -> ssize_t {
-    guard(|| {
+    guard_fs(fs, || {
         // SAFETY: `fs` is NULL or live and unshared, by the caller's contract.
         let mut fs = unsafe { fs_mut(fs) }?;
         // SAFETY: `path` is NULL or NUL-terminated, by the caller's contract.
@@ -208,7 +208,7 @@ pub unsafe extern "C" fn ulfs_fstatat(
     st: *mut libc::stat,
     flags: c_int,
 ) -> c_int {
-    guard(|| {
+    guard_fs(fs, || {
         // SAFETY: `fs` is NULL or live and unshared, by the caller's contract.
         let mut fs = unsafe { fs_mut(fs) }?;
         // SAFETY: `path` is NULL or NUL-terminated, by the caller's contract.
@@ -239,7 +239,7 @@ pub unsafe extern "C" fn ulfs_statx(
     mask: c_uint,
     stx: *mut libc::statx,
 ) -> c_int {
-    guard(|| {
+    guard_fs(fs, || {
         // SAFETY: `fs` is NULL or live and unshared, by the caller's contract.
         let mut fs = unsafe { fs_mut(fs) }?;
         // SAFETY: `path` is NULL or NUL-terminated, by the caller's contract.
@@ -350,7 +350,7 @@ pub unsafe extern "C" fn ulfs_utimensat(
 /// `fs` NULL or a live handle used by no other thread during the call.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ulfs_fchdir(fs: *mut ulfs_t, fd: c_int) -> c_int {
-    guard(|| {
+    guard_fs(fs, || {
         // SAFETY: `fs` is NULL or live and unshared, by the caller's contract.
         let mut fs = unsafe { fs_mut(fs) }?;
         fs.fchdir(fd)?;

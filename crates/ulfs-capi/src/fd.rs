@@ -10,7 +10,7 @@ use std::ffi::{c_int, c_void};
 use libc::{gid_t, mode_t, off_t, size_t, ssize_t, uid_t};
 use ulfs::Errno;
 
-use crate::ffi::{c_times, fs_mut, guard, in_buf, offset, out_buf, put, ssize, ulfs_t};
+use crate::ffi::{c_times, fs_mut, guard_fs, in_buf, offset, out_buf, put, ssize, ulfs_t};
 
 /// Closes `fd`. Returns 0 or `-errno`.
 ///
@@ -18,7 +18,7 @@ use crate::ffi::{c_times, fs_mut, guard, in_buf, offset, out_buf, put, ssize, ul
 /// `fs` must be NULL or a live handle used by no other thread during the call.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ulfs_close(fs: *mut ulfs_t, fd: c_int) -> c_int {
-    guard(|| {
+    guard_fs(fs, || {
         // SAFETY: `fs` is NULL or live and unshared, by the caller's contract.
         unsafe { fs_mut(fs) }?.close(fd)?;
         Ok(0)
@@ -36,7 +36,7 @@ pub unsafe extern "C" fn ulfs_read(
     buf: *mut c_void,
     n: size_t,
 ) -> ssize_t {
-    guard(|| {
+    guard_fs(fs, || {
         // SAFETY: `fs` is NULL or live and unshared, by the caller's contract.
         let mut fs = unsafe { fs_mut(fs) }?;
         // SAFETY: `buf` is NULL or writable for `n` bytes, by the contract.
@@ -57,7 +57,7 @@ pub unsafe extern "C" fn ulfs_write(
     buf: *const c_void,
     n: size_t,
 ) -> ssize_t {
-    guard(|| {
+    guard_fs(fs, || {
         // SAFETY: `fs` is NULL or live and unshared, by the caller's contract.
         let mut fs = unsafe { fs_mut(fs) }?;
         // SAFETY: `buf` is NULL or readable for `n` bytes, by the contract.
@@ -79,7 +79,7 @@ pub unsafe extern "C" fn ulfs_pread(
     n: size_t,
     off: off_t,
 ) -> ssize_t {
-    guard(|| {
+    guard_fs(fs, || {
         // SAFETY: `fs` is NULL or live and unshared, by the caller's contract.
         let mut fs = unsafe { fs_mut(fs) }?;
         let off = offset(off)?;
@@ -102,7 +102,7 @@ pub unsafe extern "C" fn ulfs_pwrite(
     n: size_t,
     off: off_t,
 ) -> ssize_t {
-    guard(|| {
+    guard_fs(fs, || {
         // SAFETY: `fs` is NULL or live and unshared, by the caller's contract.
         let mut fs = unsafe { fs_mut(fs) }?;
         let off = offset(off)?;
@@ -124,7 +124,7 @@ pub unsafe extern "C" fn ulfs_lseek(
     off: off_t,
     whence: c_int,
 ) -> off_t {
-    guard(|| {
+    guard_fs(fs, || {
         // SAFETY: `fs` is NULL or live and unshared, by the caller's contract.
         let pos = unsafe { fs_mut(fs) }?.lseek(fd, off, whence)?;
         off_t::try_from(pos).map_err(|_| Errno::EOVERFLOW)
@@ -137,7 +137,7 @@ pub unsafe extern "C" fn ulfs_lseek(
 /// `fs` as for `ulfs_close`; `st` NULL or valid for writing one `struct stat`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ulfs_fstat(fs: *mut ulfs_t, fd: c_int, st: *mut libc::stat) -> c_int {
-    guard(|| {
+    guard_fs(fs, || {
         // SAFETY: `fs` is NULL or live and unshared, by the caller's contract.
         let mut fs = unsafe { fs_mut(fs) }?;
         if st.is_null() {
@@ -164,7 +164,7 @@ pub unsafe extern "C" fn ulfs_getdents64(
     dirp: *mut c_void,
     count: size_t,
 ) -> ssize_t {
-    guard(|| {
+    guard_fs(fs, || {
         // SAFETY: `fs` is NULL or live and unshared, by the caller's contract.
         let mut fs = unsafe { fs_mut(fs) }?;
         // SAFETY: `dirp` is NULL or writable for `count` bytes, by the contract.
@@ -180,7 +180,7 @@ pub unsafe extern "C" fn ulfs_getdents64(
 /// `fs` must be NULL or a live handle used by no other thread during the call.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ulfs_ftruncate(fs: *mut ulfs_t, fd: c_int, len: off_t) -> c_int {
-    guard(|| {
+    guard_fs(fs, || {
         // SAFETY: `fs` is NULL or live and unshared, by the caller's contract.
         let mut fs = unsafe { fs_mut(fs) }?;
         fs.ftruncate(fd, offset(len)?)?;
@@ -194,7 +194,7 @@ pub unsafe extern "C" fn ulfs_ftruncate(fs: *mut ulfs_t, fd: c_int, len: off_t) 
 /// `fs` must be NULL or a live handle used by no other thread during the call.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ulfs_fsync(fs: *mut ulfs_t, fd: c_int) -> c_int {
-    guard(|| {
+    guard_fs(fs, || {
         // SAFETY: `fs` is NULL or live and unshared, by the caller's contract.
         unsafe { fs_mut(fs) }?.fsync(fd)?;
         Ok(0)
@@ -208,7 +208,7 @@ pub unsafe extern "C" fn ulfs_fsync(fs: *mut ulfs_t, fd: c_int) -> c_int {
 /// `fs` must be NULL or a live handle used by no other thread during the call.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ulfs_fdatasync(fs: *mut ulfs_t, fd: c_int) -> c_int {
-    guard(|| {
+    guard_fs(fs, || {
         // SAFETY: `fs` is NULL or live and unshared, by the caller's contract.
         unsafe { fs_mut(fs) }?.fdatasync(fd)?;
         Ok(0)
@@ -226,7 +226,7 @@ pub unsafe extern "C" fn ulfs_futimens(
     fd: c_int,
     times: *const libc::timespec,
 ) -> c_int {
-    guard(|| {
+    guard_fs(fs, || {
         // SAFETY: `fs` is NULL or live and unshared, by the caller's contract.
         let mut fs = unsafe { fs_mut(fs) }?;
         // SAFETY: `times` is NULL or readable for two timespecs, by the contract.
@@ -242,7 +242,7 @@ pub unsafe extern "C" fn ulfs_futimens(
 /// `fs` must be NULL or a live handle used by no other thread during the call.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ulfs_fchmod(fs: *mut ulfs_t, fd: c_int, mode: mode_t) -> c_int {
-    guard(|| {
+    guard_fs(fs, || {
         // SAFETY: `fs` is NULL or live and unshared, by the caller's contract.
         unsafe { fs_mut(fs) }?.fchmod(fd, mode)?;
         Ok(0)
@@ -256,7 +256,7 @@ pub unsafe extern "C" fn ulfs_fchmod(fs: *mut ulfs_t, fd: c_int, mode: mode_t) -
 /// `fs` must be NULL or a live handle used by no other thread during the call.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ulfs_fchown(fs: *mut ulfs_t, fd: c_int, uid: uid_t, gid: gid_t) -> c_int {
-    guard(|| {
+    guard_fs(fs, || {
         // SAFETY: `fs` is NULL or live and unshared, by the caller's contract.
         unsafe { fs_mut(fs) }?.fchown(fd, uid, gid)?;
         Ok(0)
@@ -271,7 +271,7 @@ pub unsafe extern "C" fn ulfs_fchown(fs: *mut ulfs_t, fd: c_int, uid: uid_t, gid
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ulfs_dup(fs: *mut ulfs_t, fd: c_int) -> c_int {
     // SAFETY: `fs` is NULL or live and unshared, by the caller's contract.
-    guard(|| unsafe { fs_mut(fs) }?.dup(fd))
+    guard_fs(fs, || unsafe { fs_mut(fs) }?.dup(fd))
 }
 
 /// Duplicates `oldfd` onto `newfd`, closing `newfd` first if open. Returns
@@ -282,7 +282,7 @@ pub unsafe extern "C" fn ulfs_dup(fs: *mut ulfs_t, fd: c_int) -> c_int {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ulfs_dup2(fs: *mut ulfs_t, oldfd: c_int, newfd: c_int) -> c_int {
     // SAFETY: `fs` is NULL or live and unshared, by the caller's contract.
-    guard(|| unsafe { fs_mut(fs) }?.dup2(oldfd, newfd))
+    guard_fs(fs, || unsafe { fs_mut(fs) }?.dup2(oldfd, newfd))
 }
 
 /// Allocates (mode 0) or otherwise manipulates the byte range `[off,
@@ -299,7 +299,7 @@ pub unsafe extern "C" fn ulfs_fallocate(
     off: off_t,
     len: off_t,
 ) -> c_int {
-    guard(|| {
+    guard_fs(fs, || {
         // SAFETY: `fs` is NULL or live and unshared, by the caller's contract.
         let mut fs = unsafe { fs_mut(fs) }?;
         if off < 0 || len <= 0 {

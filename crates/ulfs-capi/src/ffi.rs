@@ -41,7 +41,9 @@ pub(crate) struct Handle {
 }
 
 /// The file system of a handle for the length of one call; holds the
-/// handle's mutex when it has one.
+/// handle's mutex when it has one. It has no `Drop` of its own: a panic in
+/// a call is dealt with by `guard_fs`, and by the next call to take a
+/// poisoned mutex, off the path every call takes.
 pub(crate) struct FsRef<'a> {
     _held: Option<MutexGuard<'a, ()>>,
     fs: &'a mut Fs,
@@ -57,17 +59,6 @@ impl Deref for FsRef<'_> {
 impl DerefMut for FsRef<'_> {
     fn deref_mut(&mut self) -> &mut Fs {
         self.fs
-    }
-}
-
-impl Drop for FsRef<'_> {
-    /// A panic inside a call (caught by `guard`, returned as -EIO) may have
-    /// cut the call in half: the file system is abandoned, read-only from
-    /// then on with nothing more committed (`ulfs::Fs::abandon`).
-    fn drop(&mut self) {
-        if std::thread::panicking() {
-            self.fs.abandon();
-        }
     }
 }
 
@@ -123,12 +114,41 @@ impl NegErrno for i64 {
 /// Runs one ABI body: its value on success, `-errno` on error, and `-EIO` if
 /// it panicked (a panic must never unwind into C, where it is undefined
 /// behaviour; the default hook has already printed the panic message).
+#[inline(always)]
 pub(crate) fn guard<R: NegErrno>(body: impl FnOnce() -> Result<R, Errno>) -> R {
     match catch_unwind(AssertUnwindSafe(body)) {
         Ok(Ok(v)) => v,
         Ok(Err(e)) => R::neg_errno(e),
         Err(_) => R::neg_errno(Errno::EIO),
     }
+}
+
+/// `guard` for a call on the file system `fs`: a panic may have cut the
+/// call in half, so the file system is abandoned, read-only from then on
+/// with nothing more committed (`ulfs::Fs::abandon`), before `-EIO` goes
+/// back.
+#[inline(always)]
+pub(crate) fn guard_fs<R: NegErrno>(fs: *mut ulfs_t, body: impl FnOnce() -> Result<R, Errno>) -> R {
+    match catch_unwind(AssertUnwindSafe(body)) {
+        Ok(Ok(v)) => v,
+        Ok(Err(e)) => R::neg_errno(e),
+        Err(_) => {
+            abandon_after_panic(fs);
+            R::neg_errno(Errno::EIO)
+        }
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn abandon_after_panic(fs: *mut ulfs_t) {
+    let _ = catch_unwind(AssertUnwindSafe(|| {
+        // SAFETY: the handle the panicking call was given: NULL or live by
+        // the caller's contract, which still holds.
+        if let Ok(mut fs) = unsafe { fs_mut(fs) } {
+            fs.abandon();
+        }
+    }));
 }
 
 /// The file system behind a handle, for one call; NULL is EFAULT. A
@@ -138,23 +158,35 @@ pub(crate) fn guard<R: NegErrno>(body: impl FnOnce() -> Result<R, Errno>) -> R {
 /// `fs` must be NULL or a live handle from `ulfs_mount`. Unless it was
 /// mounted with `ULFS_THREADSAFE`, no other thread may use it while the
 /// returned reference lives.
+#[inline(always)]
 pub(crate) unsafe fn fs_mut<'a>(fs: *mut ulfs_t) -> Result<FsRef<'a>, Errno> {
     // SAFETY: by the caller's contract `fs` is NULL (rejected by `as_ref`) or
     // a live `Box<Handle>` from `ulfs_mount`; a shared reference to it is
     // sound from any thread (the file system itself is only reached through
     // the `UnsafeCell` below).
     let handle = unsafe { fs.cast::<Handle>().as_ref() }.ok_or(Errno::EFAULT)?;
-    // A poisoned lock means a call panicked; `FsRef`'s drop has already
-    // made that file system read-only, so later calls may read it.
-    let held = handle
-        .lock
-        .as_ref()
-        .map(|m| m.lock().unwrap_or_else(|poisoned| poisoned.into_inner()));
+    let held = handle.lock.as_ref().map(|m| lock_handle(m, handle));
     // SAFETY: the reference is unique: either this thread holds the handle's
     // mutex (thread-safe handle, every call takes it), or the caller promises
     // no other thread uses the handle now.
     let fs = unsafe { &mut *handle.fs.get() };
     Ok(FsRef { _held: held, fs })
+}
+
+/// Takes a thread-safe handle's mutex (out of line: the single-owner path
+/// of every call stays small).
+#[inline(never)]
+fn lock_handle<'a>(m: &'a Mutex<()>, handle: &'a Handle) -> MutexGuard<'a, ()> {
+    m.lock().unwrap_or_else(|p| {
+        m.clear_poison();
+        let held = p.into_inner();
+        // A call panicked holding the lock: the file system is abandoned
+        // before anyone else uses it (reads still work).
+        // SAFETY: this thread holds the mutex, so no other reference to
+        // the file system exists.
+        unsafe { &mut *handle.fs.get() }.abandon();
+        held
+    })
 }
 
 /// The bytes of a NUL-terminated C string (without the NUL); NULL is EFAULT.
@@ -271,7 +303,7 @@ pub(crate) unsafe fn path_op(
     path: *const c_char,
     op: impl FnOnce(&mut ulfs::Fs, &[u8]) -> ulfs::Result<()>,
 ) -> c_int {
-    guard(|| {
+    guard_fs(fs, || {
         // SAFETY: `fs` is NULL or live and unshared, by the caller's contract.
         let mut fs = unsafe { fs_mut(fs) }?;
         // SAFETY: `path` is NULL or NUL-terminated, by the caller's contract.
@@ -291,7 +323,7 @@ pub(crate) unsafe fn two_path_op(
     b: *const c_char,
     op: impl FnOnce(&mut ulfs::Fs, &[u8], &[u8]) -> ulfs::Result<()>,
 ) -> c_int {
-    guard(|| {
+    guard_fs(fs, || {
         // SAFETY: `fs` is NULL or live and unshared, by the caller's contract.
         let mut fs = unsafe { fs_mut(fs) }?;
         // SAFETY: `a` and `b` are NULL or NUL-terminated, by the contract.

@@ -12,7 +12,7 @@ use std::path::Path;
 
 use ulfs::{Errno, Fs, MountOptions};
 
-use crate::ffi::{c_bytes, fs_mut, guard, put, ulfs_t};
+use crate::ffi::{c_bytes, fs_mut, guard, guard_fs, put, ulfs_t};
 use crate::options::parse_mkfs_options;
 
 /// `flags` bit of `ulfs_mount`: mount read-only.
@@ -106,7 +106,7 @@ pub unsafe extern "C" fn ulfs_unmount(fs: *mut ulfs_t) -> c_int {
 /// `fs` must be NULL or a live handle used by no other thread during the call.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ulfs_sync(fs: *mut ulfs_t) -> c_int {
-    guard(|| {
+    guard_fs(fs, || {
         // SAFETY: `fs` is NULL or live and unshared, by the caller's contract.
         let mut fs = unsafe { fs_mut(fs) }?;
         fs.sync()?;
@@ -126,7 +126,7 @@ pub unsafe extern "C" fn ulfs_statfs(
     path: *const c_char,
     buf: *mut libc::statfs,
 ) -> c_int {
-    guard(|| {
+    guard_fs(fs, || {
         // SAFETY: `fs` is NULL or live and unshared, by the caller's contract.
         let mut fs = unsafe { fs_mut(fs) }?;
         // SAFETY: NULL or NUL-terminated by the caller's contract.

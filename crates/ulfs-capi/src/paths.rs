@@ -13,7 +13,7 @@ use std::ffi::{c_char, c_int, c_uint};
 use libc::{gid_t, mode_t, off_t, size_t, ssize_t, uid_t};
 use ulfs::Errno;
 
-use crate::ffi::{fs_mut, guard, offset, out_buf, path_op, two_path_op, ulfs_t};
+use crate::ffi::{fs_mut, guard_fs, offset, out_buf, path_op, two_path_op, ulfs_t};
 
 /// Opens (and with `O_CREAT` creates, with permission bits `mode`) the file
 /// at `path`. `flags` are the host's `O_*` flags. Returns the new descriptor
@@ -244,7 +244,7 @@ pub unsafe extern "C" fn ulfs_chdir(fs: *mut ulfs_t, path: *const c_char) -> c_i
 /// `fs` as for `ulfs_open`; `buf` NULL or writable for `size` bytes.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ulfs_getcwd(fs: *mut ulfs_t, buf: *mut c_char, size: size_t) -> c_int {
-    guard(|| {
+    guard_fs(fs, || {
         // SAFETY: `fs` is NULL or live and unshared, by the caller's contract.
         let mut fs = unsafe { fs_mut(fs) }?;
         if buf.is_null() {

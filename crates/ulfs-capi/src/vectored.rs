@@ -13,7 +13,7 @@ use std::io::{IoSlice, IoSliceMut};
 use libc::{iovec, ssize_t};
 use ulfs::Errno;
 
-use crate::ffi::{MAX_RW, fs_mut, guard, ssize, ulfs_t};
+use crate::ffi::{MAX_RW, fs_mut, guard_fs, ssize, ulfs_t};
 
 /// Most iovecs one `readv`/`writev` accepts, as Linux's `UIO_MAXIOV`.
 const IOV_MAX: c_int = 1024;
@@ -82,7 +82,7 @@ pub unsafe extern "C" fn ulfs_readv(
     iov: *const iovec,
     iovcnt: c_int,
 ) -> ssize_t {
-    guard(|| {
+    guard_fs(fs, || {
         // SAFETY: `fs` is NULL or live and unshared, by the caller's contract.
         let mut fs = unsafe { fs_mut(fs) }?;
         // SAFETY: `iov` is NULL or readable for `iovcnt` iovecs, by the contract.
@@ -123,7 +123,7 @@ pub unsafe extern "C" fn ulfs_writev(
     iov: *const iovec,
     iovcnt: c_int,
 ) -> ssize_t {
-    guard(|| {
+    guard_fs(fs, || {
         // SAFETY: `fs` is NULL or live and unshared, by the caller's contract.
         let mut fs = unsafe { fs_mut(fs) }?;
         // SAFETY: `iov` is NULL or readable for `iovcnt` iovecs, by the contract.

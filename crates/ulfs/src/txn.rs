@@ -19,9 +19,13 @@
 //!   sequence, in order; a torn or stale record ends it. Replaying twice
 //!   writes the same bytes twice, so a crash during replay is harmless.
 //!
-//! Blocks freed by a transaction are *quarantined* until the checkpoint
-//! after its commit: reusing one earlier could put file data where a replay
-//! (or the durable state) still expects the old contents.
+//! Blocks freed by a transaction are *quarantined* until its commit:
+//! reusing one earlier could put file data where the durable state still
+//! expects the old contents. A freed block with a copy in the log (it was
+//! metadata) waits further, for the checkpoint that empties the log, since
+//! a replay would write that copy over whatever the block holds by then.
+//! Blocks that become reusable are offered to allocation first
+//! (`take_reuse_hint`): their pages are already in memory.
 //!
 //! File data blocks bypass transactions (`data`, `data_mut`).
 //!
@@ -161,7 +165,11 @@ struct Log {
     /// When the running transaction made its first change.
     began: Option<Instant>,
     freed_running: BidSet,
+    /// Freed by committed transactions while a copy of them is in the log:
+    /// reusable after the next checkpoint (a replay would write the copy).
     freed_committed: BidSet,
+    /// Blocks with a copy in the log since the last checkpoint.
+    in_log: BidSet,
     /// Blocks allocated by the running transaction: freeing one of these
     /// needs no quarantine, since no durable state or log record has ever
     /// seen it allocated.
@@ -194,6 +202,10 @@ pub struct Journal {
     failed: bool,
     /// The undo record of the call in progress (`undo.rs`).
     call: CallUndo,
+    /// The lowest block that became reusable since allocation last asked:
+    /// a block freed and already paged in, which allocation prefers to
+    /// blocks of the image never touched.
+    reuse_hint: Option<Bid>,
 }
 
 /// What replay found and applied.
@@ -217,6 +229,7 @@ impl Journal {
             verify,
             failed: false,
             call: CallUndo::default(),
+            reuse_hint: None,
         }
     }
 
@@ -250,6 +263,7 @@ impl Journal {
             began: None,
             freed_running: BidSet::default(),
             freed_committed: BidSet::default(),
+            in_log: BidSet::default(),
             fresh: BidSet::default(),
             installed: false,
         });
@@ -475,18 +489,36 @@ impl Journal {
         if self.last_dirty == Some(bid) {
             self.last_dirty = None;
         }
-        if let Some(log) = &mut self.log {
-            if let Some(s) = log.shadows.remove(&bid) {
-                log.spare.push(s);
-            }
-            if log.fresh.remove(&bid) {
-                if self.call.open {
-                    self.call.fresh_removed.push(bid);
-                }
-            } else if log.freed_running.insert(bid) && self.call.open {
-                self.call.freed_added.push(bid);
-            }
+        let Some(log) = &mut self.log else {
+            self.hint_reuse(bid);
+            return;
+        };
+        if let Some(s) = log.shadows.remove(&bid) {
+            log.spare.push(s);
         }
+        if log.fresh.remove(&bid) {
+            if self.call.open {
+                self.call.fresh_removed.push(bid);
+            }
+            self.hint_reuse(bid);
+        } else if log.freed_running.insert(bid) && self.call.open {
+            self.call.freed_added.push(bid);
+        }
+    }
+
+    /// `bid` can be allocated again (once the call that freed it is over).
+    #[inline]
+    fn hint_reuse(&mut self, bid: Bid) {
+        if self.reuse_hint.is_none_or(|h| bid < h) {
+            self.reuse_hint = Some(bid);
+        }
+    }
+
+    /// The lowest block that became reusable since the last time allocation
+    /// asked, if any (see `reuse_hint`).
+    #[inline]
+    pub fn take_reuse_hint(&mut self) -> Option<Bid> {
+        self.reuse_hint.take()
     }
 
     /// Begins a call: from here its changes can be undone.
@@ -671,8 +703,7 @@ impl Journal {
             let log = self.log.as_mut().expect("journaled");
             log.began = None;
             log.fresh.clear();
-            let freed: Vec<Bid> = log.freed_running.drain().collect();
-            log.freed_committed.extend(freed);
+            self.release_committed_frees();
             if self.call.open {
                 self.rebase_call();
             }
@@ -724,6 +755,7 @@ impl Journal {
         log.order = order;
         let mut at = log.start + 1 + log.pos;
         let seq = log.next_seq;
+        log.in_log.extend(log.order.iter().copied());
         for chunk in log.order.chunks(DESC_CAP) {
             descriptor_encode(self.store.block_mut(at)?, seq, chunk);
             at += 1;
@@ -760,9 +792,36 @@ impl Journal {
         log.began = None;
         log.fresh.clear();
         log.installed = true;
-        let freed: Vec<Bid> = log.freed_running.drain().collect();
-        log.freed_committed.extend(freed);
+        self.release_committed_frees();
         Ok(())
+    }
+
+    /// The blocks freed by the transaction just committed: those without a
+    /// copy in the log are reusable now (no durable state or replay refers
+    /// to them any more); the others wait for the checkpoint.
+    fn release_committed_frees(&mut self) {
+        let log = self.log.as_mut().expect("journaled");
+        let mut lowest = None;
+        for bid in log.freed_running.drain() {
+            if log.in_log.contains(&bid) {
+                log.freed_committed.insert(bid);
+            } else if lowest.is_none_or(|l| bid < l) {
+                lowest = Some(bid);
+            }
+        }
+        if let Some(bid) = lowest {
+            self.hint_reuse(bid);
+        }
+    }
+
+    /// At a checkpoint: the log is empty, every freed block is reusable.
+    fn release_checkpointed_frees(&mut self) {
+        let log = self.log.as_mut().expect("journaled");
+        let lowest = log.freed_committed.drain().min();
+        log.in_log.clear();
+        if let Some(bid) = lowest {
+            self.hint_reuse(bid);
+        }
     }
 
     /// Journal: makes the installed homes durable and empties the log.
@@ -776,11 +835,7 @@ impl Journal {
         if log.pos == 0 && !log.installed {
             // Nothing in the log: blocks freed by committed transactions
             // are safe to reuse already.
-            self.log
-                .as_mut()
-                .expect("journaled")
-                .freed_committed
-                .clear();
+            self.release_checkpointed_frees();
             return Ok(());
         }
         self.flush()?;
@@ -791,7 +846,7 @@ impl Journal {
         let log = self.log.as_mut().expect("journaled");
         log.pos = 0;
         log.installed = false;
-        log.freed_committed.clear();
+        self.release_checkpointed_frees();
         Ok(())
     }
 
@@ -1007,13 +1062,34 @@ mod tests {
     }
 
     #[test]
-    fn freed_blocks_wait_for_a_checkpoint() {
+    fn freed_blocks_wait_for_their_commit() {
         let (mut j, _) = open(journaled_disk());
         j.forget(45);
-        assert!(j.is_quarantined(45));
+        assert!(j.is_quarantined(45), "the durable state still has it");
+        assert_eq!(j.take_reuse_hint(), None);
         j.commit_txn().unwrap();
-        assert!(j.is_quarantined(45), "committed, not yet checkpointed");
+        assert!(!j.is_quarantined(45), "committed, and no copy in the log");
+        assert_eq!(j.take_reuse_hint(), Some(45), "offered for reuse");
+    }
+
+    #[test]
+    fn freed_blocks_with_a_copy_in_the_log_wait_for_a_checkpoint() {
+        let (mut j, _) = open(journaled_disk());
+        init_block(j.meta_mut(45).unwrap(), MAGIC_MAP);
+        j.commit_txn().unwrap();
+        j.forget(45);
+        j.commit_txn().unwrap();
+        assert!(
+            j.is_quarantined(45),
+            "a replay would write the logged copy over its next contents"
+        );
         j.checkpoint().unwrap();
+        assert!(!j.is_quarantined(45));
+        assert_eq!(j.take_reuse_hint(), Some(45));
+        // The log is empty again: the same block freed once more (after
+        // being written as data) needs only its commit.
+        j.forget(45);
+        j.commit_txn().unwrap();
         assert!(!j.is_quarantined(45));
     }
 

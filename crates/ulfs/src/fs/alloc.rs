@@ -41,6 +41,9 @@ impl Volume {
             self.j.note_alloc(goal);
             return Ok(goal);
         }
+        if let Some(hint) = self.j.take_reuse_hint() {
+            self.prefer(hint);
+        }
         let quarantine = self.j.has_quarantine();
         let groups = self.sb.group_count;
         for step in 0..=groups {
@@ -94,6 +97,24 @@ impl Volume {
             return Ok(bid as Bid);
         }
         Err(Errno::ENOSPC)
+    }
+
+    /// Moves the allocation cursor back to `bid`, a block that became
+    /// reusable below it: a block freed earlier has its page in memory
+    /// already, where one never used costs a page fault (and on a sparse
+    /// image, host space).
+    fn prefer(&mut self, bid: Bid) {
+        let Some(g) = self.sb.group_of(bid) else {
+            return;
+        };
+        if bid == self.sb.map_bid(g) {
+            return;
+        }
+        let word = (bid - self.sb.map_bid(g) - 1) as usize / 64;
+        if (g, word) < (self.alloc_group, self.alloc_word) {
+            self.alloc_group = g;
+            self.alloc_word = word;
+        }
     }
 
     /// Bit position of `bid` in its group's map block.

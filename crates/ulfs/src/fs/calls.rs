@@ -49,6 +49,11 @@ impl Volume {
         if self.j.in_call() {
             self.abandon();
         }
+        // The fast paths' changes go to their slots first, outside the
+        // call: they are done, whatever becomes of this call.
+        if self.open.dirty_since().is_some() {
+            self.write_back_inodes()?;
+        }
         self.call = Some(self.call_start());
         self.j.begin_call();
         let result = op(self);
@@ -56,6 +61,7 @@ impl Volume {
             Ok(_) => self.j.end_call(),
             Err(_) => self.undo_call(),
         }
+        self.open.end_call(result.is_err());
         self.call = None;
         result
     }
@@ -70,6 +76,7 @@ impl Volume {
 
     fn undo_call(&mut self) {
         self.j.undo_call();
+        self.open.end_call(true);
         if let Some(start) = self.call.take() {
             self.sb = start.sb;
             self.sb_dirty = start.sb_dirty;

@@ -3,7 +3,7 @@
 //! mapped image; only the inode and block-map blocks go through the
 //! transaction.
 
-use super::Volume;
+use super::{OpenId, Volume};
 use crate::errno::{Errno, Result};
 use crate::format::inode::Inode;
 use crate::format::*;
@@ -42,6 +42,84 @@ impl Volume {
         // on Linux (tmpfs's shmem_file_read_iter).
         self.accessed(ino, inode)?;
         Ok(n)
+    }
+
+    /// `read` of an open file: works on its decoded inode, and touches no
+    /// slot (the atime change stays in the open inode until written back).
+    pub fn read_open(&mut self, id: OpenId, buf: &mut [u8], off: u64) -> Result<usize> {
+        self.open_inode(id)?;
+        let inode = self.open.decoded(id);
+        if !inode.is_reg() {
+            return Err(if inode.is_dir() {
+                Errno::EISDIR
+            } else {
+                Errno::EINVAL
+            });
+        }
+        let read = self.copy_out(inode, buf, off);
+        if crate::store::fault::fault_count() != 0 && self.j.store().faulted() {
+            return Err(Errno::EIO);
+        }
+        let n = read?;
+        let now = self.now();
+        if needs_atime_update(self.open.decoded(id), now) && self.writable().is_ok() {
+            self.open.decoded_mut(id).atime = now;
+            self.open_changed(id, now)?;
+        }
+        Ok(n)
+    }
+
+    /// `write` of an open file at `off`. Bytes that land in blocks the file
+    /// already has are copied straight into them, with size and times
+    /// changed in the decoded inode (no slot encoded, no call to undo:
+    /// nothing of it can fail half-way); a write that needs blocks goes on
+    /// through `write_at`, from the first byte that does.
+    pub fn write_open(&mut self, id: OpenId, buf: &[u8], off: u64) -> Result<usize> {
+        let done = self.overwrite_open(id, buf, off)?;
+        if done == buf.len() {
+            return Ok(done);
+        }
+        let ino = self.open_ino(id);
+        match self.write_at(ino, &buf[done..], off + done as u64) {
+            Ok(n) => Ok(done + n),
+            Err(_) if done > 0 => Ok(done),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The fast part of `write_open`: copies bytes up to the first block
+    /// the file does not have (or anything unusual, left to `write_at` to
+    /// judge and report). Returns the bytes copied.
+    fn overwrite_open(&mut self, id: OpenId, buf: &[u8], off: u64) -> Result<usize> {
+        if buf.is_empty() || off >= MAX_FILE_SIZE || self.writable().is_err() {
+            return Ok(0);
+        }
+        if self.open_inode(id).is_err() || !self.open.decoded(id).is_reg() {
+            return Ok(0);
+        }
+        let n = buf.len().min((MAX_FILE_SIZE - off) as usize);
+        let mut done = 0;
+        while done < n {
+            let pos = off + done as u64;
+            let boff = (pos % BS) as usize;
+            let chunk = (BLOCK_SIZE - boff).min(n - done);
+            let bid = match self.bmap(self.open.decoded(id), pos / BS) {
+                Ok(0) | Err(_) => break,
+                Ok(bid) => bid,
+            };
+            let Ok(blk) = self.j.data_mut(bid) else { break };
+            blk[boff..boff + chunk].copy_from_slice(&buf[done..done + chunk]);
+            done += chunk;
+        }
+        if done > 0 {
+            let now = self.now();
+            let inode = self.open.decoded_mut(id);
+            inode.size = inode.size.max(off + done as u64);
+            inode.mtime = now;
+            inode.ctime = now;
+            self.open_changed(id, now)?;
+        }
+        Ok(done)
     }
 
     /// Records an access to `ino` (a read, a directory listed, a symlink

@@ -28,13 +28,26 @@ impl Volume {
 
     /// Reads inode `ino`, validated: it must be a live slot of an inode block
     /// and pass `Inode::validate`, the one check fsck applies too.
+    /// An open inode's decoded copy is its current value
+    /// (`open_inodes.rs`), newer than the slot when the fast path changed it.
     pub(crate) fn inode(&self, ino: Ino) -> Result<Inode> {
+        if let Some(cached) = self.open.cached(ino) {
+            return Ok(cached.clone());
+        }
         let (bid, off) = self.inode_slot(ino)?;
         Inode::decode_valid(&self.meta(bid)?[off..off + INODE_SIZE]).map_err(|_| Errno::EUCLEAN)
     }
 
-    /// Writes inode `ino` back.
+    /// Writes inode `ino` back (and the decoded copy of an open inode).
     pub(crate) fn put_inode(&mut self, ino: Ino, inode: &Inode) -> Result<()> {
+        self.put_slot(ino, inode)?;
+        let in_call = self.call.is_some();
+        self.open.wrote_through(ino, inode, in_call);
+        Ok(())
+    }
+
+    /// Encodes `inode` into the slot of `ino`, within the transaction.
+    pub(super) fn put_slot(&mut self, ino: Ino, inode: &Inode) -> Result<()> {
         let (bid, off) = self.inode_slot(ino)?;
         let b = self.j.meta_mut_parts(bid, &[off / INODE_SIZE])?;
         inode.encode(&mut b[off..off + INODE_SIZE]);

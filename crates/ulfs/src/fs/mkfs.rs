@@ -12,7 +12,6 @@ use crate::format::superblock::*;
 use crate::format::*;
 use crate::store::{BlockStore, MmapStore, backing_size, is_block_device, lock_image, open_locked};
 use crate::types::Timespec;
-use std::collections::HashMap;
 use std::fs::OpenOptions;
 use std::io::Read;
 use std::os::fd::AsRawFd;
@@ -425,7 +424,7 @@ impl Volume {
             sb_dirty: false,
             alloc_group: 0,
             alloc_word: 0,
-            open_refs: HashMap::new(),
+            open: Default::default(),
             read_only,
             was_clean,
             replayed: Default::default(),

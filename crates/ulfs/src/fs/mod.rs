@@ -14,6 +14,7 @@ mod file;
 mod inodes;
 mod mkfs;
 mod mount;
+mod open_inodes;
 mod ops;
 mod repair;
 
@@ -21,6 +22,7 @@ pub use dir::DirItem;
 pub use mkfs::{MkfsOptions, format_store, min_journal, mkfs};
 pub use mount::{Info, Mode, MountOptions};
 pub(crate) use mount::{Reap, store_error};
+pub use open_inodes::OpenId;
 pub use ops::dtype_of;
 pub(crate) use repair::{SharedBefore, ns, orphans};
 
@@ -28,8 +30,7 @@ use crate::errno::{Errno, Result};
 use crate::format::superblock::{SB_PRIMARY, SB_SECONDARY, Superblock};
 use crate::format::{Bid, Block};
 use crate::txn::Journal;
-use crate::types::Ino;
-use std::collections::HashMap;
+use crate::types::{Ino, Timespec};
 
 pub struct Volume {
     pub(crate) j: Journal,
@@ -42,10 +43,11 @@ pub struct Volume {
     /// found, so allocation does not rescan full groups or words.
     alloc_group: u32,
     alloc_word: usize,
-    /// Open references per inode, so an unlinked file lives until its last
-    /// close. Kept here, not in a descriptor table, because several tables
-    /// (server clients) can hold the same inode.
-    open_refs: HashMap<Ino, u32>,
+    /// Open inodes: references, so an unlinked file lives until its last
+    /// close, and decoded inodes for the data path (`open_inodes.rs`). Kept
+    /// here, not in a descriptor table, because several tables (server
+    /// clients) can hold the same inode.
+    open: open_inodes::OpenInodes,
     read_only: bool,
     /// Journal mode: commit the running transaction at this many blocks...
     commit_blocks: usize,
@@ -146,7 +148,11 @@ impl Volume {
             return Ok(());
         }
         let due = self.j.pending() >= self.commit_blocks
-            || self.j.age().is_some_and(|a| a >= self.commit_interval);
+            || self.j.age().is_some_and(|a| a >= self.commit_interval)
+            || self
+                .open
+                .dirty_since()
+                .is_some_and(|since| self.is_due_at(since, Timespec::now()));
         if due {
             self.commit_txn()?;
         }
@@ -165,8 +171,35 @@ impl Volume {
         Ok(())
     }
 
-    /// Journal: commits the running transaction with the superblock in it.
+    /// Journal: whether inode changes made at `since` (and kept in open
+    /// inodes) make the running transaction as old as the commit interval
+    /// at `now`. A clock that went back says yes, so nothing waits for it
+    /// to catch up.
+    #[inline]
+    pub(crate) fn is_due_at(&self, since: Timespec, now: Timespec) -> bool {
+        if !self.j.is_journaled() {
+            return false;
+        }
+        let age_ns =
+            (now.sec - since.sec) as i128 * 1_000_000_000 + (now.nsec - since.nsec) as i128;
+        age_ns < 0 || age_ns >= self.commit_interval.as_nanos() as i128
+    }
+
+    /// Journal: commits the running transaction with the superblock and
+    /// the changes kept in open inodes in it.
     pub(crate) fn commit_txn(&mut self) -> Result<()> {
+        self.write_back_inodes()?;
+        self.commit_txn_now()
+    }
+
+    /// Journal: whether the running transaction is as big as a commit
+    /// should be (changes kept in open inodes are written back in parts).
+    pub(super) fn txn_full(&self) -> bool {
+        self.j.pending() >= self.commit_blocks
+    }
+
+    /// `commit_txn` without writing open inodes back.
+    pub(super) fn commit_txn_now(&mut self) -> Result<()> {
         if self.j.pending() > 0 || self.sb_dirty {
             self.write_superblock(SB_PRIMARY)?;
             self.sb_dirty = false;
@@ -193,10 +226,12 @@ impl Volume {
             return Ok(());
         }
         if self.j.is_journaled() {
-            let pending = self.j.pending() > 0 || self.sb_dirty;
+            let pending =
+                self.j.pending() > 0 || self.sb_dirty || self.open.dirty_since().is_some();
             self.commit_txn()?;
             return if pending { Ok(()) } else { self.j.flush_data() };
         }
+        self.write_back_inodes()?;
         self.sb.seq += 1;
         self.write_superblock(SB_PRIMARY)?;
         self.sb_dirty = false;

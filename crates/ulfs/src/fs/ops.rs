@@ -48,22 +48,21 @@ impl Volume {
     /// `stat` of an inode.
     pub fn stat_ino(&self, ino: Ino) -> Result<Stat> {
         let i = self.inode(ino)?;
-        Ok(Stat {
-            dev: self.dev(),
-            ino,
-            mode: i.mode,
-            nlink: i.nlink as u64,
-            uid: i.uid,
-            gid: i.gid,
-            rdev: i.rdev,
-            size: i.size,
-            blksize: BLOCK_SIZE as u64,
-            blocks: i.blocks.saturating_mul(BLOCK_SIZE as u64 / 512),
-            atime: i.atime,
-            mtime: i.mtime,
-            ctime: i.ctime,
-            btime: i.btime,
-        })
+        Ok(stat_of(self.dev(), ino, &i))
+    }
+
+    /// `fstat` of an open file, from its decoded inode.
+    #[inline]
+    pub fn stat_open(&mut self, id: super::OpenId) -> Result<Stat> {
+        let dev = self.dev();
+        let ino = self.open_ino(id);
+        Ok(stat_of(dev, ino, self.open_inode(id)?))
+    }
+
+    /// The size of an open file (SEEK_END, O_APPEND).
+    #[inline]
+    pub fn size_open(&mut self, id: super::OpenId) -> Result<u64> {
+        Ok(self.open_inode(id)?.size)
     }
 
     /// Creates `name` in `dir` with the given mode (S_IFREG, S_IFDIR or
@@ -252,7 +251,7 @@ impl Volume {
     /// Frees an inode with no links now, or makes it an orphan until its
     /// last open reference goes.
     fn release_if_unused(&mut self, ino: Ino) -> Result<()> {
-        if self.open_refs.get(&ino).copied().unwrap_or(0) > 0 {
+        if self.open_refs(ino) > 0 {
             let mut t = self.inode(ino)?;
             t.next_orphan = self.sb.orphan_head;
             self.put_inode(ino, &t)?;
@@ -275,21 +274,11 @@ impl Volume {
         self.free_inode(ino)
     }
 
-    /// Takes an open reference (a descriptor now refers to `ino`).
-    pub fn open_ref(&mut self, ino: Ino) {
-        *self.open_refs.entry(ino).or_insert(0) += 1;
-    }
-
     /// Drops an open reference; the last one frees an unlinked inode.
     pub(super) fn close_ref_op(&mut self, ino: Ino) -> Result<()> {
-        let Some(n) = self.open_refs.get_mut(&ino) else {
-            return Ok(());
-        };
-        *n -= 1;
-        if *n > 0 {
+        if !self.drop_open_ref(ino)? {
             return Ok(());
         }
-        self.open_refs.remove(&ino);
         if self.read_only {
             return Ok(());
         }
@@ -584,5 +573,26 @@ impl Volume {
             namelen: crate::format::NAME_MAX as u64,
             frsize: BLOCK_SIZE as u64,
         }
+    }
+}
+
+/// What `stat` reports of inode `ino`.
+#[inline]
+fn stat_of(dev: u64, ino: Ino, i: &Inode) -> Stat {
+    Stat {
+        dev,
+        ino,
+        mode: i.mode,
+        nlink: i.nlink as u64,
+        uid: i.uid,
+        gid: i.gid,
+        rdev: i.rdev,
+        size: i.size,
+        blksize: BLOCK_SIZE as u64,
+        blocks: i.blocks.saturating_mul(BLOCK_SIZE as u64 / 512),
+        atime: i.atime,
+        mtime: i.mtime,
+        ctime: i.ctime,
+        btime: i.btime,
     }
 }

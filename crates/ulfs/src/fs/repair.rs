@@ -270,7 +270,13 @@ impl Volume {
             ..Default::default()
         };
         let sealed = sealed || self.j.is_journaled();
-        let res = self.repair_all(sealed, shared_before, &mut log, progress);
+        // Repair reads and writes inode slots directly: open inodes are
+        // written back first and decoded again afterwards.
+        let res = self.write_back_inodes().and_then(|()| {
+            self.open.forget_decoded();
+            self.repair_all(sealed, shared_before, &mut log, progress)
+        });
+        self.open.forget_decoded();
         log.finish();
         (log, res)
     }

@@ -6,6 +6,7 @@
 //! so the two share one offset.
 
 use crate::errno::{Errno, Result};
+use crate::fs::OpenId;
 use crate::types::{Fd, Ino};
 
 /// Default limit on descriptors per table: Linux's `nr_open` default
@@ -18,6 +19,8 @@ pub const MAX_FDS_CEILING: usize = i32::MAX as usize;
 #[derive(Debug, Clone)]
 pub struct OpenFile {
     pub ino: Ino,
+    /// The volume's open inode (`Volume::open_ref`).
+    pub open: OpenId,
     pub readable: bool,
     pub writable: bool,
     pub append: bool,
@@ -53,10 +56,11 @@ pub const SETFL_FLAGS: i32 =
     libc::O_APPEND | libc::O_NONBLOCK | libc::O_DIRECT | libc::O_NOATIME | libc::O_ASYNC;
 
 impl OpenFile {
-    pub fn new(ino: Ino, flags: i32, is_dir: bool) -> OpenFile {
+    pub fn new(ino: Ino, open: OpenId, flags: i32, is_dir: bool) -> OpenFile {
         let acc = flags & libc::O_ACCMODE;
         OpenFile {
             ino,
+            open,
             readable: acc == libc::O_RDONLY || acc == libc::O_RDWR,
             writable: acc == libc::O_WRONLY || acc == libc::O_RDWR,
             append: flags & libc::O_APPEND != 0,
@@ -140,6 +144,7 @@ impl FdTable {
         Ok(fd as Fd)
     }
 
+    #[inline]
     fn index(&self, fd: Fd) -> Result<u32> {
         usize::try_from(fd)
             .ok()
@@ -294,8 +299,12 @@ mod tests {
     #[test]
     fn lowest_fd_dup_and_shared_description() {
         let mut t = FdTable::default();
-        let a = t.insert(OpenFile::new(10, libc::O_RDWR, false)).unwrap();
-        let b = t.insert(OpenFile::new(11, libc::O_RDONLY, false)).unwrap();
+        let a = t
+            .insert(OpenFile::new(10, OpenId::test(0), libc::O_RDWR, false))
+            .unwrap();
+        let b = t
+            .insert(OpenFile::new(11, OpenId::test(0), libc::O_RDONLY, false))
+            .unwrap();
         assert_eq!((a, b), (0, 1));
         let c = t.dup_from(a, 0).unwrap();
         assert_eq!(c, 2);
@@ -306,7 +315,11 @@ mod tests {
         assert_eq!(t.get(c).unwrap_err(), Errno::EBADF);
         let (n, closed) = t.dup2(b, 5).unwrap();
         assert_eq!((n, closed), (5, None));
-        assert_eq!(t.insert(OpenFile::new(12, 0, false)).unwrap(), 0);
+        assert_eq!(
+            t.insert(OpenFile::new(12, OpenId::test(0), 0, false))
+                .unwrap(),
+            0
+        );
         assert_eq!(t.dup2(9, 1).unwrap_err(), Errno::EBADF);
     }
 
@@ -315,17 +328,31 @@ mod tests {
         let mut t = FdTable::default();
         t.set_max_fds(8).unwrap();
         for want in 0..8 {
-            assert_eq!(t.insert(OpenFile::new(1, 0, false)).unwrap(), want);
+            assert_eq!(
+                t.insert(OpenFile::new(1, OpenId::test(0), 0, false))
+                    .unwrap(),
+                want
+            );
         }
-        assert_eq!(t.insert(OpenFile::new(1, 0, false)), Err(Errno::EMFILE));
+        assert_eq!(
+            t.insert(OpenFile::new(1, OpenId::test(0), 0, false)),
+            Err(Errno::EMFILE)
+        );
         assert_eq!(t.dup_from(0, 0), Err(Errno::EMFILE));
         assert_eq!(t.dup_from(0, 8), Err(Errno::EINVAL));
         assert_eq!(t.dup2(0, 8).unwrap_err(), Errno::EBADF);
         t.close(5).unwrap();
         t.close(3).unwrap();
         assert_eq!(t.dup_from(0, 4).unwrap(), 5);
-        assert_eq!(t.insert(OpenFile::new(1, 0, false)).unwrap(), 3);
-        assert_eq!(t.insert(OpenFile::new(1, 0, false)), Err(Errno::EMFILE));
+        assert_eq!(
+            t.insert(OpenFile::new(1, OpenId::test(0), 0, false))
+                .unwrap(),
+            3
+        );
+        assert_eq!(
+            t.insert(OpenFile::new(1, OpenId::test(0), 0, false)),
+            Err(Errno::EMFILE)
+        );
         // Lowering the limit keeps what is open; raising it lets more in.
         t.set_max_fds(4).unwrap();
         assert!(t.get(7).is_ok());
@@ -341,16 +368,30 @@ mod tests {
     fn default_limit_reached_with_lowest_free_numbering() {
         let mut t = FdTable::default();
         for want in 0..MAX_FDS as Fd {
-            assert_eq!(t.insert(OpenFile::new(1, 0, false)).unwrap(), want);
+            assert_eq!(
+                t.insert(OpenFile::new(1, OpenId::test(0), 0, false))
+                    .unwrap(),
+                want
+            );
         }
-        assert_eq!(t.insert(OpenFile::new(1, 0, false)), Err(Errno::EMFILE));
+        assert_eq!(
+            t.insert(OpenFile::new(1, OpenId::test(0), 0, false)),
+            Err(Errno::EMFILE)
+        );
         for fd in [MAX_FDS as Fd - 1, 700_001, 70_000, 64, 63, 0] {
             t.close(fd).unwrap();
         }
         for want in [0, 63, 64, 70_000, 700_001, MAX_FDS as Fd - 1] {
-            assert_eq!(t.insert(OpenFile::new(1, 0, false)).unwrap(), want);
+            assert_eq!(
+                t.insert(OpenFile::new(1, OpenId::test(0), 0, false))
+                    .unwrap(),
+                want
+            );
         }
-        assert_eq!(t.insert(OpenFile::new(1, 0, false)), Err(Errno::EMFILE));
+        assert_eq!(
+            t.insert(OpenFile::new(1, OpenId::test(0), 0, false)),
+            Err(Errno::EMFILE)
+        );
     }
 
     #[test]

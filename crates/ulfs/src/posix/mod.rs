@@ -12,7 +12,7 @@ pub mod namei;
 
 use crate::errno::{Errno, Result};
 use crate::error::Error;
-use crate::fs::{Info, MountOptions, Volume};
+use crate::fs::{Info, MountOptions, OpenId, Volume};
 use crate::types::*;
 use fdtable::{FdTable, OpenFile};
 use namei::{Last, Walk, resolve, walk};
@@ -249,9 +249,7 @@ impl Fs {
             self.open_existing(start, path, flags)?
         };
         let is_dir = self.vol.stat_ino(ino)?.is_dir();
-        let fd = self.proc.fds.insert(OpenFile::new(ino, flags, is_dir))?;
-        self.vol.open_ref(ino);
-        Ok(fd)
+        self.insert_open(ino, flags, is_dir)
     }
 
     /// open(O_TMPFILE): Linux's checks (the flag without O_CREAT, with
@@ -361,9 +359,23 @@ impl Fs {
         }
         let ino = self.open_checks(ino, flags, false)?;
         let is_dir = self.vol.stat_ino(ino)?.is_dir();
-        let fd = self.proc.fds.insert(OpenFile::new(ino, flags, is_dir))?;
-        self.vol.open_ref(ino);
-        Ok(fd)
+        self.insert_open(ino, flags, is_dir)
+    }
+
+    /// A new descriptor for `ino`, holding an open reference to it.
+    fn insert_open(&mut self, ino: Ino, flags: i32, is_dir: bool) -> Result<Fd> {
+        let open = self.vol.open_ref(ino);
+        match self
+            .proc
+            .fds
+            .insert(OpenFile::new(ino, open, flags, is_dir))
+        {
+            Ok(fd) => Ok(fd),
+            Err(e) => {
+                self.vol.close_ref(ino)?;
+                Err(e)
+            }
+        }
     }
 
     pub fn close(&mut self, fd: Fd) -> Result<()> {
@@ -420,7 +432,8 @@ impl Fs {
     /// The inode and offset of a read of `len` bytes at `at` (the
     /// descriptor's offset when `None`), checked in Linux's order: EBADF,
     /// the range (`rw_verify_area`), then EISDIR.
-    fn readable(&self, fd: Fd, at: Option<u64>, len: usize) -> Result<(Ino, u64)> {
+    #[inline]
+    fn readable(&self, fd: Fd, at: Option<u64>, len: usize) -> Result<(OpenId, u64)> {
         let f = self.proc.fds.get(fd)?;
         if !f.readable {
             return Err(Errno::EBADF);
@@ -430,7 +443,7 @@ impl Fs {
         if f.is_dir {
             return Err(Errno::EISDIR);
         }
-        Ok((f.ino, off))
+        Ok((f.open, off))
     }
 
     fn writable_fd(&self, fd: Fd) -> Result<&OpenFile> {
@@ -442,15 +455,15 @@ impl Fs {
     }
 
     pub fn read(&mut self, fd: Fd, buf: &mut [u8]) -> Result<usize> {
-        let (ino, off) = self.readable(fd, None, buf.len())?;
-        let n = self.vol.read_at(ino, buf, off)?;
+        let (open, off) = self.readable(fd, None, buf.len())?;
+        let n = self.vol.read_open(open, buf, off)?;
         self.proc.fds.get_mut(fd)?.offset = off + n as u64;
         Ok(n)
     }
 
     pub fn pread(&mut self, fd: Fd, buf: &mut [u8], off: u64) -> Result<usize> {
-        let (ino, off) = self.readable(fd, Some(off), buf.len())?;
-        self.vol.read_at(ino, buf, off)
+        let (open, off) = self.readable(fd, Some(off), buf.len())?;
+        self.vol.read_open(open, buf, off)
     }
 
     pub fn readv(&mut self, fd: Fd, bufs: &mut [IoSliceMut<'_>]) -> Result<usize> {
@@ -467,31 +480,36 @@ impl Fs {
 
     pub fn write(&mut self, fd: Fd, buf: &[u8]) -> Result<usize> {
         let f = self.writable_fd(fd)?;
-        let (ino, append, mut off) = (f.ino, f.append, f.offset);
+        let (open, append, mut off) = (f.open, f.append, f.offset);
         check_range(off, buf.len())?;
         if buf.is_empty() {
             // Linux returns before applying O_APPEND: the offset stays.
             return Ok(0);
         }
         if append {
-            off = self.vol.stat_ino(ino)?.size;
+            off = self.vol.size_open(open)?;
         }
-        let n = self.vol.write_at(ino, buf, off)?;
+        let n = self.vol.write_open(open, buf, off)?;
         self.proc.fds.get_mut(fd)?.offset = off + n as u64;
         Ok(n)
     }
 
     pub fn pwrite(&mut self, fd: Fd, buf: &[u8], off: u64) -> Result<usize> {
         let f = self.writable_fd(fd)?;
-        let (ino, append) = (f.ino, f.append);
+        let (open, append) = (f.open, f.append);
         check_range(off, buf.len())?;
         // Linux appends even for pwrite on an O_APPEND descriptor.
         let off = if append {
-            self.vol.stat_ino(ino)?.size
+            self.vol.size_open(open)?
         } else {
             off
         };
-        self.vol.write_at(ino, buf, off)
+        if buf.is_empty() {
+            // Nothing to write: only the checks above, as write_at's.
+            let ino = self.vol.open_ino(open);
+            return self.vol.write_at(ino, buf, off);
+        }
+        self.vol.write_open(open, buf, off)
     }
 
     pub fn writev(&mut self, fd: Fd, bufs: &[IoSlice<'_>]) -> Result<usize> {
@@ -506,9 +524,22 @@ impl Fs {
         Ok(total)
     }
 
+    #[inline]
     pub fn lseek(&mut self, fd: Fd, off: i64, whence: i32) -> Result<u64> {
-        let f = self.proc.fds.get(fd)?;
-        let (ino, cur) = (f.ino, f.offset);
+        if whence == libc::SEEK_SET && off >= 0 {
+            // The common case: one look-up of the descriptor, inlined.
+            self.proc.fds.get_mut(fd)?.offset = off as u64;
+            return Ok(off as u64);
+        }
+        self.lseek_other(fd, off, whence)
+    }
+
+    /// `lseek` past its common case: SEEK_CUR, SEEK_END, SEEK_DATA,
+    /// SEEK_HOLE, and errors.
+    #[inline(never)]
+    fn lseek_other(&mut self, fd: Fd, off: i64, whence: i32) -> Result<u64> {
+        let f = self.proc.fds.get_mut(fd)?;
+        let (ino, open, cur) = (f.ino, f.open, f.offset);
         // A directory's offset is a readdir cookie: only SET and CUR move it
         // (as tmpfs's dcache_dir_lseek).
         if f.is_dir && whence != libc::SEEK_SET && whence != libc::SEEK_CUR {
@@ -518,7 +549,7 @@ impl Fs {
         let new = match whence {
             libc::SEEK_SET => off,
             libc::SEEK_CUR => (cur as i64).checked_add(off).ok_or(Errno::EINVAL)?,
-            libc::SEEK_END => (self.vol.stat_ino(ino)?.size as i64)
+            libc::SEEK_END => (self.vol.size_open(open)? as i64)
                 .checked_add(off)
                 .ok_or(Errno::EINVAL)?,
             libc::SEEK_DATA | libc::SEEK_HOLE => {
@@ -538,9 +569,10 @@ impl Fs {
         Ok(new as u64)
     }
 
+    #[inline]
     pub fn fstat(&mut self, fd: Fd) -> Result<Stat> {
-        let ino = self.proc.fds.get(fd)?.ino;
-        self.vol.stat_ino(ino)
+        let open = self.proc.fds.get(fd)?.open;
+        self.vol.stat_open(open)
     }
 
     pub fn ftruncate(&mut self, fd: Fd, len: u64) -> Result<()> {

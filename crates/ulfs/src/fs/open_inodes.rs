@@ -1,0 +1,324 @@
+//! Open inodes: the references that keep an unlinked file alive while it is
+//! open, and the decoded inode of each open file, so the data path (fstat,
+//! lseek, read, write) works on an inode reached by index instead of
+//! finding, verifying, decoding and re-encoding a 256-byte slot per call.
+//!
+//! **Invariant.** An entry's inode, when decoded, is that inode's current
+//! value. A *clean* entry equals the slot as the transaction sees it; a
+//! *dirty* one is newer, and is written back (`write_back_inodes`) before
+//! anything else could read or depend on the slot: at the start of every
+//! atomic call (`calls.rs`), before every commit and checkpoint, and when
+//! its last reference goes. Calls write inodes through (`put_inode` updates
+//! the entry too), so only the fast paths of `file.rs` leave an entry dirty:
+//! a write into blocks the file already has (size, mtime, ctime) and the
+//! atime of a read. A call that fails is undone in the journal; the entries
+//! it wrote through are then decoded again from the restored slots. A
+//! writer of raw inode slots (repair) forgets every decoded entry.
+//!
+//! The durability window is unchanged: a dirty entry counts as a change of
+//! the running transaction (`dirty_since`), so the transaction commits when
+//! it is as old as the commit interval, as it would have with the slot
+//! written.
+
+use super::Volume;
+use crate::errno::Result;
+use crate::format::inode::Inode;
+use crate::types::{Ino, Timespec};
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+
+/// An open inode of a volume, as `open_ref` handed it out: an index, so
+/// the data path reaches the decoded inode without hashing. Valid until the
+/// reference is dropped by `close_ref`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OpenId(u32);
+
+impl OpenId {
+    /// An id for tests of tables that never reach a volume.
+    #[cfg(test)]
+    pub(crate) fn test(n: u32) -> OpenId {
+        OpenId(n)
+    }
+}
+
+/// Inode numbers are spread already (block and slot): one multiply hashes.
+#[derive(Default)]
+pub(crate) struct InoHasher(u64);
+
+impl Hasher for InoHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 ^ b as u64).wrapping_mul(0x100_0000_01b3);
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
+
+pub(crate) struct Entry {
+    ino: Ino,
+    refs: u32,
+    /// Decoded on first use (`Volume::open_inode`).
+    inode: Option<Inode>,
+    dirty: bool,
+}
+
+#[derive(Default)]
+pub(crate) struct OpenInodes {
+    by_ino: HashMap<Ino, u32, BuildHasherDefault<InoHasher>>,
+    entries: Vec<Entry>,
+    free: Vec<u32>,
+    /// Entries with changes not yet in their slots.
+    dirty: Vec<u32>,
+    /// When the oldest of those changes was made.
+    dirty_since: Option<Timespec>,
+    /// Entries the call in progress wrote through: decoded again if the
+    /// call is undone.
+    touched: Vec<u32>,
+}
+
+impl OpenInodes {
+    pub(crate) fn refs(&self, ino: Ino) -> u32 {
+        self.by_ino
+            .get(&ino)
+            .map_or(0, |&i| self.entries[i as usize].refs)
+    }
+
+    /// Whether changes wait to be written back, and since when.
+    pub(crate) fn dirty_since(&self) -> Option<Timespec> {
+        self.dirty_since
+    }
+
+    /// The decoded inode of `ino` if it is open and decoded.
+    #[inline]
+    pub(crate) fn cached(&self, ino: Ino) -> Option<&Inode> {
+        let &i = self.by_ino.get(&ino)?;
+        self.entries[i as usize].inode.as_ref()
+    }
+
+    /// A call wrote `inode` to the slot of `ino`: the entry follows.
+    pub(crate) fn wrote_through(&mut self, ino: Ino, inode: &Inode, in_call: bool) {
+        if let Some(&i) = self.by_ino.get(&ino) {
+            let e = &mut self.entries[i as usize];
+            e.inode = Some(inode.clone());
+            if in_call {
+                self.touched.push(i);
+            }
+        }
+    }
+
+    /// The call in progress ended; `undone` if its changes were rolled back.
+    pub(crate) fn end_call(&mut self, undone: bool) {
+        if undone {
+            for &i in &self.touched {
+                if let Some(e) = self.entries.get_mut(i as usize)
+                    && !e.dirty
+                {
+                    e.inode = None;
+                }
+            }
+        }
+        self.touched.clear();
+    }
+
+    /// Forgets every decoded inode (after raw writes to inode slots). Dirty
+    /// entries must have been written back first.
+    pub(crate) fn forget_decoded(&mut self) {
+        debug_assert!(self.dirty.is_empty());
+        for e in &mut self.entries {
+            e.inode = None;
+        }
+    }
+
+    /// The decoded inode of `id`; `Volume::open_inode` decoded it.
+    #[inline]
+    pub(crate) fn decoded(&self, id: OpenId) -> &Inode {
+        self.entries[id.0 as usize]
+            .inode
+            .as_ref()
+            .expect("decoded by open_inode")
+    }
+
+    #[inline]
+    pub(crate) fn decoded_mut(&mut self, id: OpenId) -> &mut Inode {
+        self.entries[id.0 as usize]
+            .inode
+            .as_mut()
+            .expect("decoded by open_inode")
+    }
+
+    #[inline]
+    fn mark_dirty(&mut self, i: u32, now: Timespec) {
+        let e = &mut self.entries[i as usize];
+        if !e.dirty {
+            e.dirty = true;
+            self.dirty.push(i);
+            self.dirty_since.get_or_insert(now);
+        }
+    }
+}
+
+impl Volume {
+    /// Takes an open reference (a descriptor, or a working directory, now
+    /// refers to `ino`).
+    pub fn open_ref(&mut self, ino: Ino) -> OpenId {
+        let open = &mut self.open;
+        if let Some(&i) = open.by_ino.get(&ino) {
+            open.entries[i as usize].refs += 1;
+            return OpenId(i);
+        }
+        let entry = Entry {
+            ino,
+            refs: 1,
+            inode: None,
+            dirty: false,
+        };
+        let i = match open.free.pop() {
+            Some(i) => {
+                open.entries[i as usize] = entry;
+                i
+            }
+            None => {
+                open.entries.push(entry);
+                (open.entries.len() - 1) as u32
+            }
+        };
+        open.by_ino.insert(ino, i);
+        OpenId(i)
+    }
+
+    /// Open references to `ino`.
+    pub(crate) fn open_refs(&self, ino: Ino) -> u32 {
+        self.open.refs(ino)
+    }
+
+    /// Drops an open reference; returns whether it was the last. The entry
+    /// goes with the last one, its changes written back first.
+    pub(super) fn drop_open_ref(&mut self, ino: Ino) -> Result<bool> {
+        let Some(&i) = self.open.by_ino.get(&ino) else {
+            return Ok(false);
+        };
+        let e = &mut self.open.entries[i as usize];
+        e.refs -= 1;
+        if e.refs > 0 {
+            return Ok(false);
+        }
+        if e.dirty {
+            self.write_back_inodes()?;
+        }
+        let open = &mut self.open;
+        open.by_ino.remove(&ino);
+        open.entries[i as usize].inode = None;
+        open.free.push(i);
+        Ok(true)
+    }
+
+    /// The decoded inode of an open file, decoding it on first use.
+    #[inline]
+    pub(crate) fn open_inode(&mut self, id: OpenId) -> Result<&mut Inode> {
+        let i = id.0 as usize;
+        if self.open.entries[i].inode.is_none() {
+            let inode = self.inode(self.open.entries[i].ino)?;
+            self.open.entries[i].inode = Some(inode);
+        }
+        Ok(self.open.entries[i]
+            .inode
+            .as_mut()
+            .expect("decoded just above"))
+    }
+
+    /// The inode number behind an open id.
+    #[inline]
+    pub(crate) fn open_ino(&self, id: OpenId) -> Ino {
+        self.open.entries[id.0 as usize].ino
+    }
+
+    /// Records that the fast path changed the decoded inode of `id` at
+    /// `now`, and commits if the change makes the transaction due.
+    #[inline]
+    pub(crate) fn open_changed(&mut self, id: OpenId, now: Timespec) -> Result<()> {
+        self.open.mark_dirty(id.0, now);
+        if let Some(since) = self.open.dirty_since
+            && self.is_due_at(since, now)
+        {
+            self.commit()?;
+        }
+        Ok(())
+    }
+
+    /// Writes every dirty entry back to its slot (within the running
+    /// transaction, outside any call's undo record when no call is open).
+    /// Many of them (a read of each of thousands of open files) can fill
+    /// more inode blocks than a transaction holds: the transaction commits
+    /// whenever it is full, each commit a consistent state (calls write
+    /// nothing back: they run with every entry clean).
+    pub(crate) fn write_back_inodes(&mut self) -> Result<()> {
+        while let Some(&i) = self.open.dirty.last() {
+            if self.txn_full() {
+                self.commit_txn_now()?;
+            }
+            let e = &self.open.entries[i as usize];
+            let (ino, inode) = (e.ino, e.inode.clone().expect("a dirty entry is decoded"));
+            self.put_slot(ino, &inode)?;
+            self.open.entries[i as usize].dirty = false;
+            self.open.dirty.pop();
+        }
+        self.open.dirty_since = None;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::alloc::fault_injection::{Fault, arm, disarm};
+    use super::super::{MkfsOptions, Mode, MountOptions, mkfs};
+    use super::*;
+    use crate::errno::Errno;
+
+    /// A call that wrote an open inode through and then failed is undone
+    /// in the journal; the decoded copy must follow the restored slot, and
+    /// the fast path's earlier change (written back before the call) stays.
+    #[test]
+    fn an_undone_call_leaves_the_open_inode_as_the_slot() {
+        for mode in [Mode::Journal, Mode::None] {
+            let dir = tempfile::tempdir().unwrap();
+            let p = dir.path().join("img");
+            let opts = MkfsOptions {
+                size: 8 << 20,
+                mode,
+                ..Default::default()
+            };
+            mkfs(&p, &opts).unwrap();
+            let mut v = Volume::mount(&p, MountOptions::default()).unwrap();
+            let root = v.root();
+            let ino = v
+                .create(root, b"f", libc::S_IFREG | 0o644, 0, 0, b"")
+                .unwrap();
+            let id = v.open_ref(ino);
+            assert_eq!(v.write_open(id, &[1; 100], 0), Ok(100));
+            // Fast path: inside the block just allocated.
+            assert_eq!(v.write_open(id, &[2; 50], 100), Ok(50));
+            assert!(v.open.dirty_since().is_some(), "{mode}");
+            let before = v.stat_open(id).unwrap();
+            // Needs an indirect block, then a data block, whose allocation
+            // fails: nothing is written, yet the inode was changed (and
+            // written through) before the failure.
+            arm(1, Fault::Fail);
+            assert_eq!(v.write_open(id, &[3; 10], 12 * 4096), Err(Errno::ENOSPC));
+            assert!(!disarm(), "the fault was reached");
+            assert_eq!(v.stat_open(id).unwrap(), before, "{mode}");
+            assert_eq!(v.stat_ino(ino).unwrap(), before, "{mode}");
+            assert!(v.open.dirty_since().is_none(), "{mode}: written back");
+            v.close_ref(ino).unwrap();
+            v.unmount().unwrap();
+            drop(v);
+            let v = Volume::mount(&p, MountOptions::default()).unwrap();
+            let st = v.stat_ino(ino).unwrap();
+            assert_eq!((st.size, st.mtime), (150, before.mtime), "{mode}");
+        }
+    }
+}
