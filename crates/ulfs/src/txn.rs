@@ -54,10 +54,10 @@ use crate::errno::{Errno, Result};
 use crate::format::journal::*;
 use crate::format::{BLOCK_SIZE, Bid, Block, block_crc_ok, seal_block};
 use crate::store::BlockStore;
+use crate::types::Timespec;
 use std::cell::Cell;
 use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hasher};
-use std::time::Instant;
 use undo::{Before, CallUndo, PART};
 
 mod undo;
@@ -162,8 +162,8 @@ struct Log {
     order: Vec<Bid>,
     /// Shadow buffers kept for reuse, so commits do not allocate.
     spare: Vec<Box<Block>>,
-    /// When the running transaction made its first change.
-    began: Option<Instant>,
+    /// When the running transaction made its first change (monotonic).
+    began: Option<Timespec>,
     freed_running: BidSet,
     /// Freed by committed transactions while a copy of them is in the log:
     /// reusable after the next checkpoint (a replay would write the copy).
@@ -307,7 +307,10 @@ impl Journal {
 
     /// How long ago the running transaction made its first change.
     pub fn age(&self) -> Option<std::time::Duration> {
-        self.log.as_ref().and_then(|l| l.began).map(|t| t.elapsed())
+        self.log
+            .as_ref()
+            .and_then(|l| l.began)
+            .map(|t| Timespec::monotonic().since(t))
     }
 
     /// Log blocks a transaction may hold in all.
@@ -434,7 +437,7 @@ impl Journal {
             shadow.copy_from_slice(home);
             log.shadows.insert(bid, shadow);
             log.order.push(bid);
-            log.began.get_or_insert_with(Instant::now);
+            log.began.get_or_insert_with(Timespec::monotonic);
         }
         Ok(log.shadows.get_mut(&bid).expect("shadow just made"))
     }

@@ -24,27 +24,57 @@ impl Timespec {
     /// CLOCK_REALTIME_COARSE: a vDSO read with no system call, several
     /// times cheaper than the precise clock, and the same granularity
     /// Linux file systems show.
+    #[inline]
     pub fn now() -> Timespec {
-        let mut ts = libc::timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
-        };
-        // SAFETY: `ts` is a valid, writable timespec; the call only fills it.
-        let rc = unsafe { libc::clock_gettime(libc::CLOCK_REALTIME_COARSE, &mut ts) };
-        if rc != 0 {
+        coarse_clock(libc::CLOCK_REALTIME_COARSE).unwrap_or_else(|| {
             let d = std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .unwrap_or_default();
-            return Timespec {
+            Timespec {
                 sec: d.as_secs() as i64,
                 nsec: d.subsec_nanos() as i64,
-            };
-        }
-        Timespec {
-            sec: ts.tv_sec,
-            nsec: ts.tv_nsec,
-        }
+            }
+        })
     }
+
+    /// CLOCK_MONOTONIC_COARSE, for ages (how old the running transaction
+    /// is, checked at the end of every call): as cheap as `now`, where
+    /// `Instant::now` reads the precise clock.
+    #[inline]
+    pub fn monotonic() -> Timespec {
+        coarse_clock(libc::CLOCK_MONOTONIC_COARSE).unwrap_or_else(|| {
+            // No coarse clock (not Linux): `Instant` has no public epoch,
+            // so count from the first call.
+            static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+            let d = START.get_or_init(std::time::Instant::now).elapsed();
+            Timespec {
+                sec: d.as_secs() as i64,
+                nsec: d.subsec_nanos() as i64,
+            }
+        })
+    }
+
+    /// `self - earlier`, or zero when `earlier` is later.
+    pub fn since(self, earlier: Timespec) -> std::time::Duration {
+        let ns =
+            (self.sec - earlier.sec) as i128 * 1_000_000_000 + (self.nsec - earlier.nsec) as i128;
+        std::time::Duration::from_nanos(ns.clamp(0, u64::MAX as i128) as u64)
+    }
+}
+
+/// One read of a coarse clock: a vDSO read with no system call.
+#[inline]
+fn coarse_clock(clock: libc::clockid_t) -> Option<Timespec> {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec; the call only fills it.
+    let rc = unsafe { libc::clock_gettime(clock, &mut ts) };
+    (rc == 0).then_some(Timespec {
+        sec: ts.tv_sec,
+        nsec: ts.tv_nsec,
+    })
 }
 
 /// Everything `struct stat` carries.

@@ -40,6 +40,14 @@ fn map_path(lblk: u64) -> Result<(usize, usize, [usize; 3])> {
     Err(Errno::EFBIG)
 }
 
+/// Where a block pointer lives: in the inode's map, or in an indirect
+/// block at an index.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum MapSlot {
+    Inode(usize),
+    Indirect(Bid, usize),
+}
+
 #[inline]
 fn ptr(b: &Block, i: usize) -> Bid {
     get_u32(b, IND_PTRS + 4 * i)
@@ -119,9 +127,31 @@ impl Volume {
         Ok((parent, false))
     }
 
+    /// Where the pointer to logical block `lblk` lives, when every indirect
+    /// block above it exists; `None` when one on the way is missing
+    /// (allocating those is `bmap_alloc`'s work).
+    pub(crate) fn map_slot(&self, inode: &Inode, lblk: u64) -> Result<Option<MapSlot>> {
+        let (slot, depth, idx) = map_path(lblk)?;
+        if depth == 0 {
+            return Ok(Some(MapSlot::Inode(slot)));
+        }
+        let mut parent = inode.map[slot];
+        for &i in &idx[..depth - 1] {
+            if parent == 0 {
+                return Ok(None);
+            }
+            parent = ptr(self.indirect(parent)?, i);
+        }
+        if parent == 0 {
+            return Ok(None);
+        }
+        self.indirect(parent)?;
+        Ok(Some(MapSlot::Indirect(parent, idx[depth - 1])))
+    }
+
     /// Sets pointer `i` of indirect block `bid` (only that part of the
     /// block changes, so a call's undo record keeps only that part).
-    fn set_ptr(&mut self, bid: Bid, i: usize, to: Bid) -> Result<()> {
+    pub(super) fn set_ptr(&mut self, bid: Bid, i: usize, to: Bid) -> Result<()> {
         let at = IND_PTRS + 4 * i;
         put_u32(self.meta_mut_parts(bid, &[at / 256])?, at, to);
         Ok(())

@@ -147,7 +147,7 @@ impl Volume {
             self.j.commit();
             return Ok(());
         }
-        let due = self.j.pending() >= self.commit_blocks
+        let due = self.txn_full()
             || self.j.age().is_some_and(|a| a >= self.commit_interval)
             || self
                 .open
@@ -193,13 +193,14 @@ impl Volume {
     }
 
     /// Journal: whether the running transaction is as big as a commit
-    /// should be (changes kept in open inodes are written back in parts).
+    /// should be, counting the inode blocks that writing back the open
+    /// inodes' changes may add.
     pub(super) fn txn_full(&self) -> bool {
-        self.j.pending() >= self.commit_blocks
+        self.j.pending() + self.open.dirty_count() >= self.commit_blocks
     }
 
-    /// `commit_txn` without writing open inodes back.
-    pub(super) fn commit_txn_now(&mut self) -> Result<()> {
+    /// `commit_txn` once the open inodes are written back.
+    fn commit_txn_now(&mut self) -> Result<()> {
         if self.j.pending() > 0 || self.sb_dirty {
             self.write_superblock(SB_PRIMARY)?;
             self.sb_dirty = false;

@@ -65,6 +65,12 @@ pub(crate) struct Entry {
     /// Decoded on first use (`Volume::open_inode`).
     inode: Option<Inode>,
     dirty: bool,
+    /// The last block looked up through the decoded inode, (logical,
+    /// physical): small sequential calls hit one block several times.
+    /// Valid while the block map is unchanged, that is until a call writes
+    /// the inode (every change to a block map does) or the inode is
+    /// decoded again.
+    last_map: Option<(u64, crate::format::Bid)>,
 }
 
 #[derive(Default)]
@@ -105,6 +111,7 @@ impl OpenInodes {
         if let Some(&i) = self.by_ino.get(&ino) {
             let e = &mut self.entries[i as usize];
             e.inode = Some(inode.clone());
+            e.last_map = None;
             if in_call {
                 self.touched.push(i);
             }
@@ -119,6 +126,7 @@ impl OpenInodes {
                     && !e.dirty
                 {
                     e.inode = None;
+                    e.last_map = None;
                 }
             }
         }
@@ -131,6 +139,7 @@ impl OpenInodes {
         debug_assert!(self.dirty.is_empty());
         for e in &mut self.entries {
             e.inode = None;
+            e.last_map = None;
         }
     }
 
@@ -151,14 +160,37 @@ impl OpenInodes {
             .expect("decoded by open_inode")
     }
 
+    /// The physical block of `lblk` if it was the last one looked up.
     #[inline]
-    fn mark_dirty(&mut self, i: u32, now: Timespec) {
-        let e = &mut self.entries[i as usize];
-        if !e.dirty {
-            e.dirty = true;
-            self.dirty.push(i);
-            self.dirty_since.get_or_insert(now);
+    pub(crate) fn cached_map(&self, id: OpenId, lblk: u64) -> Option<crate::format::Bid> {
+        match self.entries[id.0 as usize].last_map {
+            Some((l, bid)) if l == lblk => Some(bid),
+            _ => None,
         }
+    }
+
+    #[inline]
+    pub(crate) fn remember_map(&mut self, id: OpenId, lblk: u64, bid: crate::format::Bid) {
+        self.entries[id.0 as usize].last_map = Some((lblk, bid));
+    }
+
+    /// Marks the entry of `id` changed at `now`; whether it was clean.
+    #[inline]
+    pub(crate) fn mark_dirty(&mut self, id: OpenId, now: Timespec) -> bool {
+        let i = id.0;
+        let e = &mut self.entries[i as usize];
+        if e.dirty {
+            return false;
+        }
+        e.dirty = true;
+        self.dirty.push(i);
+        self.dirty_since.get_or_insert(now);
+        true
+    }
+
+    /// How many entries wait to be written back.
+    pub(crate) fn dirty_count(&self) -> usize {
+        self.dirty.len()
     }
 }
 
@@ -176,6 +208,7 @@ impl Volume {
             refs: 1,
             inode: None,
             dirty: false,
+            last_map: None,
         };
         let i = match open.free.pop() {
             Some(i) => {
@@ -239,9 +272,16 @@ impl Volume {
 
     /// Records that the fast path changed the decoded inode of `id` at
     /// `now`, and commits if the change makes the transaction due.
+    /// Journal: a transaction commits once it holds `commit_blocks`
+    /// blocks, counting one inode block per dirty entry (the most their
+    /// write-back adds), so thousands of open files each read once (an
+    /// atime change each) never make a transaction bigger than the log.
     #[inline]
     pub(crate) fn open_changed(&mut self, id: OpenId, now: Timespec) -> Result<()> {
-        self.open.mark_dirty(id.0, now);
+        self.open.mark_dirty(id, now);
+        if self.j.is_journaled() && self.txn_full() {
+            return self.commit_txn();
+        }
         if let Some(since) = self.open.dirty_since
             && self.is_due_at(since, now)
         {
@@ -252,15 +292,12 @@ impl Volume {
 
     /// Writes every dirty entry back to its slot (within the running
     /// transaction, outside any call's undo record when no call is open).
-    /// Many of them (a read of each of thousands of open files) can fill
-    /// more inode blocks than a transaction holds: the transaction commits
-    /// whenever it is full, each commit a consistent state (calls write
-    /// nothing back: they run with every entry clean).
+    /// All of them, before any commit: the transaction may hold bitmap and
+    /// pointer blocks of the fast path's allocations, which are consistent
+    /// only with their inodes. `open_changed` keeps the dirty entries few
+    /// enough that their slots always fit in the transaction.
     pub(crate) fn write_back_inodes(&mut self) -> Result<()> {
         while let Some(&i) = self.open.dirty.last() {
-            if self.txn_full() {
-                self.commit_txn_now()?;
-            }
             let e = &self.open.entries[i as usize];
             let (ino, inode) = (e.ino, e.inode.clone().expect("a dirty entry is decoded"));
             self.put_slot(ino, &inode)?;

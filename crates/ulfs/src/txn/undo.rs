@@ -14,7 +14,7 @@
 
 use super::{BidMap, BidSet};
 use crate::format::{BLOCK_SIZE, Bid, Block};
-use std::time::Instant;
+use crate::types::Timespec;
 
 /// Bytes in one part of a block (an inode slot is one part).
 pub(super) const PART: usize = 256;
@@ -90,7 +90,7 @@ pub(super) struct CallUndo {
     /// Length of the log order and the transaction's start when the call
     /// (or its last commit) began.
     pub order_len: usize,
-    pub began: Option<Instant>,
+    pub began: Option<Timespec>,
     pub freed_added: Vec<Bid>,
     pub fresh_added: Vec<Bid>,
     pub fresh_removed: Vec<Bid>,
@@ -140,7 +140,7 @@ impl CallUndo {
 
     /// Forgets everything recorded: the call's changes so far stay.
     /// `order_len` and `began` describe the transaction as of now.
-    pub fn rebase(&mut self, order_len: usize, began: Option<Instant>) {
+    pub fn rebase(&mut self, order_len: usize, began: Option<Timespec>) {
         self.order_len = order_len;
         self.began = began;
         self.last_whole = None;
