@@ -62,12 +62,13 @@ use undo::{Before, CallUndo, PART};
 
 mod undo;
 
-/// A hasher for block ids: they are already well spread integers, and the
-/// shadow lookup sits on the data path, so a multiply is all it needs.
+/// A hasher for block ids and inode numbers: they are already well spread
+/// integers, and their look-ups sit on the data path (shadows here, open
+/// inodes in `fs`), so a multiply is all it needs.
 #[derive(Default)]
-pub struct BidHasher(u64);
+pub struct IdHasher(u64);
 
-impl Hasher for BidHasher {
+impl Hasher for IdHasher {
     fn finish(&self) -> u64 {
         self.0
     }
@@ -78,6 +79,9 @@ impl Hasher for BidHasher {
     }
     fn write_u32(&mut self, n: u32) {
         self.0 = (n as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n.wrapping_mul(0x9E37_79B9_7F4A_7C15);
     }
 }
 
@@ -123,8 +127,8 @@ pub fn take_damage() -> Option<Damage> {
     LAST_DAMAGE.with(|c| c.take())
 }
 
-type BidMap<V> = HashMap<Bid, V, BuildHasherDefault<BidHasher>>;
-type BidSet = HashSet<Bid, BuildHasherDefault<BidHasher>>;
+type BidMap<V> = HashMap<Bid, V, BuildHasherDefault<IdHasher>>;
+type BidSet = HashSet<Bid, BuildHasherDefault<IdHasher>>;
 
 /// Whether a block header's magic names a metadata block that `meta`
 /// reads (superblock copies and journal records are read otherwise).

@@ -23,9 +23,10 @@
 use super::Volume;
 use crate::errno::Result;
 use crate::format::inode::Inode;
+use crate::txn::IdHasher;
 use crate::types::{Ino, Timespec};
 use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
+use std::hash::BuildHasherDefault;
 
 /// An open inode of a volume, as `open_ref` handed it out: an index, so
 /// the data path reaches the decoded inode without hashing. Valid until the
@@ -38,24 +39,6 @@ impl OpenId {
     #[cfg(test)]
     pub(crate) fn test(n: u32) -> OpenId {
         OpenId(n)
-    }
-}
-
-/// Inode numbers are spread already (block and slot): one multiply hashes.
-#[derive(Default)]
-pub(crate) struct InoHasher(u64);
-
-impl Hasher for InoHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0 ^ b as u64).wrapping_mul(0x100_0000_01b3);
-        }
-    }
-    fn write_u64(&mut self, n: u64) {
-        self.0 = n.wrapping_mul(0x9E37_79B9_7F4A_7C15);
     }
 }
 
@@ -75,7 +58,7 @@ pub(crate) struct Entry {
 
 #[derive(Default)]
 pub(crate) struct OpenInodes {
-    by_ino: HashMap<Ino, u32, BuildHasherDefault<InoHasher>>,
+    by_ino: HashMap<Ino, u32, BuildHasherDefault<IdHasher>>,
     entries: Vec<Entry>,
     free: Vec<u32>,
     /// Entries with changes not yet in their slots.
