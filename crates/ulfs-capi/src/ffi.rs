@@ -116,11 +116,7 @@ impl NegErrno for i64 {
 /// behaviour; the default hook has already printed the panic message).
 #[inline(always)]
 pub(crate) fn guard<R: NegErrno>(body: impl FnOnce() -> Result<R, Errno>) -> R {
-    match catch_unwind(AssertUnwindSafe(body)) {
-        Ok(Ok(v)) => v,
-        Ok(Err(e)) => R::neg_errno(e),
-        Err(_) => R::neg_errno(Errno::EIO),
-    }
+    guard_fs(std::ptr::null_mut(), body)
 }
 
 /// `guard` for a call on the file system `fs`: a panic may have cut the
@@ -351,6 +347,51 @@ mod tests {
         );
         let r: i32 = guard(|| panic!("deliberate panic in a unit test"));
         assert_eq!(r, -libc::EIO);
+    }
+
+    /// A panic inside a call leaves the file system abandoned (changes
+    /// refused with EROFS, reads still served): caught where the call is
+    /// guarded, or, on a thread-safe handle, by the next call to take the
+    /// mutex the panic poisoned.
+    #[test]
+    fn a_panic_in_a_call_abandons_the_file_system() {
+        let dir = tempfile::tempdir().unwrap();
+        for (thread_safe, caught_with_fs) in [(false, true), (true, true), (true, false)] {
+            let image = dir
+                .path()
+                .join(format!("{thread_safe}-{caught_with_fs}.img"));
+            let opts = ulfs::MkfsOptions {
+                size: 4 << 20,
+                ..Default::default()
+            };
+            ulfs::mkfs(&image, &opts).unwrap();
+            let fs = ulfs::Fs::mount(&image, ulfs::MountOptions::default()).unwrap();
+            let h = ulfs_t::into_raw(fs, thread_safe);
+            let body = || -> Result<i32, Errno> {
+                // SAFETY: `h` is live and used by this thread only.
+                let _fs = unsafe { fs_mut(h) }?;
+                panic!("deliberate panic in a unit test")
+            };
+            let r = if caught_with_fs {
+                guard_fs(h, body)
+            } else {
+                guard(body)
+            };
+            assert_eq!(r, -libc::EIO);
+            let what =
+                format!("thread-safe {thread_safe}, caught with the handle {caught_with_fs}");
+            // SAFETY: `h` is live; the paths are NUL-terminated.
+            unsafe {
+                assert_eq!(
+                    crate::ulfs_mkdir(h, c"/d".as_ptr(), 0o755),
+                    -libc::EROFS,
+                    "{what}"
+                );
+                let mut st: libc::stat = std::mem::zeroed();
+                assert_eq!(crate::ulfs_stat(h, c"/".as_ptr(), &mut st), 0, "{what}");
+                crate::ulfs_unmount(h);
+            }
+        }
     }
 
     #[test]

@@ -58,10 +58,12 @@ impl Volume {
         self.j.begin_call();
         let result = op(self);
         match result {
-            Ok(_) => self.j.end_call(),
+            Ok(_) => {
+                self.j.end_call();
+                self.open.end_call(false);
+            }
             Err(_) => self.undo_call(),
         }
-        self.open.end_call(result.is_err());
         self.call = None;
         result
     }

@@ -80,7 +80,9 @@ impl Volume {
     /// from the first byte it did not write.
     pub fn write_open(&mut self, id: OpenId, buf: &[u8], off: u64) -> Result<usize> {
         let done = self.write_fast(id, buf, off)?;
-        if done == buf.len() {
+        // A write of nothing still gets `write_at`'s checks (EROFS,
+        // EISDIR): Linux makes them before it looks at the length.
+        if done == buf.len() && done > 0 {
             return Ok(done);
         }
         let ino = self.open_ino(id);
@@ -137,7 +139,10 @@ impl Volume {
             done += chunk;
         }
         if done > 0 || allocated {
-            self.stamp_write(id, off + done as u64, now);
+            // A block allocated and then not written (the volume failed
+            // between) changes the map, not the size.
+            let end = if done > 0 { off + done as u64 } else { 0 };
+            self.stamp_write(id, end, now);
             self.open_changed(id, now)?;
         }
         if allocated {

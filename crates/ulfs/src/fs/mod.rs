@@ -177,12 +177,7 @@ impl Volume {
     /// to catch up.
     #[inline]
     pub(crate) fn is_due_at(&self, since: Timespec, now: Timespec) -> bool {
-        if !self.j.is_journaled() {
-            return false;
-        }
-        let age_ns =
-            (now.sec - since.sec) as i128 * 1_000_000_000 + (now.nsec - since.nsec) as i128;
-        age_ns < 0 || age_ns >= self.commit_interval.as_nanos() as i128
+        self.j.is_journaled() && (now < since || now.since(since) >= self.commit_interval)
     }
 
     /// Journal: commits the running transaction with the superblock and

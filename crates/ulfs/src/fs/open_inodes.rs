@@ -10,15 +10,18 @@
 //! atomic call (`calls.rs`), before every commit and checkpoint, and when
 //! its last reference goes. Calls write inodes through (`put_inode` updates
 //! the entry too), so only the fast paths of `file.rs` leave an entry dirty:
-//! a write into blocks the file already has (size, mtime, ctime) and the
-//! atime of a read. A call that fails is undone in the journal; the entries
-//! it wrote through are then decoded again from the restored slots. A
-//! writer of raw inode slots (repair) forgets every decoded entry.
+//! a write (size, mtime, ctime, and the block map and block count of the
+//! blocks it allocated, whose bitmap and pointer blocks are in the running
+//! transaction) and the atime of a read. A call that fails is undone in the
+//! journal; the entries it wrote through are then decoded again from the
+//! restored slots. A writer of raw inode slots (repair) forgets every
+//! decoded entry.
 //!
 //! The durability window is unchanged: a dirty entry counts as a change of
 //! the running transaction (`dirty_since`), so the transaction commits when
 //! it is as old as the commit interval, as it would have with the slot
-//! written.
+//! written; and it counts as one block towards the transaction's size
+//! (`Volume::txn_full`), so writing every dirty entry back always fits.
 
 use super::Volume;
 use crate::errno::Result;
@@ -157,18 +160,15 @@ impl OpenInodes {
         self.entries[id.0 as usize].last_map = Some((lblk, bid));
     }
 
-    /// Marks the entry of `id` changed at `now`; whether it was clean.
+    /// Marks the entry of `id` changed at `now`.
     #[inline]
-    pub(crate) fn mark_dirty(&mut self, id: OpenId, now: Timespec) -> bool {
-        let i = id.0;
-        let e = &mut self.entries[i as usize];
-        if e.dirty {
-            return false;
+    pub(crate) fn mark_dirty(&mut self, id: OpenId, now: Timespec) {
+        let e = &mut self.entries[id.0 as usize];
+        if !e.dirty {
+            e.dirty = true;
+            self.dirty.push(id.0);
+            self.dirty_since.get_or_insert(now);
         }
-        e.dirty = true;
-        self.dirty.push(i);
-        self.dirty_since.get_or_insert(now);
-        true
     }
 
     /// How many entries wait to be written back.
@@ -254,23 +254,21 @@ impl Volume {
     }
 
     /// Records that the fast path changed the decoded inode of `id` at
-    /// `now`, and commits if the change makes the transaction due.
-    /// Journal: a transaction commits once it holds `commit_blocks`
-    /// blocks, counting one inode block per dirty entry (the most their
-    /// write-back adds), so thousands of open files each read once (an
-    /// atime change each) never make a transaction bigger than the log.
+    /// `now`, and ends the operation as `commit` does when the change makes
+    /// the transaction due: as old as the commit interval, or as big as a
+    /// commit should be counting a block per dirty entry (so thousands of
+    /// open files each read once, an atime change each, never make a
+    /// transaction bigger than the log). The check here is the cheap one,
+    /// on the time the caller read.
     #[inline]
     pub(crate) fn open_changed(&mut self, id: OpenId, now: Timespec) -> Result<()> {
         self.open.mark_dirty(id, now);
-        if self.j.is_journaled() && self.txn_full() {
-            return self.commit_txn();
-        }
-        if let Some(since) = self.open.dirty_since
-            && self.is_due_at(since, now)
-        {
-            self.commit()?;
-        }
-        Ok(())
+        let due = self.txn_full()
+            || self
+                .open
+                .dirty_since
+                .is_some_and(|since| self.is_due_at(since, now));
+        if due { self.commit() } else { Ok(()) }
     }
 
     /// Writes every dirty entry back to its slot (within the running

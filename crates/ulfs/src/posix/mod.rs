@@ -504,11 +504,6 @@ impl Fs {
         } else {
             off
         };
-        if buf.is_empty() {
-            // Nothing to write: only the checks above, as write_at's.
-            let ino = self.vol.open_ino(open);
-            return self.vol.write_at(ino, buf, off);
-        }
         self.vol.write_open(open, buf, off)
     }
 
