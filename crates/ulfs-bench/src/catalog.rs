@@ -315,6 +315,23 @@ pub static FIGURES: &[Figure] = &[
             "the VmRSS of a new process right after it mounted an image that holds N files",
         )
     },
+    figure(
+        "mount-size-time",
+        "mount time by image size",
+        "image size (MiB)",
+        "time to mount",
+        "a new process mounting, read-only, a new sparse image of the given size",
+    ),
+    Figure {
+        log_y: false,
+        ..figure(
+            "mount-size-memory",
+            "resident memory after mount, by image size",
+            "image size (MiB)",
+            "resident memory after mount",
+            "the VmRSS of a new process right after it mounted, read-only, a new sparse image of the given size",
+        )
+    },
 ];
 
 #[cfg(test)]

@@ -150,6 +150,37 @@ impl Place {
         Worker::start(self.command(system)?, system.name())
     }
 
+    /// Like [`Place::start_again`], the worker mounting the image
+    /// read-only (a sparse image larger than the host's free space mounts
+    /// no other way) and working in its root.
+    pub fn start_read_only(&self, system: System) -> Result<Worker, String> {
+        let mut cmd = self.command(system)?;
+        cmd.env(READ_ONLY_ENV, "1");
+        Worker::start(cmd, system.name())
+    }
+
+    /// A new sparse image of `bytes` for a ulfs system: mkfs writes its
+    /// metadata only, so the image may be larger than the host's free
+    /// space (mount it with [`Place::start_read_only`]).
+    pub fn make_sparse_image(&self, system: System, bytes: u64) -> Result<(), String> {
+        let mode = system.image_mode().ok_or("not a ulfs system")?;
+        let image = self.image_path(system)?;
+        remove_image(&image)?;
+        let opts = MkfsOptions {
+            size: bytes,
+            mode,
+            force: true,
+            sparse: true,
+            ..MkfsOptions::default()
+        };
+        ulfs::mkfs(&image, &opts).map_err(|e| format!("mkfs {}: {e}", image.display()))
+    }
+
+    /// Removes the image of a ulfs system.
+    pub fn remove_image(&self, system: System) -> Result<(), String> {
+        remove_image(&self.image_path(system)?)
+    }
+
     /// Like [`Place::start_again`], the worker inside `group` from its
     /// first instruction.
     pub fn start_in(&self, system: System, group: &Cgroup) -> Result<Worker, String> {
@@ -293,6 +324,10 @@ impl Place {
         ulfs::mkfs(&image, &opts).map_err(|e| format!("mkfs {}: {e}", image.display()))
     }
 }
+
+/// Set for a ulfs worker that is to mount its image read-only
+/// (c/workload.c reads it).
+const READ_ONLY_ENV: &str = "ULFS_BENCH_READ_ONLY";
 
 /// Removed, not overwritten: the old image's memory must go (on tmpfs a
 /// reused page stays charged to whoever touched it first).

@@ -76,6 +76,9 @@ enum Command {
         /// Journal size (bytes or with a K/M/G suffix; default 1/32 of the image, 256 KiB to 128 MiB)
         #[arg(long, value_name = "SIZE")]
         journal_size: Option<String>,
+        /// Leave the image file sparse instead of reserving its whole size on the host: for an image larger than the host's free space, to copy onto a device or mount read-only (a read-write mount reserves it then, or is refused naming the shortfall)
+        #[arg(long)]
+        sparse: bool,
     },
     /// Show what an image's superblock records (size, usage, label, uuid, ...)
     Info {
@@ -280,6 +283,7 @@ fn run(command: Command) -> CliResult {
             force,
             mode,
             journal_size,
+            sparse,
         } => {
             // Parsed here rather than by clap so that a bad size is reported
             // in the CLI's own `ulfs: mkfs: ...` shape.
@@ -292,6 +296,7 @@ fn run(command: Command) -> CliResult {
                 force,
                 mode,
                 journal_size,
+                sparse,
             })
         }
         Command::Info { image } => info::run(&image),

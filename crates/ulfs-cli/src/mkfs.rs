@@ -30,6 +30,7 @@ pub struct Args<'a> {
     pub force: bool,
     pub mode: ModeArg,
     pub journal_size: Option<u64>,
+    pub sparse: bool,
 }
 
 pub fn run(args: &Args<'_>) -> CliResult {
@@ -59,6 +60,7 @@ pub fn run(args: &Args<'_>) -> CliResult {
         force: args.force,
         mode,
         journal_blocks,
+        sparse: args.sparse,
         ..Default::default()
     };
     ulfs::mkfs(args.image, &opts).map_err(|e| {

@@ -129,8 +129,13 @@ fn create(ctx: &mut Ctx) {
 
 pub const MOUNT: Experiment = Experiment {
     name: "mount",
-    about: "mount time and resident memory of an image holding 1,000 to 1,000,000 files",
-    figures: &["mount-time", "mount-memory"],
+    about: "mount time and resident memory of an image holding 1,000 to 1,000,000 files, and of new images of 64 MiB to 1 TiB",
+    figures: &[
+        "mount-time",
+        "mount-memory",
+        "mount-size-time",
+        "mount-size-memory",
+    ],
     systems: &MOUNT_SYSTEMS,
     run: mount,
 };
@@ -203,6 +208,74 @@ fn mount(ctx: &mut Ctx) {
             if !dead[i] {
                 ctx.record("mount-time", sys, n, Unit::Ms, &times[i]);
                 ctx.record("mount-memory", sys, n, Unit::KiB, &rss[i]);
+            }
+        }
+    }
+    drop(place);
+    mount_by_size(ctx);
+}
+
+/// Mount time and resident memory of new images of growing size: a mount
+/// that allocates or reads anything per block (or per journal block)
+/// shows here. The images are sparse (a 1 TiB image fits any host) and so
+/// are mounted read-only, which writes nothing but is otherwise the same
+/// mount: superblocks, journal replay, the orphan list.
+fn mount_by_size(ctx: &mut Ctx) {
+    const FIGURES: [&str; 2] = ["mount-size-time", "mount-size-memory"];
+    let sizes: &[u64] = if ctx.quick {
+        &[64 << 20, 16 << 30]
+    } else {
+        &[64 << 20, 16 << 30, 1 << 40]
+    };
+    let systems = MOUNT_SYSTEMS;
+    let rounds = ctx.rounds();
+    ctx.bar
+        .inc_length((sizes.len() * systems.len() * (1 + rounds.total())) as u64);
+    let place = ctx.place("mount-size", Medium::Memory, 0);
+    for &bytes in sizes {
+        let mib = bytes >> 20;
+        let mut dead = [false; MOUNT_SYSTEMS.len()];
+        for (i, sys) in systems.into_iter().enumerate() {
+            ctx.bar.inc(1);
+            if let Err(e) = place.make_sparse_image(sys, bytes) {
+                ctx.failed(&FIGURES, sys, &format!("making a {mib} MiB image: {e}"));
+                dead[i] = true;
+            }
+        }
+        let mut times = vec![Vec::new(); systems.len()];
+        let mut rss = vec![Vec::new(); systems.len()];
+        for round in 0..rounds.total() {
+            for i in rotation(systems.len(), round) {
+                ctx.bar.inc(1);
+                if interrupted() {
+                    return;
+                }
+                if dead[i] {
+                    continue;
+                }
+                let got = place.start_read_only(systems[i]).and_then(|mut w| {
+                    let a = w.ask("mounted")?;
+                    w.finish()?;
+                    Ok(a)
+                });
+                match got {
+                    Ok(a) if a.len() == 2 && round >= rounds.warmup => {
+                        times[i].push(ns_to(Unit::Ms, a[0]));
+                        rss[i].push(a[1]);
+                    }
+                    Ok(_) => {}
+                    Err(e) => {
+                        ctx.failed(&FIGURES, systems[i], &format!("mounting {mib} MiB: {e}"));
+                        dead[i] = true;
+                    }
+                }
+            }
+        }
+        for (i, sys) in systems.into_iter().enumerate() {
+            let _ = place.remove_image(sys);
+            if !dead[i] {
+                ctx.record("mount-size-time", sys, mib, Unit::Ms, &times[i]);
+                ctx.record("mount-size-memory", sys, mib, Unit::KiB, &rss[i]);
             }
         }
     }

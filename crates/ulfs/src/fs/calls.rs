@@ -4,7 +4,7 @@
 //! A transaction spans many calls, so failure atomicity cannot rest on the
 //! transaction alone, nor on each operation undoing its own steps by hand.
 //! Every operation here runs inside [`Volume::atomic`]: the journal keeps an
-//! undo record of the call (txn.rs, "Every call is atomic") and this module
+//! undo record of the call (txn/mod.rs, "Every call is atomic") and this module
 //! keeps the volume's in-memory state at the call's start (the superblock
 //! and the allocation cursor). On an error both are put back. A commit in
 //! the middle of a call (a huge write, fallocate or hole punch commits its

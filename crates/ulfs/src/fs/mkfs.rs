@@ -71,6 +71,14 @@ pub struct MkfsOptions {
     pub hash_key: Option<[u8; 16]>,
     /// The creation time written into the image (default: the clock).
     pub fixed_time: Option<Timespec>,
+    /// Leave a new image file sparse instead of reserving its whole size:
+    /// only the blocks mkfs writes take host space. For an image larger
+    /// than the host's free space (to be copied onto a device, or mounted
+    /// read-only); a read-write mount reserves the rest first, and is
+    /// refused with ENOSPC naming the shortfall if the host lacks it.
+    /// Image files only (EINVAL for a block device). `format_store` takes
+    /// it to mean the store holds only zeros, and writes no zeros.
+    pub sparse: bool,
 }
 
 impl Default for MkfsOptions {
@@ -84,6 +92,7 @@ impl Default for MkfsOptions {
             uuid: None,
             hash_key: None,
             fixed_time: None,
+            sparse: false,
         }
     }
 }
@@ -142,6 +151,12 @@ pub fn mkfs(image: impl AsRef<Path>, opts: &MkfsOptions) -> Result<(), Error> {
             ..opts.clone()
         };
         check_geometry(&shown, &opts)?;
+        if opts.sparse {
+            return Err(Error::new(
+                Errno::EINVAL,
+                format!("{shown}: a block device cannot be sparse (--sparse is for image files)"),
+            ));
+        }
         if !opts.force && holds_data(&dev).map_err(|e| Error::io(&shown, e))? {
             return Err(Error::new(
                 Errno::EEXIST,
@@ -269,6 +284,14 @@ fn make_file(path: &Path, shown: &str, opts: &MkfsOptions) -> Result<(), Error> 
     let total = opts.size / BLOCK_SIZE as u64;
     let bytes = total * BLOCK_SIZE as u64;
     file.set_len(0).map_err(|e| Error::io(shown, e))?;
+    if opts.sparse {
+        file.set_len(bytes).map_err(|e| {
+            let _ = file.set_len(0);
+            Error::io(shown, e)
+        })?;
+        let store = MmapStore::from_sparse_file(file).map_err(|e| Error::io(shown, e))?;
+        return format_mapped(store, shown, opts);
+    }
     // SAFETY: plain FFI call on a descriptor we own; no memory is passed.
     let rc = unsafe { libc::posix_fallocate(file.as_raw_fd(), 0, bytes as libc::off_t) };
     if rc != 0 {
@@ -290,6 +313,10 @@ fn make_file(path: &Path, shown: &str, opts: &MkfsOptions) -> Result<(), Error> 
 /// Maps the opened, locked image and formats its first `opts.size` bytes.
 fn format_file(file: std::fs::File, shown: &str, opts: &MkfsOptions) -> Result<(), Error> {
     let store = MmapStore::from_file(file, false).map_err(|e| Error::io(shown, e))?;
+    format_mapped(store, shown, opts)
+}
+
+fn format_mapped(store: MmapStore, shown: &str, opts: &MkfsOptions) -> Result<(), Error> {
     format_store(Box::new(store), opts).map(drop).map_err(|e| {
         Error::new(
             e,
@@ -364,7 +391,7 @@ pub fn format_store(
     sb.label[..label.len()].copy_from_slice(label.as_bytes());
     let mut store = store;
     if journal > 0 {
-        crate::txn::Journal::format_region(&mut *store, 2, journal)?;
+        crate::txn::Journal::format_region(&mut *store, 2, journal, opts.sparse)?;
     }
     // mkfs writes in place: an image is not an image until it is finished.
     let j = crate::txn::Journal::in_place(store, false);

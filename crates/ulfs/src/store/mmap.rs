@@ -119,10 +119,22 @@ impl MmapStore {
     /// lives as long as the store. A writable regular file is made whole
     /// first (store/holes.rs): a sparse image on a full host is refused with
     /// an `ErrorKind::StorageFull` error naming the shortfall.
-    pub fn from_file(mut file: File, read_only: bool) -> std::io::Result<MmapStore> {
+    pub fn from_file(file: File, read_only: bool) -> std::io::Result<MmapStore> {
+        MmapStore::map_file(file, read_only, true)
+    }
+
+    /// Maps a writable image and leaves its holes as they are: for mkfs
+    /// of an image asked to stay sparse (`MkfsOptions::sparse`), which
+    /// writes only a few blocks. Should the host fill up under it, a store
+    /// into a hole faults, and store/fault.rs turns that into EIO.
+    pub fn from_sparse_file(file: File) -> std::io::Result<MmapStore> {
+        MmapStore::map_file(file, false, false)
+    }
+
+    fn map_file(mut file: File, read_only: bool, fill: bool) -> std::io::Result<MmapStore> {
         let size = backing_size(&mut file)?;
         let meta = file.metadata()?;
-        if !read_only && meta.file_type().is_file() {
+        if fill && !read_only && meta.file_type().is_file() {
             super::holes::fill_holes(&file, size, meta.blocks().saturating_mul(512))?;
         }
         let blocks = size / BLOCK_SIZE as u64;

@@ -37,6 +37,8 @@ pub struct SimDisk {
     read_only: bool,
     fail_flushes: bool,
     hook: Option<FlushHook>,
+    /// Blocks read so far (tests of what a mount reads).
+    reads: std::cell::Cell<u64>,
 }
 
 impl SimDisk {
@@ -56,6 +58,7 @@ impl SimDisk {
             read_only: false,
             fail_flushes: false,
             hook: None,
+            reads: std::cell::Cell::new(0),
         }
     }
 
@@ -78,6 +81,10 @@ impl SimDisk {
     /// Blocks written since the last flush.
     pub fn unflushed(&self) -> impl Iterator<Item = Bid> + '_ {
         self.unflushed.iter().copied()
+    }
+
+    pub fn blocks_read(&self) -> u64 {
+        self.reads.get()
     }
 
     pub fn flush_count(&self) -> u64 {
@@ -135,6 +142,7 @@ impl BlockStore for SimDisk {
 
     fn block(&self, bid: Bid) -> Result<&Block> {
         let r = self.range(bid)?;
+        self.reads.set(self.reads.get() + 1);
         Ok(self.written[r].try_into().expect("block-sized slice"))
     }
 

@@ -2,7 +2,7 @@
 //! before the call first changed it, and which blocks the call added to or
 //! took from the journal's block sets. `Journal` fills it (`meta_mut`,
 //! `meta_mut_slot`, `forget`, `note_alloc`) and plays it back in reverse
-//! when a call fails (txn.rs, "Every call is atomic").
+//! when a call fails (txn/mod.rs, "Every call is atomic").
 //!
 //! It lives apart from the journal because its cost is on the data path:
 //! every write updates an inode, and most allocate, so recording must be
