@@ -280,8 +280,8 @@ fn crash_mode_none_blocks_in_flight() {
 }
 
 /// A failed flush: the call that hit it gets EIO, every later change EROFS,
-/// and whatever reached the medium, the image mounts clean with the last
-/// synced tree.
+/// and whatever reached the medium, the image mounts clean: with the last
+/// synced tree, or with the calls before the failed fsync done.
 #[test]
 fn crash_flush_error() {
     let flush = Arc::new(AtomicU8::new(FLUSH_OK));
@@ -352,7 +352,10 @@ fn crash_flush_error() {
     let _ = fs.close(fd2);
     let _ = fs.unmount();
     // The model: /keep/f as synced; bytes 100..109 were overwritten in place
-    // after the sync, so they may read old or new.
+    // after the sync, so they may read old or new. The failed fsync wrote
+    // its commit record before its one flush, so the medium may hold it:
+    // then the state is that of the calls before the fsync (in one
+    // transaction: all of them or none).
     let mut t = Tree::new();
     t.nodes.insert(b"/keep".to_vec(), Node::dir(0o755));
     t.nodes.insert(b"/keep/f".to_vec(), Node::File(1));
@@ -362,10 +365,22 @@ fn crash_flush_error() {
     };
     f.write(0, &gen_data(1, 20000));
     t.files.insert(1, Arc::new(f.clone()));
-    let mut t2 = t.clone();
+    let mut with_new = t.clone();
+    with_new.nodes.insert(b"/new".to_vec(), Node::dir(0o755));
+    let mut with_g = with_new.clone();
+    with_g.nodes.insert(b"/new/g".to_vec(), Node::File(2));
+    let mut g = FileData {
+        perm: 0o644,
+        ..Default::default()
+    };
+    with_g.files.insert(2, Arc::new(g.clone()));
+    let mut with_data = with_g.clone();
+    g.write(0, &gen_data(2, 30000));
+    with_data.files.insert(2, Arc::new(g));
+    let mut with_overwrite = with_data.clone();
     f.write(100, b"overwrite");
-    t2.files.insert(1, Arc::new(f));
-    let snaps = [Arc::new(t), Arc::new(t2)];
+    with_overwrite.files.insert(1, Arc::new(f));
+    let snaps = [t, with_new, with_g, with_data, with_overwrite].map(Arc::new);
     let loose = [Loose {
         op: 1,
         trunc_tail: false,
@@ -376,7 +391,7 @@ fn crash_flush_error() {
     let ex = Expect {
         snaps: &snaps,
         floor: 0,
-        max: 1,
+        max: 4,
         loose: &loose,
         partials: &[],
     };

@@ -184,7 +184,7 @@ impl Volume {
     /// the changes kept in open inodes in it.
     pub(crate) fn commit_txn(&mut self) -> Result<()> {
         self.write_back_inodes()?;
-        self.commit_txn_now()
+        self.commit_txn_now(false)
     }
 
     /// Journal: whether the running transaction is as big as a commit
@@ -194,13 +194,18 @@ impl Volume {
         self.j.pending() + self.open.dirty_count() >= self.commit_blocks
     }
 
-    /// `commit_txn` once the open inodes are written back.
-    fn commit_txn_now(&mut self) -> Result<()> {
+    /// `commit_txn` once the open inodes are written back; `for_sync`: a
+    /// commit that fsync waits for (`Journal::commit_for_sync`).
+    fn commit_txn_now(&mut self, for_sync: bool) -> Result<()> {
         if self.j.pending() > 0 || self.sb_dirty {
             self.write_superblock(SB_PRIMARY)?;
             self.sb_dirty = false;
         }
-        self.j.commit_txn()?;
+        if for_sync {
+            self.j.commit_for_sync()?;
+        } else {
+            self.j.commit_txn()?;
+        }
         self.rebase_call();
         Ok(())
     }
@@ -224,7 +229,8 @@ impl Volume {
         if self.j.is_journaled() {
             let pending =
                 self.j.pending() > 0 || self.sb_dirty || self.open.dirty_since().is_some();
-            self.commit_txn()?;
+            self.write_back_inodes()?;
+            self.commit_txn_now(true)?;
             return if pending { Ok(()) } else { self.j.flush_data() };
         }
         self.write_back_inodes()?;

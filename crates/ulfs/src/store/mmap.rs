@@ -227,6 +227,25 @@ impl BlockStore for MmapStore {
         flushed
     }
 
+    /// `msync(MS_SYNC)` of the range only: the host writes back those
+    /// pages and flushes its device, not every page dirtied since (the
+    /// homes a commit installed, which a checkpoint flushes later).
+    fn flush_range(&mut self, first: Bid, count: u32) -> Result<()> {
+        let offset = first as usize * BLOCK_SIZE;
+        let len = count as usize * BLOCK_SIZE;
+        let flushed = match &self.map {
+            Mapping::ReadOnly(_) => Ok(()),
+            Mapping::ReadWrite(m) if offset + len <= m.len() => {
+                m.flush_range(offset, len).map_err(|_| Errno::EIO)
+            }
+            Mapping::ReadWrite(_) => Err(Errno::EUCLEAN),
+        };
+        if self.fault.faulted() {
+            return Err(Errno::EIO);
+        }
+        flushed
+    }
+
     #[inline]
     fn faulted(&self) -> bool {
         self.fault.faulted()

@@ -34,6 +34,15 @@ pub trait BlockStore: Send {
     fn block_mut(&mut self, bid: Bid) -> Result<&mut Block>;
     /// Makes every write so far durable and waits; EIO if it could not.
     fn flush(&mut self) -> Result<()>;
+    /// Makes the writes so far to blocks `first .. first + count` durable
+    /// and waits; EIO if it could not. Other blocks written may or may not
+    /// reach the medium. A commit for fsync flushes only its log records
+    /// this way: everything it needs durable is in them. By default the
+    /// whole store is flushed, which is never less.
+    fn flush_range(&mut self, first: Bid, count: u32) -> Result<()> {
+        let _ = (first, count);
+        self.flush()
+    }
     /// An access to the medium failed since the store was opened (a host
     /// file truncated under it, an I/O error): the bytes read there were
     /// zeros instead, and what was written there is lost. Sticky; cheap

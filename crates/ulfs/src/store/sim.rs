@@ -175,6 +175,28 @@ impl BlockStore for SimDisk {
         Ok(())
     }
 
+    /// Only the range becomes durable; every other block written stays in
+    /// flight, for the crash states to lose, keep or tear.
+    fn flush_range(&mut self, first: Bid, count: u32) -> Result<()> {
+        if let Some(mut hook) = self.hook.take() {
+            hook(self);
+            self.hook = Some(hook);
+        }
+        if self.fail_flushes {
+            return Err(Errno::EIO);
+        }
+        let end = first.saturating_add(count);
+        let range: Vec<Bid> = self.unflushed.range(first..end).copied().collect();
+        for bid in range {
+            let off = bid as usize * BLOCK_SIZE;
+            self.durable[off..off + BLOCK_SIZE]
+                .copy_from_slice(&self.written[off..off + BLOCK_SIZE]);
+            self.unflushed.remove(&bid);
+        }
+        self.flushes += 1;
+        Ok(())
+    }
+
     fn as_sim(&self) -> Option<&SimDisk> {
         Some(self)
     }

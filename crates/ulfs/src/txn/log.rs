@@ -43,7 +43,29 @@ pub(super) struct Log {
     pub quarantine: Quarantine,
     /// Homes were installed since the last checkpoint.
     pub installed: bool,
+    /// File data blocks with a copy in the log since the last checkpoint
+    /// (logged by a commit for fsync: see `data_to_log`).
+    pub logged_data: BidSet,
+    /// Those of them written since: a replay must not put the logged copy
+    /// back over what was written, so the next commit logs them again, or
+    /// the log is emptied first.
+    pub relog: BidSet,
+    /// File data blocks written by the running transaction, while they are
+    /// at most [`DATA_LOG_LIMIT`] (one more means "too many").
+    written: BidSet,
+    /// The block last added to `written`: a run of writes to one block
+    /// costs one comparison.
+    last_written: Option<Bid>,
+    /// Copies written by `write_copies` and their CRC32C, for the commit
+    /// record.
+    copies: u32,
+    copies_crc: u32,
 }
+
+/// At most this many file data blocks are logged by a commit for fsync
+/// (64 KiB): beyond it, writing them twice costs more than the flush it
+/// saves.
+pub const DATA_LOG_LIMIT: usize = 16;
 
 impl Log {
     /// The region `start .. start + blocks`, whose header says the next
@@ -60,6 +82,12 @@ impl Log {
             began: None,
             quarantine: Quarantine::default(),
             installed: false,
+            logged_data: BidSet::default(),
+            relog: BidSet::default(),
+            written: BidSet::default(),
+            last_written: None,
+            copies: 0,
+            copies_crc: 0,
         }
     }
 
@@ -93,8 +121,35 @@ impl Log {
         }
     }
 
-    /// Writes descriptors and sealed copies of every shadow to the log.
-    pub fn write_copies(&mut self, store: &mut dyn BlockStore) -> Result<()> {
+    /// The file data blocks a commit for fsync logs so that one flush
+    /// makes it durable: every data block the transaction wrote. Without a
+    /// copy in the log they would have to be durable before the commit
+    /// record (ordered mode: a block the transaction allocated, or the
+    /// zeroed tail of a truncated file, must not show older bytes once the
+    /// commit is replayed), which takes a flush of its own. `None` if they
+    /// are more than [`DATA_LOG_LIMIT`].
+    pub fn data_to_log(&self) -> Option<Vec<Bid>> {
+        (self.written.len() <= DATA_LOG_LIMIT).then(|| self.written.iter().copied().collect())
+    }
+
+    /// A file data block is about to be written.
+    #[inline]
+    pub fn note_data_write(&mut self, bid: Bid) {
+        if self.last_written == Some(bid) {
+            return;
+        }
+        self.last_written = Some(bid);
+        if self.written.len() <= DATA_LOG_LIMIT {
+            self.written.insert(bid);
+        }
+        if !self.logged_data.is_empty() && self.logged_data.contains(&bid) {
+            self.relog.insert(bid);
+        }
+    }
+
+    /// Writes descriptors, sealed copies of every shadow and copies of the
+    /// file data blocks `data` to the log.
+    pub fn write_copies(&mut self, store: &mut dyn BlockStore, data: &[Bid]) -> Result<()> {
         // A block freed (its shadow dropped) and written again in the same
         // transaction was pushed twice: each block goes to the log once, so
         // the commit record's count is the number of copies written.
@@ -103,35 +158,46 @@ impl Log {
         self.order
             .retain(|b| shadows.contains_key(b) && seen.insert(*b));
         debug_assert_eq!(self.order.len(), self.shadows.len());
+        let homes: Vec<Bid> = self.order.iter().chain(data).copied().collect();
         let mut at = self.start + 1 + self.pos;
         let seq = self.next_seq;
-        self.quarantine.in_log.extend(self.order.iter().copied());
-        for chunk in self.order.chunks(DESC_CAP) {
+        let mut crc = 0;
+        for chunk in homes.chunks(DESC_CAP) {
             descriptor_encode(store.block_mut(at)?, seq, chunk);
             at += 1;
             for bid in chunk {
-                let shadow = self.shadows.get_mut(bid).expect("ordered shadow");
-                seal_block(shadow);
-                store.block_mut(at)?.copy_from_slice(&shadow[..]);
+                let copy: Block = match self.shadows.get_mut(bid) {
+                    Some(shadow) => {
+                        seal_block(shadow);
+                        **shadow
+                    }
+                    // File data: as it is at home, not sealed.
+                    None => *store.block(*bid)?,
+                };
+                store.block_mut(at)?.copy_from_slice(&copy);
+                crc = crc32c::crc32c_append(crc, &copy);
                 at += 1;
             }
         }
+        self.quarantine.in_log.extend(homes.iter().copied());
+        for bid in data {
+            self.relog.remove(bid);
+            self.logged_data.insert(*bid);
+        }
+        self.copies = homes.len() as u32;
+        self.copies_crc = crc;
         self.pos = at - (self.start + 1);
         Ok(())
     }
 
-    /// Writes the commit record after the copies (which must be durable).
+    /// Writes the commit record after the copies.
     pub fn write_commit(&mut self, store: &mut dyn BlockStore) -> Result<()> {
         let at = self.start + 1 + self.pos;
-        let crc = self
-            .order
-            .iter()
-            .fold(0, |c, bid| crc32c::crc32c_append(c, &self.shadows[bid][..]));
         commit_encode(
             store.block_mut(at)?,
             self.next_seq,
-            self.order.len() as u32,
-            crc,
+            self.copies,
+            self.copies_crc,
         );
         self.pos += 1;
         Ok(())
@@ -150,6 +216,8 @@ impl Log {
         self.next_seq += 1;
         self.began = None;
         self.installed = true;
+        self.written.clear();
+        self.last_written = None;
         Ok(self.quarantine.release_committed())
     }
 
@@ -170,6 +238,8 @@ impl Log {
     pub fn emptied(&mut self) -> Option<Bid> {
         self.pos = 0;
         self.installed = false;
+        self.logged_data.clear();
+        self.relog.clear();
         self.quarantine.release_checkpointed()
     }
 }

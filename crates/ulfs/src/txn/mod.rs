@@ -344,6 +344,9 @@ impl Journal {
         if self.failed {
             return Err(Errno::EROFS);
         }
+        if let Some(log) = &mut self.log {
+            log.note_data_write(bid);
+        }
         self.store.block_mut(bid)
     }
 
@@ -415,6 +418,17 @@ impl Journal {
         self.failed = true;
     }
 
+    /// EIO, latching the journal read-only, if an access to the store
+    /// faulted: what the mapping holds can no longer be trusted to reach
+    /// the image, so nothing more is committed.
+    fn unless_faulted(&mut self) -> Result<()> {
+        if self.store.faulted() {
+            self.failed = true;
+            return Err(Errno::EIO);
+        }
+        Ok(())
+    }
+
     /// Flushes the store; a failure latches the journal read-only.
     fn flush(&mut self) -> Result<()> {
         if self.failed {
@@ -426,20 +440,58 @@ impl Journal {
         })
     }
 
-    /// Makes file data written so far durable (fsync with nothing to commit).
-    pub fn flush_data(&mut self) -> Result<()> {
-        self.flush()
-    }
-
-    /// Commits the running transaction (journal mode; nothing to do in place).
-    pub fn commit_txn(&mut self) -> Result<()> {
+    /// `flush` of blocks `first .. first + count` only.
+    fn flush_range(&mut self, first: Bid, count: u32) -> Result<()> {
         if self.failed {
             return Err(Errno::EROFS);
         }
+        self.store.flush_range(first, count).map_err(|e| {
+            self.failed = true;
+            if e == Errno::EIO { e } else { Errno::EIO }
+        })
+    }
+
+    /// Makes file data written so far durable (fsync with nothing to commit).
+    pub fn flush_data(&mut self) -> Result<()> {
+        if self.log.as_ref().is_some_and(|l| !l.relog.is_empty()) {
+            // File data with an older copy in the log was written: the log
+            // is emptied before the new bytes are durable, or a replay
+            // would put the old ones back.
+            return self.checkpoint();
+        }
+        self.flush()
+    }
+
+    /// Commits the running transaction (journal mode; nothing to do in
+    /// place): the copies are written to the log and flushed with the file
+    /// data written so far, then the commit record is written and flushed.
+    pub fn commit_txn(&mut self) -> Result<()> {
+        self.commit_with(None)
+    }
+
+    /// Commits the running transaction for fsync: with one flush, not two,
+    /// when the file data blocks the transaction allocated (and logged
+    /// data blocks written since) are few. They are logged with the
+    /// metadata, so the commit record's CRC covers them and the record
+    /// need not wait for them to be durable (docs/FORMAT.md 13.3).
+    pub fn commit_for_sync(&mut self) -> Result<()> {
+        let data = self.log.as_ref().and_then(|l| l.data_to_log());
+        self.commit_with(data)
+    }
+
+    /// Commits, logging the file data blocks `data` and flushing once if
+    /// given, or flushing before the commit record if not.
+    fn commit_with(&mut self, data: Option<Vec<Bid>>) -> Result<()> {
+        if self.failed {
+            return Err(Errno::EROFS);
+        }
+        self.unless_faulted()?;
         let Some(log) = &mut self.log else {
             return Ok(());
         };
-        if log.shadows.is_empty() {
+        let copies = log.shadows.len() + data.as_ref().map_or(0, Vec::len);
+        let data = data.filter(|_| Log::footprint(copies) <= log.capacity());
+        if log.shadows.is_empty() && data.as_ref().is_none_or(Vec::is_empty) {
             log.began = None;
             let released = log.quarantine.release_committed();
             self.hint_released(released);
@@ -448,7 +500,9 @@ impl Journal {
             }
             return Ok(());
         }
-        let need = Log::footprint(log.shadows.len());
+        let one_flush = data.is_some();
+        let data = data.unwrap_or_default();
+        let need = Log::footprint(log.shadows.len() + data.len());
         if need > log.capacity() {
             // Cannot happen with a journal sized by mkfs (min_journal); if
             // it does, stop changing the image rather than fail every
@@ -456,17 +510,33 @@ impl Journal {
             self.failed = true;
             return Err(Errno::EIO);
         }
-        if log.pos + need > log.capacity() {
+        // Logged file data written since, and not logged again by this
+        // commit, must not be replayed over what this flush makes durable.
+        if log.pos + need > log.capacity() || (!one_flush && !log.relog.is_empty()) {
             self.checkpoint()?;
         }
         let log = self.log.as_mut().expect("journaled");
-        log.write_copies(&mut *self.store)?;
-        // Data blocks and the log copies are durable before the commit
-        // record can be: ordered mode.
-        self.flush()?;
+        let first = log.start + 1 + log.pos;
+        log.write_copies(&mut *self.store, &data)?;
+        if !one_flush {
+            // Data blocks and the log copies are durable before the commit
+            // record can be: ordered mode.
+            self.flush()?;
+        }
+        // With one flush the commit record is written before anything is
+        // known to be durable: not over copies read from a mapping that
+        // lost pages.
+        self.unless_faulted()?;
         let log = self.log.as_mut().expect("journaled");
         log.write_commit(&mut *self.store)?;
-        self.flush()?;
+        if one_flush {
+            // Everything the commit needs durable is in its log records:
+            // the homes written in place wait for the checkpoint.
+            let end = log.start + 1 + log.pos;
+            self.flush_range(first, end - first)?;
+        } else {
+            self.flush()?;
+        }
         let log = self.log.as_mut().expect("journaled");
         let released = log.install(&mut *self.store)?;
         self.hint_released(released);

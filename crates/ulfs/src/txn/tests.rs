@@ -81,7 +81,11 @@ fn replay_applies_committed_and_ignores_torn() {
     assert_eq!(j2.meta(40).unwrap()[200], 1);
     // A second transaction whose commit record never made it.
     j.meta_mut(41).unwrap()[300] = 2;
-    j.log.as_mut().unwrap().write_copies(&mut *j.store).unwrap();
+    j.log
+        .as_mut()
+        .unwrap()
+        .write_copies(&mut *j.store, &[])
+        .unwrap();
     j.flush().unwrap();
     let (j3, r) = open(SimDisk::from_image(disk_of(&j).current().to_vec()));
     assert_eq!(r.transactions, 1, "no commit record, no replay");
@@ -285,7 +289,11 @@ fn an_uncommitted_transaction_is_skipped() {
     j.meta_mut(40).unwrap()[300] = 1;
     j.commit_txn().unwrap();
     j.meta_mut(41).unwrap()[300] = 2;
-    j.log.as_mut().unwrap().write_copies(&mut *j.store).unwrap();
+    j.log
+        .as_mut()
+        .unwrap()
+        .write_copies(&mut *j.store, &[])
+        .unwrap();
     j.flush().unwrap();
     let (mut j2, r) = open(SimDisk::from_image(disk_of(&j).current().to_vec()));
     assert_eq!(r.transactions, 1);
@@ -359,4 +367,51 @@ fn an_unsealed_block_evicted_from_the_cache_still_reads() {
     j.checkpoint().unwrap();
     j.meta(5 + 8192).unwrap();
     assert_eq!(j.meta(5).unwrap()[100], 1, "sealed by the checkpoint");
+}
+
+/// A commit for fsync logs the data blocks its transaction wrote and
+/// flushes only its log records, once: a crash losing every other write
+/// still finds data and metadata.
+#[test]
+fn a_commit_for_sync_flushes_only_its_log_records() {
+    let (mut j, _) = open(journaled_disk());
+    let flushes = disk_of(&j).flush_count();
+    j.note_alloc(45);
+    j.data_mut(45).unwrap().fill(7);
+    j.meta_mut(40).unwrap()[300] = 1;
+    j.commit_for_sync().unwrap();
+    assert_eq!(disk_of(&j).flush_count(), flushes + 1, "one flush");
+    assert!(
+        disk_of(&j).unflushed().any(|b| b == 40),
+        "the installed home waits for the checkpoint"
+    );
+    let (j2, r) = open(SimDisk::from_image(disk_of(&j).crash_image(|_| Fate::Lost)));
+    assert_eq!(r.transactions, 1);
+    assert!(j2.data(45).unwrap().iter().all(|&b| b == 7));
+    assert_eq!(j2.meta(40).unwrap()[300], 1);
+}
+
+/// A logged data block written again must never get its older logged copy
+/// replayed over the newer bytes once those are durable: the next commit
+/// logs it again, or (when it logs no data) empties the log first.
+#[test]
+fn logged_data_written_again_is_not_replayed_over() {
+    for again_for_sync in [true, false] {
+        let (mut j, _) = open(journaled_disk());
+        j.note_alloc(45);
+        j.data_mut(45).unwrap().fill(7);
+        j.meta_mut(40).unwrap()[300] = 1;
+        j.commit_for_sync().unwrap();
+        j.data_mut(45).unwrap()[0] = 9;
+        j.meta_mut(41).unwrap()[300] = 2;
+        if again_for_sync {
+            j.commit_for_sync().unwrap();
+        } else {
+            j.commit_txn().unwrap();
+        }
+        let (j2, _) = open(SimDisk::from_image(disk_of(&j).crash_image(|_| Fate::Lost)));
+        assert_eq!(j2.data(45).unwrap()[0], 9, "for sync: {again_for_sync}");
+        assert_eq!(j2.data(45).unwrap()[1], 7);
+        assert_eq!(j2.meta(41).unwrap()[300], 2);
+    }
 }

@@ -343,6 +343,13 @@ impl BlockStore for WrappedStore {
             _ => self.inner.flush(),
         }
     }
+    fn flush_range(&mut self, first: u32, count: u32) -> ulfs::Result<()> {
+        match self.flush.load(Ordering::SeqCst) {
+            FLUSH_FAILS => Err(Errno::EIO),
+            FLUSH_LIES => Ok(()),
+            _ => self.inner.flush_range(first, count),
+        }
+    }
     fn as_sim(&self) -> Option<&SimDisk> {
         Some(&self.inner)
     }
