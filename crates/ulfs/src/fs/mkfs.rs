@@ -76,8 +76,8 @@ pub struct MkfsOptions {
     /// than the host's free space (to be copied onto a device, or mounted
     /// read-only); a read-write mount reserves the rest first, and is
     /// refused with ENOSPC naming the shortfall if the host lacks it.
-    /// Image files only (EINVAL for a block device). `format_store` takes
-    /// it to mean the store holds only zeros, and writes no zeros.
+    /// Image files only (EINVAL for a block device; `format_store`, which
+    /// is given a store, ignores it).
     pub sparse: bool,
 }
 
@@ -317,12 +317,15 @@ fn format_file(file: std::fs::File, shown: &str, opts: &MkfsOptions) -> Result<(
 }
 
 fn format_mapped(store: MmapStore, shown: &str, opts: &MkfsOptions) -> Result<(), Error> {
-    format_store(Box::new(store), opts).map(drop).map_err(|e| {
-        Error::new(
-            e,
-            format!("{shown}: writing the new file system failed: {e}"),
-        )
-    })
+    // A sparse image was made from an empty file: it holds only zeros.
+    format_store_over(Box::new(store), opts, opts.sparse)
+        .map(drop)
+        .map_err(|e| {
+            Error::new(
+                e,
+                format!("{shown}: writing the new file system failed: {e}"),
+            )
+        })
 }
 
 /// Formats the first `opts.size` bytes of a store (all of it if it is
@@ -331,6 +334,16 @@ fn format_mapped(store: MmapStore, shown: &str, opts: &MkfsOptions) -> Result<()
 pub fn format_store(
     store: Box<dyn BlockStore>,
     opts: &MkfsOptions,
+) -> Result<Box<dyn BlockStore>, Errno> {
+    format_store_over(store, opts, false)
+}
+
+/// `format_store`; `zeroed`: the store is known to hold only zeros (a new
+/// sparse file), so the journal region is not written, and stays a hole.
+fn format_store_over(
+    store: Box<dyn BlockStore>,
+    opts: &MkfsOptions,
+    zeroed: bool,
 ) -> Result<Box<dyn BlockStore>, Errno> {
     let label = opts.label.as_str();
     let mut total = store.blocks().min(u32::MAX as u64 + 1);
@@ -391,7 +404,7 @@ pub fn format_store(
     sb.label[..label.len()].copy_from_slice(label.as_bytes());
     let mut store = store;
     if journal > 0 {
-        crate::txn::Journal::format_region(&mut *store, 2, journal, opts.sparse)?;
+        crate::txn::Journal::format_region(&mut *store, 2, journal, zeroed)?;
     }
     // mkfs writes in place: an image is not an image until it is finished.
     let j = crate::txn::Journal::in_place(store, false);

@@ -29,8 +29,8 @@ use crate::format::superblock::{
     MODE_JOURNAL, SB_PRIMARY, SB_SECONDARY, STATE_CLEAN, STATE_DIRTY, Superblock,
 };
 use crate::format::{
-    BLOCK_SIZE, MAGIC_MAP, MAP_BITMAP, MAP_FREE, MAP_GROUP, block_crc_ok, get_u64, init_block,
-    journal, magic, put_u32, seal_block,
+    BLOCK_SIZE, MAGIC_MAP, MAP_BITMAP, MAP_FREE, MAP_GROUP, init_block, journal, magic, put_u32,
+    seal_block,
 };
 use crate::fs::{MountOptions, Reap, SharedBefore, Volume};
 use crate::store::open_locked;
@@ -213,10 +213,9 @@ fn reset_journal_header(
     for bid in start as u64 + 1..start as u64 + sb.journal_blocks as u64 {
         f.read_exact_at(&mut rec, bid * BLOCK_SIZE as u64)
             .map_err(io)?;
-        let kind = magic(&rec);
-        let framing = kind == journal::MAGIC_DESCRIPTOR || kind == journal::MAGIC_COMMIT;
-        if framing && block_crc_ok(&rec) {
-            last = last.max(get_u64(&rec, 8));
+        // Intact records only, whose numbers are below SEQ_LIMIT.
+        if journal::is_record(&rec) {
+            last = last.max(journal::record_seq(&rec));
         }
     }
     journal::header_encode(&mut b, last + 1);

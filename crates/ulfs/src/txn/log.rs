@@ -14,7 +14,9 @@
 //! Invariant (replay relies on it): the transactions written since the
 //! header was last written lie one after another from the first log block,
 //! numbered from the header's sequence number up; every other record in
-//! the region has a lower number.
+//! the region has a lower number. The first of them is committed with two
+//! flushes (its first descriptor durable before its commit record); later
+//! ones may be committed with one (`Journal::commit_for_sync`).
 
 use super::quarantine::Quarantine;
 use super::{BidMap, BidSet};

@@ -10,8 +10,11 @@
 //!   shadows; `commit_txn` writes them to the log, flushes (so file data
 //!   written so far is durable before the commit record: ext4's
 //!   `data=ordered`), writes the commit record, flushes, and only then
-//!   installs them at home. `checkpoint` flushes the homes and empties the
-//!   log. Replay at mount re-applies every complete transaction.
+//!   installs them at home. A commit for fsync (`commit_for_sync`) logs
+//!   the few file data blocks the transaction wrote with the metadata and
+//!   flushes once, only its log records. `checkpoint` flushes the homes
+//!   and empties the log. Replay at mount re-applies every complete
+//!   transaction.
 //!   Blocks freed wait in quarantine (quarantine.rs) until reusing them is
 //!   safe.
 //!
@@ -62,6 +65,11 @@ mod verified;
 
 pub use damage::{Damage, last_damaged_block, take_damage};
 
+/// Whether a block header's magic is a journal record's (or header's).
+fn is_journal_magic(m: u32) -> bool {
+    matches!(m, MAGIC_DESCRIPTOR | MAGIC_COMMIT | MAGIC_JOURNAL_HEADER)
+}
+
 /// A hasher for block ids and inode numbers: they are already well spread
 /// integers, and their look-ups sit on the data path (shadows here, open
 /// inodes in `fs`), so a multiply is all it needs.
@@ -99,6 +107,9 @@ pub struct Journal {
     failed: bool,
     /// The undo record of the call in progress (undo.rs).
     call: CallUndo,
+    /// A read-only mount replayed the log into the shadows, file data
+    /// copies included, which `data` must then read.
+    replayed_in_memory: bool,
     /// The lowest block that became reusable since allocation last asked:
     /// a block freed and already paged in, which allocation prefers to
     /// blocks of the image never touched.
@@ -121,6 +132,7 @@ impl Journal {
             verified: Verified::new(verify),
             failed: false,
             call: CallUndo::default(),
+            replayed_in_memory: false,
             reuse_hint: None,
         }
     }
@@ -145,7 +157,8 @@ impl Journal {
         let mut j = Journal::with_store(store, verify);
         let next_seq = header_decode(j.store.block(start)?).ok_or(Errno::EUCLEAN)?;
         let mut log = Log::new(start, blocks, next_seq);
-        let (replayed, moved) = log.replay(&mut *j.store, &j.verified)?;
+        let (replayed, moved) = log.replay(&mut *j.store)?;
+        j.replayed_in_memory = j.store.is_read_only() && !log.shadows.is_empty();
         j.log = Some(log);
         // The header must say where the next transaction will be looked
         // for before one is written.
@@ -308,10 +321,10 @@ impl Journal {
     /// `meta_mut` without the undo record (the caller recorded).
     #[inline]
     fn write_block(&mut self, bid: Bid) -> Result<&mut Block> {
-        self.verified.insert(bid);
         let Some(log) = &mut self.log else {
             let b = self.store.block_mut(bid)?;
             self.in_place.wrote(bid);
+            self.verified.insert(bid);
             return Ok(b);
         };
         if self.store.is_read_only() {
@@ -320,6 +333,7 @@ impl Journal {
         if !log.shadows.contains_key(&bid) {
             log.add_shadow(bid, self.store.block(bid)?);
         }
+        self.verified.insert(bid);
         Ok(log.shadows.get_mut(&bid).expect("shadow made"))
     }
 
@@ -335,6 +349,12 @@ impl Journal {
     /// Reads a file data block.
     #[inline]
     pub fn data(&self, bid: Bid) -> Result<&Block> {
+        if self.replayed_in_memory
+            && let Some(log) = &self.log
+            && let Some(copy) = log.shadows.get(&bid)
+        {
+            return Ok(copy);
+        }
         self.store.block(bid)
     }
 
@@ -476,6 +496,16 @@ impl Journal {
     /// need not wait for them to be durable (docs/FORMAT.md 13.3).
     pub fn commit_for_sync(&mut self) -> Result<()> {
         let data = self.log.as_ref().and_then(|l| l.data_to_log());
+        // A data block that begins like a journal record is not logged: in
+        // the log it could be taken for one (an image kept in a file).
+        let store = &*self.store;
+        let data = data.filter(|d| {
+            d.iter().all(|&bid| {
+                store
+                    .block(bid)
+                    .is_ok_and(|b| !is_journal_magic(crate::format::magic(b)))
+            })
+        });
         self.commit_with(data)
     }
 
@@ -500,7 +530,7 @@ impl Journal {
             }
             return Ok(());
         }
-        let one_flush = data.is_some();
+        let logs_data = data.is_some();
         let data = data.unwrap_or_default();
         let need = Log::footprint(log.shadows.len() + data.len());
         if need > log.capacity() {
@@ -512,10 +542,14 @@ impl Journal {
         }
         // Logged file data written since, and not logged again by this
         // commit, must not be replayed over what this flush makes durable.
-        if log.pos + need > log.capacity() || (!one_flush && !log.relog.is_empty()) {
+        if log.pos + need > log.capacity() || (!logs_data && !log.relog.is_empty()) {
             self.checkpoint()?;
         }
         let log = self.log.as_mut().expect("journaled");
+        // The first transaction after the header is never committed with
+        // one flush: with two, none of its records is durable without its
+        // first descriptor, which replay relies on (replay.rs).
+        let one_flush = logs_data && log.pos > 0;
         let first = log.start + 1 + log.pos;
         log.write_copies(&mut *self.store, &data)?;
         if !one_flush {

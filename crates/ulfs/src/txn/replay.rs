@@ -10,26 +10,29 @@
 //! Replaying twice writes the same bytes twice, so a crash during replay
 //! is harmless.
 //!
-//! Records numbered `s` or more may lie beyond the stop only if a commit
-//! numbered `s` was written: transaction `s + 1` is written only once that
-//! commit is durable, and transaction `s` starts where replay stopped (or
-//! replay would have stopped inside it). So when the block where replay
-//! stopped is zeros, or an intact record numbered below `s` (what a clean
-//! unmount leaves: the first record of the previous round of the log),
-//! nothing newer can follow and the next transaction is `s`. Otherwise
-//! (a torn or damaged record, a commit that does not match) replay does not
-//! look further, as it once did by reading the whole region: the next
-//! transaction is numbered `H + blocks`, past any record the region can
-//! hold, since the transactions written after a header take at least
-//! three blocks each and every older record is numbered below `H`
-//! (log.rs's invariant).
+//! New transactions must never reuse the number of a record left in the
+//! region: a stale descriptor or commit numbered like a new transaction
+//! could be paired with it. The number is kept only in the one case where
+//! nothing can be left: replay applied nothing, and stopped at the first
+//! log block, which is zeros or an intact record older than `H` (what a
+//! clean unmount leaves). There, no record numbered `H` or more exists:
+//! transaction `H` is the first written after the header, at the first log
+//! block, and is always committed with two flushes (`Journal::commit_with`),
+//! so none of its records can be durable without its first descriptor,
+//! which is not there; later transactions are written only once it is
+//! committed. In every other case (something replayed, a torn or damaged
+//! record, a transaction begun) the next transaction is numbered
+//! `H + blocks`, past any record the region can hold (transactions written
+//! after a header take at least three blocks each, and every older record
+//! is numbered below `H`: log.rs's invariant), and the header says so
+//! before anything new is written. Replay never reads the rest of the
+//! region to find out.
 
 use super::Replayed;
 use super::log::Log;
-use super::verified::Verified;
 use crate::errno::{Errno, Result};
 use crate::format::journal::*;
-use crate::format::{Bid, Block, block_crc_ok};
+use crate::format::{Bid, Block};
 use crate::store::BlockStore;
 
 /// What the log holds at one position.
@@ -48,11 +51,7 @@ impl Log {
     /// sequence number. Returns what was replayed, and whether the header
     /// must be written before the next transaction (the next sequence
     /// number moved).
-    pub(super) fn replay(
-        &mut self,
-        store: &mut dyn BlockStore,
-        verified: &Verified,
-    ) -> Result<(Replayed, bool)> {
+    pub(super) fn replay(&mut self, store: &mut dyn BlockStore) -> Result<(Replayed, bool)> {
         let first = self.next_seq;
         let mut seq = first;
         let mut at = self.start + 1;
@@ -65,22 +64,21 @@ impl Log {
             for (home, pos) in copies {
                 let copy = *store.block(pos)?;
                 if store.is_read_only() {
+                    // File data copies too (a commit for fsync logs them):
+                    // `Journal::data` reads them from here.
                     self.shadows.insert(home, Box::new(copy));
                 } else {
                     store.block_mut(home)?.copy_from_slice(&copy);
                 }
-                // A metadata copy is sealed; a file data copy (logged by
-                // a commit for fsync) is not, and is not metadata.
-                if block_crc_ok(&copy) {
-                    verified.insert(home);
-                }
+                // Not marked verified: a copy may be file data, so each
+                // home is checked at its first read as metadata.
                 done.blocks += 1;
             }
             done.transactions += 1;
             seq += 1;
             at = next;
         };
-        if !self.ends_cleanly(&*store, stop, seq)? {
+        if seq != first || !self.ends_cleanly(&*store, stop, seq)? {
             seq = seq.max(first + self.blocks as u64);
             if seq >= SEQ_LIMIT {
                 return Err(Errno::EUCLEAN);
@@ -131,11 +129,12 @@ impl Log {
         }
     }
 
-    /// Whether replay, stopped at `stop` before transaction `seq`, stopped
-    /// where nothing newer can follow (see the module comment).
+    /// Whether replay, having applied nothing, stopped where no record
+    /// numbered `seq` or more can be (see the module comment): at the first
+    /// log block, holding zeros or an older record.
     fn ends_cleanly(&self, store: &dyn BlockStore, stop: Bid, seq: u64) -> Result<bool> {
-        if stop >= self.start + self.blocks {
-            return Ok(true);
+        if stop != self.start + 1 {
+            return Ok(false);
         }
         let b: &Block = store.block(stop)?;
         Ok(b.iter().all(|&x| x == 0) || (is_record(b) && record_seq(b) < seq))

@@ -281,8 +281,9 @@ fn an_empty_log_is_not_scanned() {
 }
 
 /// A crash before a commit record leaves a transaction without one:
-/// replay applies what was committed before it and goes on numbering
-/// from it (nothing newer can follow a transaction never committed).
+/// replay applies what was committed before it, and numbers the next one
+/// past every record the region can hold (the uncommitted one's
+/// descriptor stays in the log and must never pair with a new commit).
 #[test]
 fn an_uncommitted_transaction_is_skipped() {
     let (mut j, _) = open(journaled_disk());
@@ -302,8 +303,8 @@ fn an_uncommitted_transaction_is_skipped() {
         0,
         "the uncommitted one is not applied"
     );
-    assert_eq!(j2.log.as_ref().unwrap().next_seq, 2);
-    assert_eq!(header_decode(j2.store().block(2).unwrap()), Some(2));
+    assert_eq!(j2.log.as_ref().unwrap().next_seq, 1 + 16, "past the region");
+    assert_eq!(header_decode(j2.store().block(2).unwrap()), Some(1 + 16));
     j2.meta_mut(42).unwrap()[300] = 3;
     j2.commit_txn().unwrap();
     let (j3, r) = open(SimDisk::from_image(
@@ -375,6 +376,8 @@ fn an_unsealed_block_evicted_from_the_cache_still_reads() {
 #[test]
 fn a_commit_for_sync_flushes_only_its_log_records() {
     let (mut j, _) = open(journaled_disk());
+    j.meta_mut(41).unwrap()[300] = 1;
+    j.commit_txn().unwrap(); // the first transaction takes two flushes
     let flushes = disk_of(&j).flush_count();
     j.note_alloc(45);
     j.data_mut(45).unwrap().fill(7);
@@ -386,7 +389,7 @@ fn a_commit_for_sync_flushes_only_its_log_records() {
         "the installed home waits for the checkpoint"
     );
     let (j2, r) = open(SimDisk::from_image(disk_of(&j).crash_image(|_| Fate::Lost)));
-    assert_eq!(r.transactions, 1);
+    assert_eq!(r.transactions, 2);
     assert!(j2.data(45).unwrap().iter().all(|&b| b == 7));
     assert_eq!(j2.meta(40).unwrap()[300], 1);
 }
@@ -414,4 +417,122 @@ fn logged_data_written_again_is_not_replayed_over() {
         assert_eq!(j2.data(45).unwrap()[1], 7);
         assert_eq!(j2.meta(41).unwrap()[300], 2);
     }
+}
+
+/// Found by review: with one-flush commits a commit record can be durable
+/// while its descriptor is lost. Replay, which applied the transaction
+/// before it, numbers the next one past the region, so the orphaned commit
+/// record can never vouch for a new transaction's copies.
+#[test]
+fn a_commit_record_without_its_descriptor_is_never_paired() {
+    // Crash states at each flush, with the descriptor of the second
+    // transaction (log block 6) lost and everything else written.
+    let at_flush = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut d = journaled_disk();
+    let sink = at_flush.clone();
+    d.on_flush(move |disk| {
+        let img = disk.crash_image(|b| if b == 6 { Fate::Lost } else { Fate::Written });
+        sink.lock().unwrap().push(img)
+    });
+    let (mut j, _) = open(d);
+    j.meta_mut(40).unwrap()[300] = 1;
+    j.commit_txn().unwrap(); // log blocks 3, 4, 5
+    j.note_alloc(45);
+    j.data_mut(45).unwrap().fill(7);
+    j.meta_mut(41).unwrap()[300] = 2;
+    let flushes = disk_of(&j).flush_count();
+    j.commit_for_sync().unwrap(); // one flush: descriptor at block 6
+    assert_eq!(disk_of(&j).flush_count(), flushes + 1);
+    let img = at_flush.lock().unwrap().last().unwrap().clone();
+    let (mut j2, r) = open(SimDisk::from_image(img));
+    assert_eq!(r.transactions, 1);
+    assert_eq!(j2.data(41).unwrap()[300], 0, "its descriptor is lost");
+    let next = j2.log.as_ref().unwrap().next_seq;
+    assert_eq!(next, 1 + 16);
+    // The next transactions, of the same shape, crash the same way.
+    j2.meta_mut(41).unwrap()[300] = 3;
+    j2.commit_txn().unwrap();
+    j2.meta_mut(42).unwrap()[300] = 4;
+    j2.commit_txn().unwrap();
+    let (j3, r) = open(SimDisk::from_image(
+        disk_of(&j2).crash_image(|_| Fate::Lost),
+    ));
+    assert_eq!(r.transactions, 2);
+    assert_eq!(j3.data(41).unwrap()[300], 3);
+    assert_eq!(j3.data(42).unwrap()[300], 4);
+}
+
+/// The first transaction after the header is committed with two flushes
+/// even for fsync: none of its records may be durable without its first
+/// descriptor (replay.rs keeps the number only when that is absent).
+#[test]
+fn the_first_transaction_of_the_log_takes_two_flushes() {
+    let (mut j, _) = open(journaled_disk());
+    let flushes = disk_of(&j).flush_count();
+    j.meta_mut(40).unwrap()[300] = 1;
+    j.commit_for_sync().unwrap();
+    assert_eq!(disk_of(&j).flush_count(), flushes + 2);
+    j.meta_mut(40).unwrap()[300] = 2;
+    j.commit_for_sync().unwrap();
+    assert_eq!(disk_of(&j).flush_count(), flushes + 3);
+}
+
+/// Found by review: a read-only mount replays into memory, and file data
+/// logged by a commit for fsync must be read from there too.
+#[test]
+fn a_read_only_mount_reads_replayed_file_data() {
+    let (mut j, _) = open(journaled_disk());
+    j.note_alloc(45);
+    j.data_mut(45).unwrap().fill(7);
+    j.meta_mut(40).unwrap()[300] = 1;
+    j.commit_for_sync().unwrap();
+    let img = disk_of(&j).crash_image(|_| Fate::Lost);
+    let d = SimDisk::from_image(img).read_only();
+    let (ro, r) = Journal::journaled(Box::new(d), 2, 16, true).unwrap();
+    assert_eq!(r.transactions, 1);
+    assert_eq!(ro.meta(40).unwrap()[300], 1);
+    assert!(ro.data(45).unwrap().iter().all(|&b| b == 7));
+}
+
+/// Found by review: file data that begins like a journal record (an image
+/// kept in a file) is never copied into the log, where a replay could
+/// take it for one.
+#[test]
+fn data_that_looks_like_a_journal_record_is_not_logged() {
+    let (mut j, _) = open(journaled_disk());
+    j.meta_mut(40).unwrap()[300] = 1;
+    j.commit_txn().unwrap();
+    j.note_alloc(45);
+    descriptor_encode(j.data_mut(45).unwrap(), 2, &[41]);
+    j.meta_mut(41).unwrap()[300] = 2;
+    j.commit_for_sync().unwrap();
+    assert!(!j.log.as_ref().unwrap().logged_data.contains(&45));
+    let (j2, r) = open(SimDisk::from_image(disk_of(&j).crash_image(|_| Fate::Lost)));
+    assert_eq!(r.transactions, 2);
+    assert_eq!(
+        crate::format::magic(j2.data(45).unwrap()),
+        MAGIC_DESCRIPTOR,
+        "flushed in place"
+    );
+}
+
+/// Found by review: the first transaction's descriptor and copies durable,
+/// its commit record not. Replay applies nothing but has read a record of
+/// the transaction, so the number is not reused: a new transaction at the
+/// same place could otherwise be paired with that descriptor.
+#[test]
+fn a_descriptor_without_its_commit_record_makes_numbering_jump() {
+    let (mut j, _) = open(journaled_disk());
+    j.meta_mut(40).unwrap()[300] = 1;
+    j.meta_mut(41).unwrap()[300] = 1;
+    j.log
+        .as_mut()
+        .unwrap()
+        .write_copies(&mut *j.store, &[])
+        .unwrap();
+    j.flush().unwrap();
+    let (j2, r) = open(SimDisk::from_image(disk_of(&j).current().to_vec()));
+    assert_eq!(r.transactions, 0);
+    assert_eq!(j2.log.as_ref().unwrap().next_seq, 1 + 16);
+    assert_eq!(header_decode(j2.store().block(2).unwrap()), Some(1 + 16));
 }
