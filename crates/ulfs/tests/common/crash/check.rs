@@ -115,10 +115,15 @@ pub fn fsck_shared(img: &Arc<Vec<u8>>, what: &str) -> Result<(), String> {
 pub fn check_image(img: Vec<u8>, ex: &Expect<'_>, extras: Extras) -> Result<Match, String> {
     let mut errors = Vec::new();
     let shared = Arc::new(img);
-    if extras.raw_fsck
-        && let Err(e) = fsck_shared(&shared, "the crash image itself (read-only)")
-    {
-        errors.push(e);
+    if extras.raw_fsck {
+        if let Err(e) = fsck_shared(&shared, "the crash image itself (read-only)") {
+            errors.push(e);
+        }
+        // A read-only mount replays into memory only (file data logged by
+        // a commit for fsync included): it must read an allowed state too.
+        if let Err(e) = read_only_state(&shared, ex) {
+            errors.push(e);
+        }
     }
     if extras.crash_recovery
         && let Err(e) = crash_recovery(&shared, ex)
@@ -171,6 +176,21 @@ pub fn check_image(img: Vec<u8>, ex: &Expect<'_>, extras: Extras) -> Result<Matc
         Ok(m) if errors.is_empty() => Ok(m),
         _ => Err(errors.join("\nand ")),
     }
+}
+
+/// The tree a read-only mount of the crash image reads, against the
+/// allowed states.
+fn read_only_state(img: &Arc<Vec<u8>>, ex: &Expect<'_>) -> Result<(), String> {
+    let opts = MountOptions {
+        read_only: true,
+        ..Default::default()
+    };
+    let mut fs = Fs::mount_store(Box::new(SharedImage(img.clone())), opts)
+        .map_err(|e| format!("read-only mount failed: {e}"))?;
+    let found = read_tree(&mut fs).map_err(|e| format!("reading the tree read-only: {e}"))?;
+    ex.matching(&found)
+        .map(drop)
+        .map_err(|e| format!("read-only, {e}"))
 }
 
 thread_local! {
