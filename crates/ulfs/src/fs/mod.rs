@@ -184,7 +184,7 @@ impl Volume {
     /// the changes kept in open inodes in it.
     pub(crate) fn commit_txn(&mut self) -> Result<()> {
         self.write_back_inodes()?;
-        self.commit_txn_now(false)
+        self.commit_txn_now(false).map(drop)
     }
 
     /// Journal: whether the running transaction is as big as a commit
@@ -196,18 +196,20 @@ impl Volume {
 
     /// `commit_txn` once the open inodes are written back; `for_sync`: a
     /// commit that fsync waits for (`Journal::commit_for_sync`).
-    fn commit_txn_now(&mut self, for_sync: bool) -> Result<()> {
+    /// Returns whether a commit for sync committed anything.
+    fn commit_txn_now(&mut self, for_sync: bool) -> Result<bool> {
         if self.j.pending() > 0 || self.sb_dirty {
             self.write_superblock(SB_PRIMARY)?;
             self.sb_dirty = false;
         }
-        if for_sync {
-            self.j.commit_for_sync()?;
+        let committed = if for_sync {
+            self.j.commit_for_sync()?
         } else {
             self.j.commit_txn()?;
-        }
+            false
+        };
         self.rebase_call();
-        Ok(())
+        Ok(committed)
     }
 
     /// Whether the running transaction has room for about `blocks` more
@@ -227,11 +229,15 @@ impl Volume {
             return Ok(());
         }
         if self.j.is_journaled() {
-            let pending =
-                self.j.pending() > 0 || self.sb_dirty || self.open.dirty_since().is_some();
             self.write_back_inodes()?;
-            self.commit_txn_now(true)?;
-            return if pending { Ok(()) } else { self.j.flush_data() };
+            // A commit flushed what the fsync promises; with nothing to
+            // commit, file data written in place is flushed alone.
+            let committed = self.commit_txn_now(true)?;
+            return if committed {
+                Ok(())
+            } else {
+                self.j.flush_data()
+            };
         }
         self.write_back_inodes()?;
         self.sb.seq += 1;

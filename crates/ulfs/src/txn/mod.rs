@@ -486,7 +486,7 @@ impl Journal {
     /// place): the copies are written to the log and flushed with the file
     /// data written so far, then the commit record is written and flushed.
     pub fn commit_txn(&mut self) -> Result<()> {
-        self.commit_with(None)
+        self.commit_with(None).map(drop)
     }
 
     /// Commits the running transaction for fsync: with one flush, not two,
@@ -494,7 +494,9 @@ impl Journal {
     /// data blocks written since) are few. They are logged with the
     /// metadata, so the commit record's CRC covers them and the record
     /// need not wait for them to be durable (docs/FORMAT.md 13.3).
-    pub fn commit_for_sync(&mut self) -> Result<()> {
+    /// Returns whether it committed anything (then everything written so
+    /// far that the fsync promises is durable).
+    pub fn commit_for_sync(&mut self) -> Result<bool> {
         let data = self.log.as_ref().and_then(|l| l.data_to_log());
         // A data block that begins like a journal record is not logged: in
         // the log it could be taken for one (an image kept in a file).
@@ -511,13 +513,13 @@ impl Journal {
 
     /// Commits, logging the file data blocks `data` and flushing once if
     /// given, or flushing before the commit record if not.
-    fn commit_with(&mut self, data: Option<Vec<Bid>>) -> Result<()> {
+    fn commit_with(&mut self, data: Option<Vec<Bid>>) -> Result<bool> {
         if self.failed {
             return Err(Errno::EROFS);
         }
         self.unless_faulted()?;
         let Some(log) = &mut self.log else {
-            return Ok(());
+            return Ok(false);
         };
         let copies = log.shadows.len() + data.as_ref().map_or(0, Vec::len);
         let data = data.filter(|_| Log::footprint(copies) <= log.capacity());
@@ -528,7 +530,7 @@ impl Journal {
             if self.call.open {
                 self.rebase_call();
             }
-            return Ok(());
+            return Ok(false);
         }
         let logs_data = data.is_some();
         let data = data.unwrap_or_default();
@@ -578,7 +580,7 @@ impl Journal {
             // What is committed stays: the undo point moves here.
             self.rebase_call();
         }
-        Ok(())
+        Ok(true)
     }
 
     /// Journal: makes the installed homes durable and empties the log.
