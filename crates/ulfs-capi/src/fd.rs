@@ -10,7 +10,7 @@ use std::ffi::{c_int, c_void};
 use libc::{gid_t, mode_t, off_t, size_t, ssize_t, uid_t};
 use ulfs::Errno;
 
-use crate::ffi::{c_times, fs_mut, guard_fs, in_buf, offset, out_buf, put, ssize, ulfs_t};
+use crate::ffi::{c_times, fs_mut, guard_fs, in_buf, offset, out_buf, ssize, ulfs_t};
 
 /// Closes `fd`. Returns 0 or `-errno`.
 ///
@@ -143,9 +143,10 @@ pub unsafe extern "C" fn ulfs_fstat(fs: *mut ulfs_t, fd: c_int, st: *mut libc::s
         if st.is_null() {
             return Err(Errno::EFAULT);
         }
-        let s = fs.fstat(fd)?.to_libc();
-        // SAFETY: `st` is valid for one `struct stat` by the contract.
-        unsafe { put(st, s) }?;
+        // SAFETY: `st` is non-NULL and valid for writing one `struct stat`
+        // by the contract; `MaybeUninit` makes no claim on what it holds.
+        let out = unsafe { &mut *st.cast::<std::mem::MaybeUninit<libc::stat>>() };
+        fs.fstat_libc(fd, out)?;
         Ok(0)
     })
 }

@@ -18,7 +18,7 @@
 //! image files: opening one then fails with EMFILE.
 
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU32, AtomicUsize, Ordering};
 
 use crate::real::real;
 
@@ -242,27 +242,49 @@ thread_local! {
     static INSIDE: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
 }
 
+/// The depth of the library's own work while the process has one thread
+/// (owner.rs): a plain static then, which saves the two thread-local look-
+/// ups (`__tls_get_addr`, in a shared library) every call would make.
+static INSIDE_ALONE: AtomicU32 = AtomicU32::new(0);
+
 /// Whether this thread is in the library's own work (holding the file
 /// system's lock, perhaps): its host reads and writes must not take
 /// turns on the image, which would hand the image over from inside.
 pub fn inside_library() -> bool {
-    INSIDE.with(|c| c.get() > 0)
+    INSIDE_ALONE.load(Ordering::Relaxed) > 0 || INSIDE.with(|c| c.get() > 0)
 }
 
 /// While alive, this thread's calls are the library's own: its
 /// descriptors are open to them.
-pub struct LibraryCall(());
+pub struct LibraryCall {
+    /// Counted in `INSIDE_ALONE` (the process had one thread).
+    alone: bool,
+}
 
 impl LibraryCall {
+    #[inline]
     pub fn enter() -> Self {
-        INSIDE.with(|c| c.set(c.get() + 1));
-        LibraryCall(())
+        let alone = crate::owner::single_threaded();
+        if alone {
+            // One thread (and its signal handlers): no read-modify-write.
+            let depth = INSIDE_ALONE.load(Ordering::Relaxed);
+            INSIDE_ALONE.store(depth + 1, Ordering::Relaxed);
+        } else {
+            INSIDE.with(|c| c.set(c.get() + 1));
+        }
+        LibraryCall { alone }
     }
 }
 
 impl Drop for LibraryCall {
+    #[inline]
     fn drop(&mut self) {
-        INSIDE.with(|c| c.set(c.get().saturating_sub(1)));
+        if self.alone {
+            let depth = INSIDE_ALONE.load(Ordering::Relaxed);
+            INSIDE_ALONE.store(depth.saturating_sub(1), Ordering::Relaxed);
+        } else {
+            INSIDE.with(|c| c.set(c.get().saturating_sub(1)));
+        }
     }
 }
 
@@ -270,7 +292,7 @@ impl Drop for LibraryCall {
 /// the placeholder base, the shared memory, the wake-up eventfd) and the
 /// call is the program's: then the descriptor is not open, for it.
 pub fn is_library(fd: i32) -> bool {
-    fd >= 0 && library_fds().contains(&(fd as i64)) && INSIDE.with(|c| c.get() == 0)
+    fd >= 0 && library_fds().contains(&(fd as i64)) && !inside_library()
 }
 
 /// The library's descriptors in `[first, last]`, in order.

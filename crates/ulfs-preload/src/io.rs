@@ -574,12 +574,11 @@ pub unsafe fn fstat_image(u: c_int, st: *mut libc::stat) -> c_int {
     if st.is_null() {
         return fail(libc::EFAULT);
     }
-    match on_image(|fs| fs.fstat(u)) {
-        Ok(s) => {
-            // SAFETY: `st` is non-NULL and writable by the contract.
-            unsafe { st.write(s.to_libc()) };
-            0
-        }
+    // SAFETY: `st` is non-NULL and writable for one `struct stat` by the
+    // contract; `MaybeUninit` makes no claim on what it holds now.
+    let out = unsafe { &mut *st.cast::<std::mem::MaybeUninit<libc::stat>>() };
+    match on_image(|fs| fs.fstat_libc(u, out)) {
+        Ok(()) => 0,
         Err(e) => fail(e.raw()),
     }
 }

@@ -57,6 +57,7 @@ mod inherit;
 mod io;
 mod locks;
 mod mmap;
+mod owner;
 mod paths;
 mod popen_streams;
 mod process;

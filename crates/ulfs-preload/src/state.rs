@@ -20,6 +20,8 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock};
+
+use crate::owner::{Held, Owned};
 use std::time::{Duration, Instant};
 
 use ulfs::{Errno, Fs, MountOptions};
@@ -41,7 +43,8 @@ const LOCK_WAIT: Duration = Duration::from_secs(10);
 const DEFER_MAX: Duration = Duration::from_millis(200);
 
 pub struct Image {
-    fs: Mutex<Slot>,
+    /// Lock-free while the program has one thread (owner.rs).
+    fs: Owned<Slot>,
     /// Where the image appears, absolute, without a trailing slash.
     pub prefix: Vec<u8>,
     path: std::path::PathBuf,
@@ -113,7 +116,7 @@ pub fn init() {
         .map(|p| p.into_os_string().into_encoded_bytes())
         .unwrap_or_else(|_| b"/".to_vec());
     let image = Image {
-        fs: Mutex::new(Slot::Unmounted),
+        fs: Owned::new(Slot::Unmounted),
         prefix,
         path: path.into(),
         read_only: std::env::var_os(ENV_RO).is_some_and(|v| v == "1"),
@@ -213,7 +216,15 @@ impl Image {
 
     fn serve<T>(&self, turn: bool, f: impl FnOnce(&mut Fs) -> ulfs::Result<T>) -> ulfs::Result<T> {
         let _inside = crate::fds::LibraryCall::enter();
-        let mut g = lock(&self.fs);
+        let Ok(mut g) = self.fs.hold() else {
+            // A signal handler called in while this thread was inside.
+            return Err(Errno(libc::EDEADLK));
+        };
+        if let Slot::Mounted(fs) = &mut *g
+            && !(turn && crate::shared::wanted())
+        {
+            return f(fs);
+        }
         // Handing over and mounting make calls of their own: the
         // program's errno is kept through them (a successful call leaves
         // it as it found it, as libc's do).
@@ -308,10 +319,12 @@ impl Image {
     /// glibc makes with internal calls), so the new program can mount it.
     pub fn hand_over_now(&self) {
         let _inside = crate::fds::LibraryCall::enter();
-        self.hand_over(&mut lock(&self.fs));
+        if let Ok(mut g) = self.fs.hold() {
+            self.hand_over(&mut g);
+        }
     }
 
-    fn hand_over(&self, g: &mut MutexGuard<'_, Slot>) {
+    fn hand_over(&self, g: &mut Held<'_, Slot>) {
         if let Slot::Mounted(fs) = &mut **g
             && (!holds_files() || crate::inherit::can_hand_over(fs))
         {
@@ -340,7 +353,11 @@ impl Image {
             // process's, but a zombie's would stand until it is reaped).
             let _ = self.with(|_| Ok(()));
         }
-        let slot = std::mem::replace(&mut *lock(&self.fs), Slot::Closed);
+        let Ok(mut g) = self.fs.hold() else {
+            return; // exit from a signal handler inside a call
+        };
+        let slot = std::mem::replace(&mut *g, Slot::Closed);
+        drop(g);
         self.let_go(slot, "at exit", false);
         crate::inherit::release_all();
     }
@@ -359,7 +376,11 @@ impl Image {
                 Ok(())
             });
         }
-        let slot = std::mem::replace(&mut *lock(&self.fs), Slot::Unmounted);
+        let Ok(mut g) = self.fs.hold() else {
+            return; // an exec from a signal handler inside a call
+        };
+        let slot = std::mem::replace(&mut *g, Slot::Unmounted);
+        drop(g);
         self.let_go(slot, "before exec", true);
     }
 
@@ -374,7 +395,12 @@ impl Image {
     /// image files.
     pub fn fork(&self, real_fork: impl FnOnce() -> libc::pid_t) -> libc::pid_t {
         let _inside = crate::fds::LibraryCall::enter();
-        let mut g = lock(&self.fs);
+        let Ok(mut g) = self.fs.hold() else {
+            // A fork from a signal handler inside a call: the file system
+            // is mid-change, and the child cannot have it (its calls on
+            // the image fail, as in this handler).
+            return real_fork();
+        };
         let kept = match &mut *g {
             Slot::Mounted(fs) => {
                 let keep = holds_files() && !crate::inherit::can_hand_over(fs);

@@ -52,7 +52,7 @@ impl Volume {
     }
 
     /// `fstat` of an open file, from its decoded inode.
-    #[inline]
+    #[inline(always)]
     pub fn stat_open(&mut self, id: super::OpenId) -> Result<Stat> {
         let dev = self.dev();
         let ino = self.open_ino(id);
