@@ -15,7 +15,9 @@
 //! library creates none, and the program can only create one from its own
 //! code, which does not run inside a call (a signal handler may not call
 //! `pthread_create`). So a lock-free holder and a locking one never meet.
-//! Where glibc does not say (another C library), every call locks.
+//! Where glibc does not say (another C library), every call locks. A
+//! program that makes threads with a raw `clone(2)`, behind glibc's back,
+//! leaves the flag true; glibc itself does not support such threads.
 
 use std::cell::UnsafeCell;
 use std::sync::atomic::{AtomicBool, Ordering, compiler_fence};
