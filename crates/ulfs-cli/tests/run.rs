@@ -668,6 +668,28 @@ fn compile_c_with(dir: &Path, name: &str, bin_name: &str, flags: &[&str]) -> Pat
     bin
 }
 
+/// A single-threaded program takes no lock under `ulfs run`; a signal
+/// handler calling into the image while the program is inside a call gets
+/// EDEADLK (it deadlocked on the lock before), and nothing else goes wrong
+/// (tests/c/run_signal_reentry.c).
+#[test]
+fn a_signal_handler_calling_in_mid_call_is_refused() {
+    let (dir, img) = image();
+    let bin = compile_c(dir.path(), "run_signal_reentry");
+    let out = run(&img, &[], &[bin.to_str().unwrap(), "/ulfs"]);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
+    for line in [
+        "handler calls: at least 200",
+        "handler failures other than EDEADLK: 0",
+        "handler refused mid-call: yes",
+        "read back as written: yes",
+    ] {
+        assert!(stdout.contains(line), "{line}: {stdout}");
+    }
+    assert_clean(&img);
+}
+
 /// glibc's fts over an image tree (tests/c/run_fts.c: physical and
 /// logical walks, symlinks dangling and looping, FTS_SEEDOT, a compar
 /// order, fts_set's SKIP, AGAIN and FOLLOW, fts_children).
