@@ -175,35 +175,12 @@ fn mount(ctx: &mut Ctx) {
                 dead[i] = true;
             }
         }
-        let mut times = vec![Vec::new(); systems.len()];
-        let mut rss = vec![Vec::new(); systems.len()];
-        for round in 0..rounds.total() {
-            for i in rotation(systems.len(), round) {
-                ctx.bar.inc(1);
-                if interrupted() {
-                    return;
-                }
-                if dead[i] {
-                    continue;
-                }
-                let got = place.start_again(systems[i]).and_then(|mut w| {
-                    let a = w.ask("mounted")?;
-                    w.finish()?;
-                    Ok(a)
-                });
-                match got {
-                    Ok(a) if a.len() == 2 && round >= rounds.warmup => {
-                        times[i].push(ns_to(Unit::Ms, a[0]));
-                        rss[i].push(a[1]);
-                    }
-                    Ok(_) => {}
-                    Err(e) => {
-                        ctx.failed(&FIGURES, systems[i], &format!("mounting {n} files: {e}"));
-                        dead[i] = true;
-                    }
-                }
-            }
-        }
+        let what = format!("mounting {n} files");
+        let Some((times, rss)) = mount_rounds(ctx, &FIGURES, &mut dead, &what, |sys| {
+            place.start_again(sys)
+        }) else {
+            return;
+        };
         for (i, sys) in systems.into_iter().enumerate() {
             if !dead[i] {
                 ctx.record("mount-time", sys, n, Unit::Ms, &times[i]);
@@ -242,35 +219,12 @@ fn mount_by_size(ctx: &mut Ctx) {
                 dead[i] = true;
             }
         }
-        let mut times = vec![Vec::new(); systems.len()];
-        let mut rss = vec![Vec::new(); systems.len()];
-        for round in 0..rounds.total() {
-            for i in rotation(systems.len(), round) {
-                ctx.bar.inc(1);
-                if interrupted() {
-                    return;
-                }
-                if dead[i] {
-                    continue;
-                }
-                let got = place.start_read_only(systems[i]).and_then(|mut w| {
-                    let a = w.ask("mounted")?;
-                    w.finish()?;
-                    Ok(a)
-                });
-                match got {
-                    Ok(a) if a.len() == 2 && round >= rounds.warmup => {
-                        times[i].push(ns_to(Unit::Ms, a[0]));
-                        rss[i].push(a[1]);
-                    }
-                    Ok(_) => {}
-                    Err(e) => {
-                        ctx.failed(&FIGURES, systems[i], &format!("mounting {mib} MiB: {e}"));
-                        dead[i] = true;
-                    }
-                }
-            }
-        }
+        let what = format!("mounting {mib} MiB");
+        let Some((times, rss)) = mount_rounds(ctx, &FIGURES, &mut dead, &what, |sys| {
+            place.start_read_only(sys)
+        }) else {
+            return;
+        };
         for (i, sys) in systems.into_iter().enumerate() {
             let _ = place.remove_image(sys);
             if !dead[i] {
@@ -279,4 +233,53 @@ fn mount_by_size(ctx: &mut Ctx) {
             }
         }
     }
+}
+
+/// Per system: mount times (ms) and resident memory after mount (KiB).
+type MountSamples = (Vec<Vec<f64>>, Vec<Vec<f64>>);
+
+/// Rounds of new processes mounting each system's image (`start` makes the
+/// worker), the systems taking turns: the mount times (ms) and resident
+/// memory after mount (KiB) of the measured rounds, per system. A system
+/// that fails is marked in `dead` and reported under `figures`. `None` if
+/// the run was interrupted.
+fn mount_rounds(
+    ctx: &mut Ctx,
+    figures: &[&str],
+    dead: &mut [bool; MOUNT_SYSTEMS.len()],
+    what: &str,
+    start: impl Fn(System) -> Result<crate::worker::Worker, String>,
+) -> Option<MountSamples> {
+    let systems = MOUNT_SYSTEMS;
+    let rounds = ctx.rounds();
+    let mut times = vec![Vec::new(); systems.len()];
+    let mut rss = vec![Vec::new(); systems.len()];
+    for round in 0..rounds.total() {
+        for i in rotation(systems.len(), round) {
+            ctx.bar.inc(1);
+            if interrupted() {
+                return None;
+            }
+            if dead[i] {
+                continue;
+            }
+            let got = start(systems[i]).and_then(|mut w| {
+                let a = w.ask("mounted")?;
+                w.finish()?;
+                Ok(a)
+            });
+            match got {
+                Ok(a) if a.len() == 2 && round >= rounds.warmup => {
+                    times[i].push(ns_to(Unit::Ms, a[0]));
+                    rss[i].push(a[1]);
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    ctx.failed(figures, systems[i], &format!("{what}: {e}"));
+                    dead[i] = true;
+                }
+            }
+        }
+    }
+    Some((times, rss))
 }
