@@ -676,7 +676,25 @@ fn compile_c_with(dir: &Path, name: &str, bin_name: &str, flags: &[&str]) -> Pat
 fn a_signal_handler_calling_in_mid_call_is_refused() {
     let (dir, img) = image();
     let bin = compile_c(dir.path(), "run_signal_reentry");
-    let out = run(&img, &[], &[bin.to_str().unwrap(), "/ulfs"]);
+    // A deadlock (what the handler's call did on the lock) fails the test
+    // after a minute instead of hanging it.
+    let mut child = Command::new(ULFS)
+        .arg("run")
+        .arg(&img)
+        .args(["--", bin.to_str().unwrap(), "/ulfs"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if started.elapsed() > std::time::Duration::from_secs(60) {
+            let _ = child.kill();
+            panic!("the program hung: a signal handler's call deadlocked");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let out = child.wait_with_output().unwrap();
     let stdout = text(&out.stdout);
     assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
     for line in [

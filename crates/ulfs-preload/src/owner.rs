@@ -11,16 +11,20 @@
 //! the image; that call fails with EDEADLK instead of reaching a file
 //! system in the middle of a change (with the lock it would deadlock).
 //!
-//! A thread cannot appear while a lock-free call is in progress: the
-//! library creates none, and the program can only create one from its own
-//! code, which does not run inside a call (a signal handler may not call
-//! `pthread_create`). So a lock-free holder and a locking one never meet.
+//! A thread cannot normally appear while a lock-free call is in progress:
+//! the library creates none, and the program's own code does not run
+//! inside a call. It can in corner cases (a `pthread_atfork` handler run
+//! by the `fork` the library makes while holding; a signal handler that
+//! creates a thread). So a locking holder also waits for a lock-free one
+//! to finish, and every holder knows its thread: a second hold by the
+//! same thread, on either path, is refused (`Reentered`) rather than
+//! deadlocking or reaching a file system in the middle of a change.
 //! Where glibc does not say (another C library), every call locks. A
 //! program that makes threads with a raw `clone(2)`, behind glibc's back,
 //! leaves the flag true; glibc itself does not support such threads.
 
-use std::cell::UnsafeCell;
-use std::sync::atomic::{AtomicBool, Ordering, compiler_fence};
+use std::cell::{Cell, UnsafeCell};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering, compiler_fence};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
 /// A value reached only through [`Owned::hold`].
@@ -28,7 +32,15 @@ pub struct Owned<T> {
     lock: Mutex<()>,
     /// A lock-free holder is inside (single-threaded).
     busy: AtomicBool,
+    /// Its thread (`pthread_self`), while `busy`.
+    busy_owner: AtomicUsize,
     value: UnsafeCell<T>,
+}
+
+thread_local! {
+    /// This thread holds a value through the lock (a second hold on the
+    /// same thread, from a signal handler, is refused, not deadlocked).
+    static HOLDING: Cell<bool> = const { Cell::new(false) };
 }
 
 // SAFETY: the value is reached by one holder at a time: through the mutex,
@@ -52,6 +64,7 @@ impl<T> Owned<T> {
         Owned {
             lock: Mutex::new(()),
             busy: AtomicBool::new(false),
+            busy_owner: AtomicUsize::new(0),
             value: UnsafeCell::new(value),
         }
     }
@@ -65,6 +78,7 @@ impl<T> Owned<T> {
             if self.busy.load(Ordering::Relaxed) {
                 return Err(Reentered);
             }
+            self.busy_owner.store(this_thread(), Ordering::Relaxed);
             self.busy.store(true, Ordering::Relaxed);
             compiler_fence(Ordering::SeqCst);
             return Ok(Held {
@@ -72,9 +86,36 @@ impl<T> Owned<T> {
                 _guard: None,
             });
         }
+        self.hold_locked()
+    }
+
+    /// Whether this thread holds the value now (a signal handler
+    /// interrupted its call).
+    pub fn held_here(&self) -> bool {
+        if self.busy.load(Ordering::Relaxed)
+            && self.busy_owner.load(Ordering::Relaxed) == this_thread()
+        {
+            return true;
+        }
+        HOLDING.with(Cell::get)
+    }
+
+    #[cold]
+    fn hold_locked(&self) -> Result<Held<'_, T>, Reentered> {
+        if HOLDING.with(Cell::get) {
+            return Err(Reentered);
+        }
         // A poisoned lock means a panic inside a call, which `ulfs` already
         // turned into a read-only volume: carrying on is safe.
         let guard = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+        // A lock-free holder that was inside when threads appeared.
+        while self.busy.load(Ordering::Acquire) {
+            if self.busy_owner.load(Ordering::Relaxed) == this_thread() {
+                return Err(Reentered);
+            }
+            std::thread::yield_now();
+        }
+        HOLDING.with(|h| h.set(true));
         Ok(Held {
             owned: self,
             _guard: Some(guard),
@@ -101,9 +142,20 @@ impl<T> Drop for Held<'_, T> {
     fn drop(&mut self) {
         if self._guard.is_none() {
             compiler_fence(Ordering::SeqCst);
-            self.owned.busy.store(false, Ordering::Relaxed);
+            // Release: a locking holder waiting for it sees its changes.
+            self.owned.busy.store(false, Ordering::Release);
+        } else {
+            HOLDING.with(|h| h.set(false));
         }
     }
+}
+
+/// This thread's identity (`pthread_self`: a register read, no call into
+/// the kernel).
+#[inline]
+fn this_thread() -> usize {
+    // SAFETY: pthread_self has no preconditions.
+    unsafe { libc::pthread_self() as usize }
 }
 
 /// Whether glibc says the process has never created a thread.
@@ -124,15 +176,15 @@ pub fn single_threaded() -> bool {
 mod tests {
     use super::*;
 
+    /// The test runner has threads: this is the locked path (the lock-free
+    /// one is tests/c/run_signal_reentry.c's, under `ulfs run`).
     #[test]
     fn one_holder_at_a_time() {
         let owned = Owned::new(5u32);
         {
             let mut held = owned.hold().unwrap();
             *held += 1;
-            if single_threaded() {
-                assert!(owned.hold().is_err(), "a second holder on one thread");
-            }
+            assert!(owned.hold().is_err(), "a second holder on one thread");
         }
         assert_eq!(*owned.hold().unwrap(), 6);
     }

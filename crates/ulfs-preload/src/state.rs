@@ -102,6 +102,9 @@ pub fn init() {
     let Some(path) = std::env::var_os(ENV_IMAGE) else {
         return;
     };
+    // Looked up now (dlsym), not at a first call that may be in a signal
+    // handler.
+    crate::owner::single_threaded();
     let prefix = std::env::var_os(ENV_AT)
         .map(|p| p.into_encoded_bytes())
         .unwrap_or_else(|| b"/ulfs".to_vec());
@@ -205,6 +208,12 @@ impl Image {
     /// (said on standard error).
     pub fn with<T>(&self, f: impl FnOnce(&mut Fs) -> ulfs::Result<T>) -> ulfs::Result<T> {
         self.serve(true, f)
+    }
+
+    /// Whether this thread is inside a call on the image: a signal handler
+    /// interrupted it.
+    pub fn held_here(&self) -> bool {
+        self.fs.held_here()
     }
 
     /// As `with`, but never letting go for a waiting process first: for a
@@ -354,7 +363,10 @@ impl Image {
             let _ = self.with(|_| Ok(()));
         }
         let Ok(mut g) = self.fs.hold() else {
-            return; // exit from a signal handler inside a call
+            crate::warn(
+                "ulfs run: exit from a signal handler during a call on the image: its last changes are not committed",
+            );
+            return;
         };
         let slot = std::mem::replace(&mut *g, Slot::Closed);
         drop(g);
@@ -377,7 +389,10 @@ impl Image {
             });
         }
         let Ok(mut g) = self.fs.hold() else {
-            return; // an exec from a signal handler inside a call
+            crate::warn(
+                "ulfs run: exec from a signal handler during a call on the image: its last changes are not committed",
+            );
+            return;
         };
         let slot = std::mem::replace(&mut *g, Slot::Unmounted);
         drop(g);
@@ -397,9 +412,12 @@ impl Image {
         let _inside = crate::fds::LibraryCall::enter();
         let Ok(mut g) = self.fs.hold() else {
             // A fork from a signal handler inside a call: the file system
-            // is mid-change, and the child cannot have it (its calls on
-            // the image fail, as in this handler).
-            return real_fork();
+            // is mid-change, and a child would carry a second live copy of
+            // it. Refused, as a fork the system cannot make now.
+            crate::warn(
+                "ulfs run: fork refused: called from a signal handler during a call on the image",
+            );
+            return crate::fail(libc::EAGAIN);
         };
         let kept = match &mut *g {
             Slot::Mounted(fs) => {
