@@ -24,7 +24,7 @@
 //! leaves the flag true; glibc itself does not support such threads.
 
 use std::cell::{Cell, UnsafeCell};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering, compiler_fence};
+use std::sync::atomic::{AtomicBool, Ordering, compiler_fence};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
 /// A value reached only through [`Owned::hold`].
@@ -32,15 +32,7 @@ pub struct Owned<T> {
     lock: Mutex<()>,
     /// A lock-free holder is inside (single-threaded).
     busy: AtomicBool,
-    /// Its thread (`pthread_self`), while `busy`.
-    busy_owner: AtomicUsize,
     value: UnsafeCell<T>,
-}
-
-thread_local! {
-    /// This thread holds a value through the lock (a second hold on the
-    /// same thread, from a signal handler, is refused, not deadlocked).
-    static HOLDING: Cell<bool> = const { Cell::new(false) };
 }
 
 // SAFETY: the value is reached by one holder at a time: through the mutex,
@@ -52,7 +44,22 @@ unsafe impl<T: Send> Sync for Owned<T> {}
 pub struct Held<'a, T> {
     owned: &'a Owned<T>,
     /// `None`: held lock-free.
-    _guard: Option<MutexGuard<'a, ()>>,
+    _guard: Option<Locked<'a>>,
+}
+
+/// The lock, held by this thread (`HOLDING` says so until it is dropped).
+struct Locked<'a>(#[allow(dead_code)] MutexGuard<'a, ()>);
+
+impl Drop for Locked<'_> {
+    fn drop(&mut self) {
+        HOLDING.with(|h| h.set(false));
+    }
+}
+
+thread_local! {
+    /// This thread holds a value through the lock (a second hold on the
+    /// same thread, from a signal handler, is refused, not deadlocked).
+    static HOLDING: Cell<bool> = const { Cell::new(false) };
 }
 
 /// A call started inside another on the same thread (a signal handler).
@@ -64,7 +71,6 @@ impl<T> Owned<T> {
         Owned {
             lock: Mutex::new(()),
             busy: AtomicBool::new(false),
-            busy_owner: AtomicUsize::new(0),
             value: UnsafeCell::new(value),
         }
     }
@@ -78,7 +84,6 @@ impl<T> Owned<T> {
             if self.busy.load(Ordering::Relaxed) {
                 return Err(Reentered);
             }
-            self.busy_owner.store(this_thread(), Ordering::Relaxed);
             self.busy.store(true, Ordering::Relaxed);
             compiler_fence(Ordering::SeqCst);
             return Ok(Held {
@@ -86,40 +91,41 @@ impl<T> Owned<T> {
                 _guard: None,
             });
         }
-        self.hold_locked()
+        let guard = self.lock_slow()?;
+        Ok(Held {
+            owned: self,
+            _guard: Some(guard),
+        })
     }
 
     /// Whether this thread holds the value now (a signal handler
     /// interrupted its call).
     pub fn held_here(&self) -> bool {
-        if self.busy.load(Ordering::Relaxed)
-            && self.busy_owner.load(Ordering::Relaxed) == this_thread()
-        {
+        if self.busy.load(Ordering::Relaxed) && this_thread() == sole_thread() {
             return true;
         }
         HOLDING.with(Cell::get)
     }
 
+    /// Takes the lock, unless this thread holds the value already; waits
+    /// for a lock-free holder that was inside when threads appeared.
     #[cold]
-    fn hold_locked(&self) -> Result<Held<'_, T>, Reentered> {
+    #[inline(never)]
+    fn lock_slow(&self) -> Result<Locked<'_>, Reentered> {
         if HOLDING.with(Cell::get) {
             return Err(Reentered);
         }
         // A poisoned lock means a panic inside a call, which `ulfs` already
         // turned into a read-only volume: carrying on is safe.
         let guard = self.lock.lock().unwrap_or_else(|e| e.into_inner());
-        // A lock-free holder that was inside when threads appeared.
         while self.busy.load(Ordering::Acquire) {
-            if self.busy_owner.load(Ordering::Relaxed) == this_thread() {
+            if this_thread() == sole_thread() {
                 return Err(Reentered);
             }
             std::thread::yield_now();
         }
         HOLDING.with(|h| h.set(true));
-        Ok(Held {
-            owned: self,
-            _guard: Some(guard),
-        })
+        Ok(Locked(guard))
     }
 }
 
@@ -144,8 +150,6 @@ impl<T> Drop for Held<'_, T> {
             compiler_fence(Ordering::SeqCst);
             // Release: a locking holder waiting for it sees its changes.
             self.owned.busy.store(false, Ordering::Release);
-        } else {
-            HOLDING.with(|h| h.set(false));
         }
     }
 }
@@ -158,18 +162,40 @@ fn this_thread() -> usize {
     unsafe { libc::pthread_self() as usize }
 }
 
+/// The address of glibc's `__libc_single_threaded` (0 if the C library
+/// has none), and the thread that was the process's only one when it was
+/// looked up: the main thread (in the child of a fork, the forking thread,
+/// whose identity the child keeps; after an exec the new main thread).
+/// While the flag is true that thread is the only one, so a lock-free
+/// holder is it.
+static FLAG: OnceLock<(usize, usize)> = OnceLock::new();
+
+fn flag() -> (usize, usize) {
+    *FLAG.get_or_init(|| {
+        // SAFETY: dlsym with a NUL-terminated name; a null result means
+        // the C library has no such variable.
+        let at = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"__libc_single_threaded".as_ptr()) };
+        (at as usize, this_thread())
+    })
+}
+
+/// Looks the flag up: at load, on the main thread, rather than at a first
+/// call that may be in a signal handler.
+pub fn init() {
+    flag();
+}
+
+fn sole_thread() -> usize {
+    flag().1
+}
+
 /// Whether glibc says the process has never created a thread.
 #[inline]
 pub fn single_threaded() -> bool {
-    static FLAG: OnceLock<usize> = OnceLock::new();
-    let flag = *FLAG.get_or_init(|| {
-        // SAFETY: dlsym with a NUL-terminated name; a null result means
-        // the C library has no such variable.
-        unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"__libc_single_threaded".as_ptr()) as usize }
-    });
+    let at = flag().0;
     // SAFETY: a non-null result is the address of glibc's `char` flag,
     // valid for the process's life; read volatile, as other code writes it.
-    flag != 0 && unsafe { std::ptr::read_volatile(flag as *const u8) } != 0
+    at != 0 && unsafe { std::ptr::read_volatile(at as *const u8) } != 0
 }
 
 #[cfg(test)]

@@ -104,7 +104,7 @@ pub fn init() {
     };
     // Looked up now (dlsym), not at a first call that may be in a signal
     // handler.
-    crate::owner::single_threaded();
+    crate::owner::init();
     let prefix = std::env::var_os(ENV_AT)
         .map(|p| p.into_encoded_bytes())
         .unwrap_or_else(|| b"/ulfs".to_vec());
