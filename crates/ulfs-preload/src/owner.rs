@@ -14,8 +14,13 @@
 //! A thread cannot appear while a lock-free call is in progress: the
 //! library creates none, and the program can only create one from its own
 //! code, which does not run inside a call (a signal handler may not call
-//! `pthread_create`). So a lock-free holder and a locking one never meet.
-//! Where glibc does not say (another C library), every call locks. A
+//! `pthread_create`). So a lock-free holder and a locking one never meet,
+//! except in corner cases a review found and this does not handle yet: a
+//! `pthread_atfork` handler that starts a thread while the library forks
+//! (holding), or a signal handler that creates one mid-call. Where glibc
+//! does not say (another C library), every call locks. A program that
+//! makes threads with a raw `clone(2)`, behind glibc's back, leaves the
+//! flag true; glibc itself does not support such threads. A
 //! program that makes threads with a raw `clone(2)`, behind glibc's back,
 //! leaves the flag true; glibc itself does not support such threads.
 
