@@ -296,6 +296,11 @@ impl FdBitmap {
 mod tests {
     use super::*;
 
+    /// An open file whose inode and flags the test does not look at.
+    fn any_file() -> OpenFile {
+        OpenFile::new(1, OpenId::test(0), 0, false)
+    }
+
     #[test]
     fn lowest_fd_dup_and_shared_description() {
         let mut t = FdTable::default();
@@ -328,31 +333,17 @@ mod tests {
         let mut t = FdTable::default();
         t.set_max_fds(8).unwrap();
         for want in 0..8 {
-            assert_eq!(
-                t.insert(OpenFile::new(1, OpenId::test(0), 0, false))
-                    .unwrap(),
-                want
-            );
+            assert_eq!(t.insert(any_file()).unwrap(), want);
         }
-        assert_eq!(
-            t.insert(OpenFile::new(1, OpenId::test(0), 0, false)),
-            Err(Errno::EMFILE)
-        );
+        assert_eq!(t.insert(any_file()), Err(Errno::EMFILE));
         assert_eq!(t.dup_from(0, 0), Err(Errno::EMFILE));
         assert_eq!(t.dup_from(0, 8), Err(Errno::EINVAL));
         assert_eq!(t.dup2(0, 8).unwrap_err(), Errno::EBADF);
         t.close(5).unwrap();
         t.close(3).unwrap();
         assert_eq!(t.dup_from(0, 4).unwrap(), 5);
-        assert_eq!(
-            t.insert(OpenFile::new(1, OpenId::test(0), 0, false))
-                .unwrap(),
-            3
-        );
-        assert_eq!(
-            t.insert(OpenFile::new(1, OpenId::test(0), 0, false)),
-            Err(Errno::EMFILE)
-        );
+        assert_eq!(t.insert(any_file()).unwrap(), 3);
+        assert_eq!(t.insert(any_file()), Err(Errno::EMFILE));
         // Lowering the limit keeps what is open; raising it lets more in.
         t.set_max_fds(4).unwrap();
         assert!(t.get(7).is_ok());
@@ -368,30 +359,16 @@ mod tests {
     fn default_limit_reached_with_lowest_free_numbering() {
         let mut t = FdTable::default();
         for want in 0..MAX_FDS as Fd {
-            assert_eq!(
-                t.insert(OpenFile::new(1, OpenId::test(0), 0, false))
-                    .unwrap(),
-                want
-            );
+            assert_eq!(t.insert(any_file()).unwrap(), want);
         }
-        assert_eq!(
-            t.insert(OpenFile::new(1, OpenId::test(0), 0, false)),
-            Err(Errno::EMFILE)
-        );
+        assert_eq!(t.insert(any_file()), Err(Errno::EMFILE));
         for fd in [MAX_FDS as Fd - 1, 700_001, 70_000, 64, 63, 0] {
             t.close(fd).unwrap();
         }
         for want in [0, 63, 64, 70_000, 700_001, MAX_FDS as Fd - 1] {
-            assert_eq!(
-                t.insert(OpenFile::new(1, OpenId::test(0), 0, false))
-                    .unwrap(),
-                want
-            );
+            assert_eq!(t.insert(any_file()).unwrap(), want);
         }
-        assert_eq!(
-            t.insert(OpenFile::new(1, OpenId::test(0), 0, false)),
-            Err(Errno::EMFILE)
-        );
+        assert_eq!(t.insert(any_file()), Err(Errno::EMFILE));
     }
 
     #[test]

@@ -122,6 +122,28 @@ impl SimDisk {
         self.hook = Some(Box::new(hook));
     }
 
+    /// A flush of the written blocks in `blocks`: the hook sees the disk
+    /// first, then they become durable (or EIO, nothing durable, when
+    /// flushes fail).
+    fn flush_blocks(&mut self, blocks: impl std::ops::RangeBounds<Bid>) -> Result<()> {
+        if let Some(mut hook) = self.hook.take() {
+            hook(self);
+            self.hook = Some(hook);
+        }
+        if self.fail_flushes {
+            return Err(Errno::EIO);
+        }
+        let done: Vec<Bid> = self.unflushed.range(blocks).copied().collect();
+        for bid in done {
+            let off = bid as usize * BLOCK_SIZE;
+            self.durable[off..off + BLOCK_SIZE]
+                .copy_from_slice(&self.written[off..off + BLOCK_SIZE]);
+            self.unflushed.remove(&bid);
+        }
+        self.flushes += 1;
+        Ok(())
+    }
+
     fn range(&self, bid: Bid) -> Result<std::ops::Range<usize>> {
         let off = bid as usize * BLOCK_SIZE;
         if off + BLOCK_SIZE > self.written.len() {
@@ -158,43 +180,13 @@ impl BlockStore for SimDisk {
     }
 
     fn flush(&mut self) -> Result<()> {
-        if let Some(mut hook) = self.hook.take() {
-            hook(self);
-            self.hook = Some(hook);
-        }
-        if self.fail_flushes {
-            return Err(Errno::EIO);
-        }
-        for &bid in &self.unflushed {
-            let off = bid as usize * BLOCK_SIZE;
-            self.durable[off..off + BLOCK_SIZE]
-                .copy_from_slice(&self.written[off..off + BLOCK_SIZE]);
-        }
-        self.unflushed.clear();
-        self.flushes += 1;
-        Ok(())
+        self.flush_blocks(..)
     }
 
     /// Only the range becomes durable; every other block written stays in
     /// flight, for the crash states to lose, keep or tear.
     fn flush_range(&mut self, first: Bid, count: u32) -> Result<()> {
-        if let Some(mut hook) = self.hook.take() {
-            hook(self);
-            self.hook = Some(hook);
-        }
-        if self.fail_flushes {
-            return Err(Errno::EIO);
-        }
-        let end = first.saturating_add(count);
-        let range: Vec<Bid> = self.unflushed.range(first..end).copied().collect();
-        for bid in range {
-            let off = bid as usize * BLOCK_SIZE;
-            self.durable[off..off + BLOCK_SIZE]
-                .copy_from_slice(&self.written[off..off + BLOCK_SIZE]);
-            self.unflushed.remove(&bid);
-        }
-        self.flushes += 1;
-        Ok(())
+        self.flush_blocks(first..first.saturating_add(count))
     }
 
     fn as_sim(&self) -> Option<&SimDisk> {

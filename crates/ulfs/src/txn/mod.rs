@@ -451,21 +451,21 @@ impl Journal {
 
     /// Flushes the store; a failure latches the journal read-only.
     fn flush(&mut self) -> Result<()> {
-        if self.failed {
-            return Err(Errno::EROFS);
-        }
-        self.store.flush().map_err(|e| {
-            self.failed = true;
-            if e == Errno::EIO { e } else { Errno::EIO }
-        })
+        self.flush_with(|store| store.flush())
     }
 
     /// `flush` of blocks `first .. first + count` only.
     fn flush_range(&mut self, first: Bid, count: u32) -> Result<()> {
+        self.flush_with(|store| store.flush_range(first, count))
+    }
+
+    /// Runs one of the store's flushes; a failure latches the journal
+    /// read-only and is EIO.
+    fn flush_with(&mut self, flush: impl FnOnce(&mut dyn BlockStore) -> Result<()>) -> Result<()> {
         if self.failed {
             return Err(Errno::EROFS);
         }
-        self.store.flush_range(first, count).map_err(|e| {
+        flush(&mut *self.store).map_err(|e| {
             self.failed = true;
             if e == Errno::EIO { e } else { Errno::EIO }
         })
