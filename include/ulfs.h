@@ -132,6 +132,21 @@ int ulfs_sync(ulfs_t *fs);
  */
 int ulfs_statfs(ulfs_t *fs, const char *path, struct statfs *buf);
 
+/* ulfs_set_memory_budget() `bytes`: the budget the memory cgroup allows. */
+#define ULFS_BUDGET_AUTO (-1)
+
+/*
+ * Keeps the image's file data mapped in within about `bytes` from now on:
+ * past it, pages of file data already used are written back and dropped
+ * (the first ones touched stay), and sequential reads are read ahead, so a
+ * process under a memory limit streams through more data than fits without
+ * thrashing. 0: no budget, the host's page cache decides. ULFS_BUDGET_AUTO:
+ * half of what the process's memory cgroup leaves free (no budget without a
+ * limit), which is also what every mount starts with. Metadata is never
+ * dropped. Returns 0 or -errno (EINVAL for another negative `bytes`).
+ */
+int ulfs_set_memory_budget(ulfs_t *fs, int64_t bytes);
+
 /* ---------------------------------------------------------------------- */
 /* Paths                                                                  */
 /* ---------------------------------------------------------------------- */

@@ -742,6 +742,12 @@ int ENTRY(const char *where) {
         fprintf(stderr, "ulfs-bench worker: mount %s: %s\n", where, strerror(err));
         return 1;
     }
+    /* ULFS_BENCH_NO_BUDGET: no memory budget, whatever the cgroup allows
+     * (fig. 9's curve without it). */
+    if (getenv("ULFS_BENCH_NO_BUDGET") && ulfs_set_memory_budget(FS, 0) < 0) {
+        fprintf(stderr, "ulfs-bench worker: ulfs_set_memory_budget failed\n");
+        return 1;
+    }
     long r = read_only ? 0 : ulfs_mkdir(FS, "/w", 0755);
     if (r < 0 && r != -EEXIST) {
         fprintf(stderr, "ulfs-bench worker: mkdir /w: %s\n", strerror((int)-r));

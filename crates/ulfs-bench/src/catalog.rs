@@ -33,6 +33,9 @@ pub struct Figure {
     /// The report's sentence looks at the smallest param rather than the
     /// largest (fig. 9: the tightest limit is the point of the figure).
     pub focus_smallest: bool,
+    /// What a param of 0 means, when it is not a number (fig. 9: no
+    /// limit). Such a param is also never the report's focus.
+    pub zero_means: Option<&'static str>,
     /// The workload in one clause, for the report's sentence: "1 MiB
     /// written and read back in chunks of the given size, in random order".
     pub workload: &'static str,
@@ -62,6 +65,7 @@ const fn figure(
         reference: JOURNAL,
         disk_reference: None,
         focus_smallest: false,
+        zero_means: None,
         workload,
     }
 }
@@ -157,12 +161,13 @@ pub static FIGURES: &[Figure] = &[
         log_x: false,
         shape: Shape::Bars,
         focus_smallest: true,
+        zero_means: Some("none"),
         ..figure(
             "fig9-memory-limit",
             "Fig. 9: file count under a cgroup memory limit",
             "memory limit (MiB)",
             "time to write and read 10 files of 1 MiB",
-            "10 files of 1 MiB written and read back in 64 KiB calls by a new process whose cgroup may hold only the given memory, no swap (files and a new image on the disk, its pages dropped from the cache first; a run still going after 60 s is stopped)",
+            "10 files of 1 MiB written and read back in 64 KiB calls by a new process whose cgroup may hold only the given memory (none: no limit, the time each limit is judged against), no swap (files and a new image on the disk, its pages dropped from the cache first; a run still going after 60 s is stopped); ulfs-journal keeps to the budget it finds in the cgroup, ulfs-journal-no-budget has it turned off",
         )
     },
     figure(

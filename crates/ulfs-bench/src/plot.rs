@@ -34,10 +34,11 @@ const FAMILY: &str = "sans-serif";
 /// colours: the host first (what ulfs is measured against) in warm
 /// colours, then ulfs in its modes in blues and teals, then memcpy in grey
 /// (it is the physical limit, not a competitor).
-const SYSTEMS: [(&str, RGBColor); 10] = [
+const SYSTEMS: [(&str, RGBColor); 11] = [
     ("host-tmpfs", RGBColor(213, 94, 0)),
     ("host-ext4", RGBColor(230, 159, 0)),
     ("ulfs-journal", RGBColor(0, 83, 176)),
+    ("ulfs-journal-no-budget", RGBColor(150, 170, 205)),
     ("ulfs-none", RGBColor(86, 170, 233)),
     ("ulfs-preload", RGBColor(0, 140, 110)),
     ("ulfs-preload-none", RGBColor(90, 200, 160)),
@@ -470,7 +471,10 @@ fn axes(fig: &Figure, data: &[Series], binary_x: bool) -> (Axis, Axis) {
         let ticks = params
             .iter()
             .enumerate()
-            .map(|(i, p)| (i as f64 + 0.5, compact(*p, binary_x)))
+            .map(|(i, p)| match fig.zero_means {
+                Some(word) if *p == 0.0 => (i as f64 + 0.5, word.to_string()),
+                _ => (i as f64 + 0.5, compact(*p, binary_x)),
+            })
             .collect();
         Axis::new(false, 0.0, params.len().max(1) as f64, ticks, Vec::new())
     } else {
@@ -739,7 +743,7 @@ mod tests {
 
     #[test]
     fn a_bars_figure_draws_every_system_in_its_colour() {
-        check("fig9-memory-limit", &[1, 2, 4, 8]);
+        check("fig9-memory-limit", &[0, 1, 2, 4, 8]);
     }
 
     #[test]

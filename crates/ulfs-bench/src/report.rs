@@ -125,6 +125,9 @@ fn split_label(x_label: &str) -> Option<(&str, &str)> {
 /// A param as a reader wants it: "4 KiB" for bytes, "8 MiB" when the
 /// label names a unit, "1,000,000" otherwise.
 fn param_text(fig: &Figure, p: u64) -> String {
+    if let (Some(word), 0) = (fig.zero_means, p) {
+        return word.to_string();
+    }
     match split_label(fig.x_label) {
         Some((_, "bytes")) => {
             let mut v = p as f64;
@@ -195,7 +198,9 @@ fn sentence_with(fig: &Figure, rows: &[Row], skips: &[Skip]) -> String {
     let reference = fig.reference;
     let ps = params(fig, rows, Some(reference));
     let focus = if fig.focus_smallest {
-        ps.first()
+        // A param of 0 that is not a number (no limit) is not the point.
+        let numeric = ps.iter().find(|p| fig.zero_means.is_none() || **p > 0);
+        numeric.or(ps.first())
     } else {
         ps.last()
     };
@@ -514,6 +519,22 @@ mod tests {
             "{s}"
         );
 
+        // Fig. 9 looks at the tightest limit, never at "no limit" (0).
+        let e = "fig9-memory-limit";
+        let limits = vec![
+            row(e, "ulfs-journal", 0, 10.0, Unit::Ms),
+            row(e, "ulfs-journal-no-budget", 0, 10.0, Unit::Ms),
+            row(e, "ulfs-journal", 1, 40.0, Unit::Ms),
+            row(e, "ulfs-journal-no-budget", 1, 400.0, Unit::Ms),
+            row(e, "ulfs-journal", 2, 30.0, Unit::Ms),
+        ];
+        let s = sentence(fig(e), &limits);
+        assert!(s.starts_with("At memory limit 1 MiB, "), "{s}");
+        assert!(
+            s.contains("0.10× the time of ulfs-journal-no-budget"),
+            "{s}"
+        );
+
         let no_ref = vec![row("fig12-fstat", "host-tmpfs", 100, 1.0, Unit::Us)];
         assert_eq!(
             sentence(fig("fig12-fstat"), &no_ref),
@@ -547,6 +568,7 @@ mod tests {
         assert_eq!(param_text(fig("fig6-read-after-write-fresh"), 64), "64 B");
         assert_eq!(param_text(fig("fig11-lseek"), 1_000_000), "1,000,000");
         assert_eq!(param_text(fig("fig9-memory-limit"), 8), "8 MiB");
+        assert_eq!(param_text(fig("fig9-memory-limit"), 0), "none");
         let r = row("x", "y", 1, 4321.5, Unit::Us);
         assert_eq!(absolute(&r), "4,322 ± 43 µs");
         let r = Row {

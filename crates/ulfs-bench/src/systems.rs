@@ -13,6 +13,9 @@ pub enum System {
     HostTmpfs,
     HostExt4,
     UlfsJournal,
+    /// ulfs-journal with its memory budget turned off: the host's page
+    /// cache alone decides what stays (fig. 9's other curve).
+    UlfsJournalNoBudget,
     UlfsNone,
     /// The POSIX workload under `ulfs run` on a journaled image.
     UlfsPreload,
@@ -31,6 +34,7 @@ impl System {
             System::HostTmpfs => "host-tmpfs",
             System::HostExt4 => "host-ext4",
             System::UlfsJournal => "ulfs-journal",
+            System::UlfsJournalNoBudget => "ulfs-journal-no-budget",
             System::UlfsNone => "ulfs-none",
             System::UlfsPreload => "ulfs-preload",
             System::UlfsPreloadNone => "ulfs-preload-none",
@@ -43,6 +47,7 @@ impl System {
     fn image_mode(self) -> Option<Mode> {
         match self {
             System::UlfsJournal
+            | System::UlfsJournalNoBudget
             | System::UlfsPreload
             | System::UlfsPreloadExt4
             | System::UlfsFuse => Some(Mode::Journal),
@@ -197,6 +202,11 @@ impl Place {
             System::UlfsJournal | System::UlfsNone => {
                 self.worker("ulfs", &self.image_path(system)?)
             }
+            System::UlfsJournalNoBudget => {
+                let mut c = self.worker("ulfs", &self.image_path(system)?);
+                c.env(NO_BUDGET_ENV, "1");
+                c
+            }
             System::UlfsPreload | System::UlfsPreloadNone | System::UlfsPreloadExt4 => {
                 let mut c = self.under_ulfs_run(system, &self.tools.me)?;
                 c.args([WORKER_ARG, "posix", "/ulfs/w"]);
@@ -328,6 +338,9 @@ impl Place {
 /// Set for a ulfs worker that is to mount its image read-only
 /// (c/workload.c reads it).
 const READ_ONLY_ENV: &str = "ULFS_BENCH_READ_ONLY";
+/// Tells a ulfs worker to turn its memory budget off after mounting
+/// (`ulfs_set_memory_budget(fs, 0)`).
+const NO_BUDGET_ENV: &str = "ULFS_BENCH_NO_BUDGET";
 
 /// Removed, not overwritten: the old image's memory must go (on tmpfs a
 /// reused page stays charged to whoever touched it first).

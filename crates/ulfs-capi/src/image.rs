@@ -1,5 +1,5 @@
 //! Whole-image calls of the C ABI: `ulfs_mkfs`, `ulfs_mount`, `ulfs_unmount`,
-//! `ulfs_sync` and `ulfs_statfs`.
+//! `ulfs_sync`, `ulfs_statfs` and `ulfs_set_memory_budget`.
 //!
 //! These are the calls that create, open, flush or close the image itself (as
 //! opposed to one file in it). `ulfs_mount` and `ulfs_unmount` are also the
@@ -10,7 +10,7 @@ use std::ffi::{OsStr, c_char, c_int};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
-use ulfs::{Errno, Fs, MountOptions};
+use ulfs::{Errno, Fs, MemoryBudget, MountOptions};
 
 use crate::ffi::{c_bytes, fs_mut, guard, guard_fs, put, ulfs_t};
 use crate::options::parse_mkfs_options;
@@ -110,6 +110,34 @@ pub unsafe extern "C" fn ulfs_sync(fs: *mut ulfs_t) -> c_int {
         // SAFETY: `fs` is NULL or live and unshared, by the caller's contract.
         let mut fs = unsafe { fs_mut(fs) }?;
         fs.sync()?;
+        Ok(0)
+    })
+}
+
+/// `bytes` of `ulfs_set_memory_budget`: the budget the memory cgroup
+/// allows, as at mount.
+pub const ULFS_BUDGET_AUTO: i64 = -1;
+
+/// Keeps the image's file data mapped in within about `bytes` from now on
+/// (`MountOptions::memory_budget`): 0 for no budget (the host's page cache
+/// decides), `ULFS_BUDGET_AUTO` for half of what the process's memory
+/// cgroup leaves free, which is also what a mount starts with. Returns 0 or
+/// `-errno` (EINVAL for another negative value).
+///
+/// # Safety
+/// `fs` as for `ulfs_sync`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ulfs_set_memory_budget(fs: *mut ulfs_t, bytes: i64) -> c_int {
+    guard_fs(fs, || {
+        let budget = match bytes {
+            ULFS_BUDGET_AUTO => MemoryBudget::Auto,
+            0 => MemoryBudget::Unlimited,
+            b if b > 0 => MemoryBudget::Bytes(b as u64),
+            _ => return Err(Errno::EINVAL),
+        };
+        // SAFETY: `fs` is NULL or live and unshared, by the caller's contract.
+        let mut fs = unsafe { fs_mut(fs) }?;
+        fs.set_memory_budget(budget);
         Ok(0)
     })
 }

@@ -253,6 +253,27 @@ fn non_utf8_paths_round_trip() {
 }
 
 #[test]
+fn memory_budget_values() {
+    let m = Mounted::new();
+    let fd = m.file(c"/t", b"data");
+    // SAFETY: a live handle (or NULL, which must give EFAULT).
+    unsafe {
+        assert_eq!(
+            ulfs_set_memory_budget(std::ptr::null_mut(), 0),
+            -libc::EFAULT
+        );
+        assert_eq!(ulfs_set_memory_budget(m.fs, -2), -libc::EINVAL);
+        assert_eq!(ulfs_set_memory_budget(m.fs, i64::MIN), -libc::EINVAL);
+        for ok in [ULFS_BUDGET_AUTO, 0, 1, 8 << 20, i64::MAX] {
+            assert_eq!(ulfs_set_memory_budget(m.fs, ok), 0, "{ok}");
+            let mut buf = [0u8; 4];
+            assert_eq!(ulfs_pread(m.fs, fd, buf.as_mut_ptr().cast(), 4, 0), 4);
+            assert_eq!(&buf, b"data");
+        }
+    }
+}
+
+#[test]
 fn mount_flags_errors_and_read_only() {
     let m = Mounted::new();
     // SAFETY: valid strings and out-pointers; each handle is unmounted once.

@@ -206,6 +206,13 @@ enum Command {
         /// With --sandbox: allow network sockets
         #[arg(long)]
         allow_net: bool,
+        /// Keep at most about SIZE of file data in memory (e.g. 8M):
+        /// pages already used are written back and dropped, sequential
+        /// reads read ahead. `auto` (the default): half of what the
+        /// memory cgroup's limit leaves free, no budget without a limit;
+        /// `none`: no budget, the host's page cache decides
+        #[arg(long, value_name = "SIZE|auto|none")]
+        memory_budget: Option<String>,
         /// The program (searched in PATH) and its arguments
         #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
         command: Vec<OsString>,
@@ -342,6 +349,7 @@ fn run(command: Command) -> CliResult {
             sandbox,
             allow_read,
             allow_net,
+            memory_budget,
             command,
         } => run::run(&run::Args {
             image: &image,
@@ -350,6 +358,7 @@ fn run(command: Command) -> CliResult {
             sandbox,
             allow_read: &allow_read,
             allow_net,
+            memory_budget: memory_budget.as_deref(),
             program: &command[0],
             args: &command[1..],
         }),

@@ -1,4 +1,5 @@
-//! `ulfs run IMAGE [--at /ulfs] [--ro] [--sandbox] -- PROGRAM [ARGS...]`: runs an
+//! `ulfs run IMAGE [--at /ulfs] [--ro] [--sandbox] [--memory-budget SIZE] -- PROGRAM
+//! [ARGS...]`: runs an
 //! unmodified, dynamically linked program with the image's files under a
 //! prefix, served inside the program's own process by
 //! `libulfs_preload.so` (crate `ulfs-preload`) through `LD_PRELOAD`.
@@ -32,6 +33,8 @@ pub struct Args<'a> {
     pub allow_read: &'a [PathBuf],
     /// With `sandbox`: network sockets allowed.
     pub allow_net: bool,
+    /// `--memory-budget`: a size, `auto` or `none` (None: auto).
+    pub memory_budget: Option<&'a str>,
     pub program: &'a OsStr,
     pub args: &'a [OsString],
 }
@@ -77,6 +80,13 @@ pub fn run(a: &Args) -> CliResult {
         ))
         .with_code(2));
     }
+    let budget = match a.memory_budget {
+        None | Some("auto") => "auto".to_string(),
+        Some("none") => "none".to_string(),
+        Some(size) => crate::size::parse_size(size)
+            .map_err(|e| err(format!("--memory-budget: {e} (or `auto`, `none`)")).with_code(2))?
+            .to_string(),
+    };
     check_image(&image, a.read_only)?;
     let program = find_program(a.program)?;
     let interpreter = check_program(&program)?;
@@ -92,6 +102,7 @@ pub fn run(a: &Args) -> CliResult {
         .env("LD_PRELOAD", preload)
         .env("ULFS_RUN_IMAGE", &image)
         .env("ULFS_RUN_AT", a.at)
+        .env("ULFS_RUN_MEMORY_BUDGET", budget)
         // What the library hands from one process of a run to the next
         // never comes from outside the run.
         .env_remove("ULFS_RUN_CWD")

@@ -30,6 +30,8 @@ use ulfs::{Errno, Fs, MountOptions};
 pub const ENV_IMAGE: &str = "ULFS_RUN_IMAGE";
 pub const ENV_AT: &str = "ULFS_RUN_AT";
 pub const ENV_RO: &str = "ULFS_RUN_RO";
+/// `--memory-budget`: `auto`, `none` or bytes.
+pub const ENV_MEMORY_BUDGET: &str = "ULFS_RUN_MEMORY_BUDGET";
 /// The working directory, when an exec'ing program had it in the image:
 /// its path, and its inode (which finds it even if renamed).
 pub const ENV_CWD: &str = "ULFS_RUN_CWD";
@@ -156,12 +158,25 @@ fn release_locks_of_closing_files(fs: &mut Fs) {
     }
 }
 
+/// The budget `ulfs run --memory-budget` asked for (what it writes is
+/// `auto`, `none` or a number of bytes; anything else: auto).
+fn memory_budget() -> ulfs::MemoryBudget {
+    match std::env::var(ENV_MEMORY_BUDGET).as_deref() {
+        Ok("none") => ulfs::MemoryBudget::Unlimited,
+        Ok(n) => n
+            .parse()
+            .map_or(ulfs::MemoryBudget::Auto, ulfs::MemoryBudget::Bytes),
+        Err(_) => ulfs::MemoryBudget::Auto,
+    }
+}
+
 impl Image {
     /// Mounts the image, waiting up to `LOCK_WAIT` while another process
     /// holds it.
     fn mount(&self) -> Result<Fs, ulfs::Error> {
         let opts = MountOptions {
             read_only: self.read_only,
+            memory_budget: memory_budget(),
             ..Default::default()
         };
         let shown = self.path.display().to_string();

@@ -8,6 +8,8 @@
 //!   targets), walked with budgets so a damaged image cannot make it hang;
 //! - [`damage`]: patches decoded from arbitrary bytes and applied to an
 //!   image, with or without resealing the block's checksum;
+//! - [`page_cache`]: the host's page cache as the memory budget's tests
+//!   see it (resident pages of a file, dropping them);
 //! - [`skip`]: a test that cannot run here says so (and fails where every
 //!   test is required);
 //! - [`harness`]: the three fuzz harnesses (mount a damaged image and use
@@ -19,6 +21,7 @@
 pub mod damage;
 pub mod harness;
 mod host_model;
+pub mod page_cache;
 pub mod sample;
 pub mod skip;
 pub mod snapshot;

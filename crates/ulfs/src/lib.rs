@@ -33,5 +33,6 @@ pub use posix::dirents::{Dirent, parse as parse_dirents};
 pub use stdapi::{
     DirEntry, File, ReadDir, SharedFs, create_dir_all, metadata, read_dir, remove_dir_all,
 };
+pub use store::MemoryBudget;
 pub use txn::{Damage, last_damaged_block, take_damage};
 pub use types::*;

@@ -7,7 +7,7 @@ use super::Volume;
 use crate::errno::{Errno, Result};
 use crate::error::Error;
 use crate::format::superblock::*;
-use crate::store::{BlockStore, MmapStore, open_locked};
+use crate::store::{BlockStore, MemoryBudget, MmapStore, open_locked};
 use crate::txn::Journal;
 use crate::types::Timespec;
 use std::path::Path;
@@ -58,6 +58,10 @@ pub struct MountOptions {
     /// on the same image make the same bytes: reproducible images, and fuzz
     /// inputs that mean the same thing in every run. `None`: the clock.
     pub fixed_time: Option<Timespec>,
+    /// How much memory the image's file data may keep mapped in
+    /// (store/budget.rs, store/residency.rs). By default, what the memory
+    /// cgroup the process runs in allows; no limit there, no budget.
+    pub memory_budget: MemoryBudget,
 }
 
 impl Default for MountOptions {
@@ -68,6 +72,7 @@ impl Default for MountOptions {
             commit_interval: std::time::Duration::from_secs(5),
             verify_checksums: true,
             fixed_time: None,
+            memory_budget: MemoryBudget::Auto,
         }
     }
 }
@@ -127,11 +132,12 @@ impl Volume {
     }
 
     fn mount_store_as(
-        store: Box<dyn BlockStore>,
+        mut store: Box<dyn BlockStore>,
         opts: MountOptions,
         shown: &str,
         reap: Reap,
     ) -> std::result::Result<Volume, Error> {
+        store.set_memory_budget(opts.memory_budget);
         let sb = pick_superblock(&*store, |bid| store.block(bid), shown)?;
         let read_only = opts.read_only || sb.feat_ro_compat & !RO_COMPAT_KNOWN != 0;
         if read_only && !opts.read_only {
@@ -191,6 +197,12 @@ impl Volume {
             })?;
         }
         Ok(vol)
+    }
+
+    /// Keeps the image's file data mapped in within a new budget (what
+    /// the old one left mapped in stays until the host evicts it).
+    pub fn set_memory_budget(&mut self, budget: MemoryBudget) {
+        self.j.set_memory_budget(budget);
     }
 
     /// Marks the image in use, reaps orphans and records the mount.

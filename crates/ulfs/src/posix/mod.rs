@@ -106,6 +106,12 @@ impl Fs {
         self.vol.abandon();
     }
 
+    /// Keeps the image's file data mapped in within `budget` from now on
+    /// (`MountOptions::memory_budget` sets it at mount).
+    pub fn set_memory_budget(&mut self, budget: crate::MemoryBudget) {
+        self.vol.set_memory_budget(budget);
+    }
+
     /// The volume under this process view (for tools such as fsck).
     pub fn volume(&self) -> &Volume {
         &self.vol

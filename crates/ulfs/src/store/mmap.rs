@@ -14,16 +14,28 @@
 //! device a writer also opens with O_EXCL, which the kernel refuses while
 //! the device is mounted.
 
-use super::BlockStore;
 use super::fault::Registration;
+use super::residency::{Action, Residency};
+use super::{BlockStore, MemoryBudget};
 use crate::errno::{Errno, Result};
 use crate::format::{BLOCK_SIZE, Bid, Block};
 use memmap2::{Mmap, MmapMut, MmapOptions};
+use std::cell::{Cell, RefCell};
 use std::fs::{File, OpenOptions};
 use std::io::{Seek, SeekFrom};
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
 use std::path::Path;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Tracking {
+    Off,
+    /// An `Auto` budget, looked up in the cgroup at the first access of
+    /// file data rather than at mount: the lookup reads a handful of
+    /// /proc and /sys files (~0.2 ms), which mount time need not pay.
+    Undecided,
+    On,
+}
 
 enum Mapping {
     ReadOnly(Mmap),
@@ -37,8 +49,18 @@ pub struct MmapStore {
     map: Mapping,
     // Kept open so that `flush` can reach the device, and for the SIGBUS
     // handler, which looks at it to tell a hole from a lost page.
-    _file: File,
+    file: File,
     blocks: u64,
+    /// Whether file data is tracked for a memory budget: a plain load on
+    /// every access of file data, so no budget costs next to nothing.
+    tracking: Cell<Tracking>,
+    /// The budget's bookkeeping while `tracking` is `On`. A RefCell: a
+    /// read of file data (`data`, through `&self`) is tracked too.
+    residency: RefCell<Residency>,
+    /// A writeback this store started for the budget failed: what it was
+    /// writing may be lost, and the kernel told only us (sync_file_range
+    /// consumes the error), so every later flush fails.
+    writeback_failed: Cell<bool>,
 }
 
 /// Size in bytes of a regular file or block device.
@@ -165,9 +187,120 @@ impl MmapStore {
         Ok(MmapStore {
             fault,
             map,
-            _file: file,
+            file,
             blocks,
+            tracking: Cell::new(Tracking::Off),
+            residency: RefCell::new(Residency::new(0)),
+            writeback_failed: Cell::new(false),
         })
+    }
+
+    /// Tracks a touch of file data for the budget and does what it asks;
+    /// decides an `Auto` budget first.
+    #[inline(never)]
+    fn note_data(&self, bid: Bid, write: bool) {
+        if self.tracking.get() == Tracking::Undecided {
+            self.start_tracking(MemoryBudget::Auto.resolve());
+        }
+        if self.tracking.get() != Tracking::On {
+            return;
+        }
+        let Ok(mut r) = self.residency.try_borrow_mut() else {
+            return;
+        };
+        r.touch(bid, write, |a| self.carry_out(a));
+    }
+
+    /// Tracks file data for a budget of `bytes` from now on (None: not at
+    /// all). With a budget the kernel's own read-ahead on faults is turned
+    /// off (MADV_RANDOM): it reads up to the device's `read_ahead_kb`
+    /// around a fault (8 MiB on some virtual disks), more than a tight
+    /// budget holds; the budget reads ahead itself, within its window.
+    fn start_tracking(&self, bytes: Option<u64>) {
+        let advice = match bytes {
+            Some(b) => {
+                if let Ok(mut r) = self.residency.try_borrow_mut() {
+                    *r = Residency::new(b.div_ceil(BLOCK_SIZE as u64));
+                }
+                self.tracking.set(Tracking::On);
+                libc::MADV_RANDOM
+            }
+            None => {
+                self.tracking.set(Tracking::Off);
+                libc::MADV_NORMAL
+            }
+        };
+        self.advise_whole(advice);
+    }
+
+    /// MADV_RANDOM or MADV_NORMAL over the whole mapping.
+    fn advise_whole(&self, advice: libc::c_int) {
+        let whole = self.bytes();
+        // SAFETY: the range is this store's whole mapping; RANDOM and
+        // NORMAL only change how the kernel reads ahead on faults.
+        unsafe {
+            libc::madvise(whole.as_ptr() as *mut libc::c_void, whole.len(), advice);
+        }
+    }
+
+    /// Carries out one of the budget's actions. They are hints: a failure
+    /// changes nothing the file system relies on, except a failed
+    /// writeback, which fails every later flush (see `writeback_failed`).
+    fn carry_out(&self, action: Action) {
+        let (Action::ReadAhead { first, count }
+        | Action::WriteBack { first, count }
+        | Action::Release { first, count }) = action;
+        let end = (first as u64 + count as u64).min(self.blocks);
+        if first as u64 >= end {
+            return;
+        }
+        let offset = first as usize * BLOCK_SIZE;
+        let len = (end - first as u64) as usize * BLOCK_SIZE;
+        let fd = self.file.as_raw_fd();
+        let writable = !self.is_read_only();
+        let at = self.bytes()[offset..].as_ptr() as *mut libc::c_void;
+        // SAFETY (all three calls): the range lies inside this store's
+        // mapping, which is MAP_SHARED over the image. WILLNEED only reads
+        // ahead. DONTNEED on a shared file mapping unmaps the pages but
+        // keeps their contents (a dirty page stays dirty in the page
+        // cache), so every byte reads the same afterwards: a reference
+        // into the range sees no change. The fd calls touch no memory.
+        match action {
+            Action::ReadAhead { .. } => unsafe {
+                libc::madvise(at, len, libc::MADV_WILLNEED);
+            },
+            Action::WriteBack { .. } if writable => unsafe {
+                let how = libc::SYNC_FILE_RANGE_WRITE;
+                if libc::sync_file_range(fd, offset as i64, len as i64, how) != 0 {
+                    self.writeback_failed_now();
+                }
+            },
+            Action::WriteBack { .. } => {}
+            Action::Release { .. } => unsafe {
+                libc::madvise(at, len, libc::MADV_DONTNEED);
+                if writable {
+                    // Written back and waited for: FADV_DONTNEED drops only
+                    // clean pages, and nothing written may be dropped.
+                    let how = libc::SYNC_FILE_RANGE_WAIT_BEFORE
+                        | libc::SYNC_FILE_RANGE_WRITE
+                        | libc::SYNC_FILE_RANGE_WAIT_AFTER;
+                    if libc::sync_file_range(fd, offset as i64, len as i64, how) != 0 {
+                        self.writeback_failed_now();
+                        return;
+                    }
+                }
+                libc::posix_fadvise(fd, offset as i64, len as i64, libc::POSIX_FADV_DONTNEED);
+            },
+        }
+    }
+
+    fn writeback_failed_now(&self) {
+        let e = std::io::Error::last_os_error().raw_os_error();
+        // EINVAL/ESPIPE/ENOSYS: this kind of file has no such call (some
+        // host file systems); then the pages are simply not released.
+        if !matches!(e, Some(libc::EINVAL | libc::ESPIPE | libc::ENOSYS)) {
+            self.writeback_failed.set(true);
+        }
     }
 
     fn bytes(&self) -> &[u8] {
@@ -212,6 +345,37 @@ impl BlockStore for MmapStore {
         }
     }
 
+    #[inline]
+    fn data(&self, bid: Bid) -> Result<&Block> {
+        if self.tracking.get() != Tracking::Off {
+            self.note_data(bid, false);
+        }
+        self.block(bid)
+    }
+
+    #[inline]
+    fn data_mut(&mut self, bid: Bid) -> Result<&mut Block> {
+        if self.tracking.get() != Tracking::Off {
+            self.note_data(bid, true);
+        }
+        self.block_mut(bid)
+    }
+
+    /// A new budget starts its bookkeeping afresh (what the old one left
+    /// mapped in stays until the host evicts it).
+    fn set_memory_budget(&mut self, budget: MemoryBudget) {
+        match budget {
+            MemoryBudget::Auto => {
+                self.tracking.set(Tracking::Undecided);
+                // No read-ahead around faults until it is decided: on a
+                // disk that reads 8 MiB ahead, the metadata faults of the
+                // first calls alone would fill a tight limit.
+                self.advise_whole(libc::MADV_RANDOM);
+            }
+            other => self.start_tracking(other.resolve()),
+        }
+    }
+
     /// msync(MS_SYNC) of the whole mapping: the kernel writes the dirty
     /// pages (it tracks them; the cost follows what was written, not the
     /// image size) and waits. EIO once a fault lost bytes of the mapping:
@@ -221,7 +385,7 @@ impl BlockStore for MmapStore {
             Mapping::ReadOnly(_) => Ok(()),
             Mapping::ReadWrite(m) => m.flush().map_err(|_| Errno::EIO),
         };
-        if self.fault.faulted() {
+        if self.faulted() {
             return Err(Errno::EIO);
         }
         flushed
@@ -240,7 +404,7 @@ impl BlockStore for MmapStore {
             }
             Mapping::ReadWrite(_) => Err(Errno::EUCLEAN),
         };
-        if self.fault.faulted() {
+        if self.faulted() {
             return Err(Errno::EIO);
         }
         flushed
@@ -248,7 +412,7 @@ impl BlockStore for MmapStore {
 
     #[inline]
     fn faulted(&self) -> bool {
-        self.fault.faulted()
+        self.fault.faulted() || self.writeback_failed.get()
     }
 }
 

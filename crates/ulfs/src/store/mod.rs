@@ -3,16 +3,20 @@
 //!
 //! `MmapStore` is the real one (the image mapped MAP_SHARED; `fault` turns
 //! a SIGBUS on that mapping into an error, `holes` makes a sparse image
-//! whole before it is written). `SimDisk` is
+//! whole before it is written, `residency` keeps its file data within a
+//! memory budget, which `budget` finds). `SimDisk` is
 //! a simulated disk for crash testing: it remembers what is durable and
 //! what was written since the last flush, so tests can produce every state
 //! a power cut could leave.
 
+mod budget;
 pub(crate) mod fault;
 mod holes;
 mod mmap;
+mod residency;
 pub mod sim;
 
+pub use budget::{MIN_BUDGET, MemoryBudget, cgroup_headroom};
 pub use mmap::{MmapStore, backing_size, is_block_device, lock_image, open_locked};
 pub use sim::{Fate, SimDisk};
 
@@ -32,6 +36,24 @@ pub trait BlockStore: Send {
     fn is_read_only(&self) -> bool;
     fn block(&self, bid: Bid) -> Result<&Block>;
     fn block_mut(&mut self, bid: Bid) -> Result<&mut Block>;
+    /// A block of file data, to read: `block`, and the store learns that
+    /// file data is read there (a store keeping a memory budget tracks
+    /// these: store/residency.rs). Metadata goes through `block`.
+    #[inline]
+    fn data(&self, bid: Bid) -> Result<&Block> {
+        self.block(bid)
+    }
+    /// A block of file data, to write: `block_mut`, as `data` says.
+    #[inline]
+    fn data_mut(&mut self, bid: Bid) -> Result<&mut Block> {
+        self.block_mut(bid)
+    }
+    /// Keeps the file data mapped in within `budget` from now on. Stores
+    /// held in memory have nothing to keep and ignore it (without looking
+    /// up the cgroup an `Auto` budget would need).
+    fn set_memory_budget(&mut self, budget: MemoryBudget) {
+        let _ = budget;
+    }
     /// Makes every write so far durable and waits; EIO if it could not.
     fn flush(&mut self) -> Result<()>;
     /// Makes the writes so far to blocks `first .. first + count` durable

@@ -355,7 +355,7 @@ impl Journal {
         {
             return Ok(copy);
         }
-        self.store.block(bid)
+        self.store.data(bid)
     }
 
     /// Writes a file data block (not journaled: data=ordered semantics).
@@ -367,7 +367,12 @@ impl Journal {
         if let Some(log) = &mut self.log {
             log.note_data_write(bid);
         }
-        self.store.block_mut(bid)
+        self.store.data_mut(bid)
+    }
+
+    /// Keeps the file data mapped in within `budget`: store/residency.rs.
+    pub fn set_memory_budget(&mut self, budget: crate::store::MemoryBudget) {
+        self.store.set_memory_budget(budget);
     }
 
     /// A block was allocated by the running transaction.
