@@ -80,6 +80,61 @@ impl Volume {
         Ok(bid)
     }
 
+    /// The physical block of `lblk` (0 for a hole) and the run around it:
+    /// the logical blocks next to it whose pointers, in the same pointer
+    /// array (the inode's direct map, or one indirect block), name the
+    /// physical blocks next to it, as (first logical block, its physical
+    /// block, length). A file written in order is a few long runs, so an
+    /// open file remembers the run and finds any block in it without a
+    /// pointer read (`OpenInodes::cached_map`).
+    pub(crate) fn bmap_run(&self, inode: &Inode, lblk: u64) -> Result<(Bid, u64, u32)> {
+        let (slot, depth, idx) = map_path(lblk)?;
+        let mut leaf = None;
+        let mut bid = inode.map[slot];
+        for (level, &i) in idx[..depth].iter().enumerate() {
+            if bid == 0 {
+                return Ok((0, lblk, 1));
+            }
+            let b = self.indirect(bid)?;
+            if level + 1 == depth {
+                leaf = Some(b);
+            }
+            bid = ptr(b, i);
+        }
+        if bid == 0 {
+            return Ok((0, lblk, 1));
+        }
+        self.check_bid(bid)?;
+        // The pointer array and the index of `lblk` in it.
+        let (at, count): (usize, usize) = match leaf {
+            None => (slot, N_DIRECT),
+            Some(_) => (idx[depth - 1], P as usize),
+        };
+        let get = |i: usize| match leaf {
+            None => inode.map[i],
+            Some(b) => ptr(b, i),
+        };
+        let follows = |i: usize, want: u64| {
+            let b = get(i);
+            b as u64 == want && self.bid_fault(b).is_none()
+        };
+        let mut first = at;
+        while first > 0
+            && follows(
+                first - 1,
+                (bid as u64).wrapping_sub((at - first + 1) as u64),
+            )
+        {
+            first -= 1;
+        }
+        let mut end = at + 1;
+        while end < count && follows(end, bid as u64 + (end - at) as u64) {
+            end += 1;
+        }
+        let back = (at - first) as u64;
+        Ok((bid, lblk - back, (end - first) as u32))
+    }
+
     /// The physical block of `lblk`, allocating it (and any missing indirect
     /// blocks) when absent. Returns (block, freshly allocated). A fresh data
     /// block holds stale bytes: the caller writes or zeroes all of it.

@@ -4,6 +4,7 @@
 //! transaction.
 
 use super::bmap::MapSlot;
+use super::open_inodes::MapRun;
 use super::{OpenId, Volume};
 use crate::errno::{Errno, Result};
 use crate::format::inode::Inode;
@@ -190,7 +191,12 @@ impl Volume {
         // Changed with the bitmap and pointer blocks in the transaction:
         // written back with them.
         self.open.mark_dirty(id, now);
-        self.open.remember_map(id, lblk, bid);
+        let run = MapRun {
+            first: lblk,
+            bid,
+            len: 1,
+        };
+        self.open.remember_map(id, run);
         Ok(Some(bid))
     }
 
@@ -219,9 +225,14 @@ impl Volume {
         if let Some(bid) = self.open.cached_map(id, lblk) {
             return Ok(bid);
         }
-        let bid = self.bmap(self.open.decoded(id), lblk)?;
+        let (bid, first, len) = self.bmap_run(self.open.decoded(id), lblk)?;
         if bid != 0 {
-            self.open.remember_map(id, lblk, bid);
+            let run = MapRun {
+                first,
+                bid: bid - (lblk - first) as Bid,
+                len,
+            };
+            self.open.remember_map(id, run);
         }
         Ok(bid)
     }

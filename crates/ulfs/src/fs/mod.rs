@@ -302,6 +302,38 @@ mod tests {
     }
 
     #[test]
+    fn a_block_map_run_is_the_consecutive_blocks_around_a_block() {
+        // Two groups: a map block lies inside the data area.
+        let (_d, mut v) = volume(256 << 20);
+        let d = v.sb.first_group + 1;
+        let mut inode = Inode::default();
+        inode.map[..7].copy_from_slice(&[d, d + 1, d + 2, 0, d + 10, d + 11, d + 20]);
+        assert_eq!(v.bmap_run(&inode, 0).unwrap(), (d, 0, 3));
+        assert_eq!(v.bmap_run(&inode, 1).unwrap(), (d + 1, 0, 3));
+        assert_eq!(v.bmap_run(&inode, 2).unwrap(), (d + 2, 0, 3));
+        assert_eq!(v.bmap_run(&inode, 3).unwrap(), (0, 3, 1));
+        assert_eq!(v.bmap_run(&inode, 5).unwrap(), (d + 11, 4, 2));
+        assert_eq!(v.bmap_run(&inode, 6).unwrap(), (d + 20, 6, 1));
+        // A run never takes in a map block: pointers that reach one stop it.
+        let map_block = v.sb.first_group + crate::format::GROUP_SPAN;
+        inode.map[..3].copy_from_slice(&[map_block - 2, map_block - 1, map_block]);
+        assert_eq!(v.bmap_run(&inode, 0).unwrap(), (map_block - 2, 0, 2));
+        assert_eq!(v.bmap_run(&inode, 2), Err(Errno::EUCLEAN));
+        // In an indirect block: a file written in order is one run there.
+        let root = v.root();
+        let ino = v
+            .create(root, b"f", libc::S_IFREG | 0o644, 0, 0, b"")
+            .unwrap();
+        let data = vec![5u8; 40 * crate::format::BLOCK_SIZE];
+        v.write_at(ino, &data, 0).unwrap();
+        let inode = v.inode(ino).unwrap();
+        let (bid, first, len) = v.bmap_run(&inode, 30).unwrap();
+        assert_eq!((first, len), (12, 28));
+        assert_eq!(bid, v.bmap(&inode, 30).unwrap());
+        assert_eq!(bid - 18, v.bmap(&inode, 12).unwrap());
+    }
+
+    #[test]
     fn allocation_is_contiguous_and_reuses_freed_blocks() {
         for mode in [Mode::None, Mode::Journal] {
             let (_d, mut v) = volume_with(4 << 20, mode);

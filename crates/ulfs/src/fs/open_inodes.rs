@@ -51,12 +51,23 @@ pub(crate) struct Entry {
     /// Decoded on first use (`Volume::open_inode`).
     inode: Option<Inode>,
     dirty: bool,
-    /// The last block looked up through the decoded inode, (logical,
-    /// physical): small sequential calls hit one block several times.
-    /// Valid while the block map is unchanged, that is until a call writes
-    /// the inode (every change to a block map does) or the inode is
-    /// decoded again.
-    last_map: Option<(u64, crate::format::Bid)>,
+    /// The two runs of blocks last looked up through the decoded inode,
+    /// newest first: logical blocks `first .. first + len` are physical
+    /// blocks `bid .. bid + len` (`Volume::bmap_run`), so calls anywhere
+    /// in a file written in order find their block without a pointer
+    /// read (two: a file's direct blocks and its first indirect block are
+    /// apart). Valid while the block map is unchanged, that is until a
+    /// call writes the inode (every change to a block map does) or the
+    /// inode is decoded again; filling a hole (`alloc_open`) is
+    /// remembered as a run of one.
+    last_map: [Option<MapRun>; 2],
+}
+
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct MapRun {
+    pub first: u64,
+    pub bid: crate::format::Bid,
+    pub len: u32,
 }
 
 #[derive(Default)]
@@ -97,7 +108,7 @@ impl OpenInodes {
         if let Some(&i) = self.by_ino.get(&ino) {
             let e = &mut self.entries[i as usize];
             e.inode = Some(inode.clone());
-            e.last_map = None;
+            e.last_map = [None; 2];
             if in_call {
                 self.touched.push(i);
             }
@@ -112,7 +123,7 @@ impl OpenInodes {
                     && !e.dirty
                 {
                     e.inode = None;
-                    e.last_map = None;
+                    e.last_map = [None; 2];
                 }
             }
         }
@@ -125,7 +136,7 @@ impl OpenInodes {
         debug_assert!(self.dirty.is_empty());
         for e in &mut self.entries {
             e.inode = None;
-            e.last_map = None;
+            e.last_map = [None; 2];
         }
     }
 
@@ -146,18 +157,21 @@ impl OpenInodes {
             .expect("decoded by open_inode")
     }
 
-    /// The physical block of `lblk` if it was the last one looked up.
+    /// The physical block of `lblk` if it is in the run last looked up.
     #[inline]
     pub(crate) fn cached_map(&self, id: OpenId, lblk: u64) -> Option<crate::format::Bid> {
-        match self.entries[id.0 as usize].last_map {
-            Some((l, bid)) if l == lblk => Some(bid),
-            _ => None,
-        }
+        let runs = &self.entries[id.0 as usize].last_map;
+        runs.iter().flatten().find_map(|r| {
+            (lblk.wrapping_sub(r.first) < r.len as u64)
+                .then(|| r.bid + (lblk - r.first) as crate::format::Bid)
+        })
     }
 
     #[inline]
-    pub(crate) fn remember_map(&mut self, id: OpenId, lblk: u64, bid: crate::format::Bid) {
-        self.entries[id.0 as usize].last_map = Some((lblk, bid));
+    pub(crate) fn remember_map(&mut self, id: OpenId, run: MapRun) {
+        let runs = &mut self.entries[id.0 as usize].last_map;
+        runs[1] = runs[0];
+        runs[0] = Some(run);
     }
 
     /// Marks the entry of `id` changed at `now`.
@@ -191,7 +205,7 @@ impl Volume {
             refs: 1,
             inode: None,
             dirty: false,
-            last_map: None,
+            last_map: [None; 2],
         };
         let i = match open.free.pop() {
             Some(i) => {
