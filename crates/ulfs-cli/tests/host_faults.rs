@@ -93,3 +93,27 @@ fn commands_on_a_truncated_image() {
         assert!(!out.status.success(), "{args:?} accepted a cut image");
     }
 }
+
+/// `mkfs --sparse` on a host with no room even for the metadata it writes:
+/// ENOSPC in words, not "Read-only file system", no signal, no image left.
+#[test]
+fn mkfs_sparse_on_a_full_host_says_so() {
+    let t = match Tmpfs::mount(8 << 20) {
+        Ok(t) => t,
+        Err(why) => return skip("mkfs_sparse_on_a_full_host_says_so", &why),
+    };
+    t.fill();
+    let img = t.path().join("s.img");
+    let out = ulfs(&["mkfs", "1G", "--sparse"], &img);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("the host file system is full"), "{err}");
+    assert!(!err.contains("Read-only"), "{err}");
+    assert!(
+        std::fs::metadata(&img).map_or(0, |m| m.len()) == 0,
+        "a half-made image was left"
+    );
+    t.unfill();
+    ok(&["mkfs", "1G", "--sparse"], &img);
+    assert!(ok(&["info"], &img).contains("total blocks:   262144"));
+}

@@ -289,8 +289,10 @@ fn make_file(path: &Path, shown: &str, opts: &MkfsOptions) -> Result<(), Error> 
             let _ = file.set_len(0);
             Error::io(shown, e)
         })?;
+        // Kept to ask the host for its free space should the writes fail.
+        let probe = file.try_clone().map_err(|e| Error::io(shown, e))?;
         let store = MmapStore::from_sparse_file(file).map_err(|e| Error::io(shown, e))?;
-        return format_mapped(store, shown, opts);
+        return format_mapped(store, shown, opts).map_err(|e| host_was_full(e, &probe, shown));
     }
     // SAFETY: plain FFI call on a descriptor we own; no memory is passed.
     let rc = unsafe { libc::posix_fallocate(file.as_raw_fd(), 0, bytes as libc::off_t) };
@@ -314,6 +316,27 @@ fn make_file(path: &Path, shown: &str, opts: &MkfsOptions) -> Result<(), Error> 
 fn format_file(file: std::fs::File, shown: &str, opts: &MkfsOptions) -> Result<(), Error> {
     let store = MmapStore::from_file(file, false).map_err(|e| Error::io(shown, e))?;
     format_mapped(store, shown, opts)
+}
+
+/// A sparse image's writes go into holes, which take host space as they
+/// are made: on a full host one faults, and the store reports EIO or,
+/// latched, EROFS. Said as what it is, ENOSPC with the free space, and
+/// the half-made image emptied.
+fn host_was_full(e: Error, probe: &std::fs::File, shown: &str) -> Error {
+    use std::os::fd::AsRawFd;
+    let full = matches!(e.errno, Errno::EIO | Errno::EROFS)
+        && crate::store::free_bytes(probe.as_raw_fd()).is_some_and(|(avail, _)| avail < 1 << 20);
+    if !full {
+        return e;
+    }
+    let _ = probe.set_len(0);
+    let avail = crate::store::free_bytes(probe.as_raw_fd()).map_or(0, |f| f.0);
+    Error::new(
+        Errno::ENOSPC,
+        format!(
+            "{shown}: the host file system is full ({avail} bytes free): even a sparse image needs room for the blocks mkfs writes (superblocks, maps, the root directory and the journal's header)"
+        ),
+    )
 }
 
 fn format_mapped(store: MmapStore, shown: &str, opts: &MkfsOptions) -> Result<(), Error> {

@@ -62,7 +62,7 @@ pub fn fill_holes(file: &File, size: u64, allocated: u64) -> std::io::Result<()>
 
 /// Bytes the file's host file system has free: (for an unprivileged
 /// writer, in all), if it says.
-fn free_bytes(fd: i32) -> Option<(u64, u64)> {
+pub(crate) fn free_bytes(fd: i32) -> Option<(u64, u64)> {
     // SAFETY: fstatvfs writes only into `st`, a local.
     let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
     // SAFETY: as above.

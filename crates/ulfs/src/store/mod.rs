@@ -17,6 +17,7 @@ mod residency;
 pub mod sim;
 
 pub use budget::{MIN_BUDGET, MemoryBudget, cgroup_headroom};
+pub(crate) use holes::free_bytes;
 pub use mmap::{MmapStore, backing_size, is_block_device, lock_image, open_locked};
 pub use sim::{Fate, SimDisk};
 
