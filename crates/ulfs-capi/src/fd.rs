@@ -10,7 +10,7 @@ use std::ffi::{c_int, c_void};
 use libc::{gid_t, mode_t, off_t, size_t, ssize_t, uid_t};
 use ulfs::Errno;
 
-use crate::ffi::{c_times, fs_mut, guard_fs, in_buf, offset, out_buf, ssize, ulfs_t};
+use crate::ffi::{c_times, fs_mut, fs_unlocked, guard_fs, in_buf, offset, out_buf, ssize, ulfs_t};
 
 /// Closes `fd`. Returns 0 or `-errno`.
 ///
@@ -124,6 +124,24 @@ pub unsafe extern "C" fn ulfs_lseek(
     off: off_t,
     whence: c_int,
 ) -> off_t {
+    // The common call, SEEK_SET to an offset on a handle without a lock,
+    // calls nothing that can panic (`Fs::seek_to`), so it needs no panic
+    // guard and no stack frame; everything else, errors included, goes
+    // the guarded way.
+    if whence == libc::SEEK_SET && off >= 0 {
+        // SAFETY: `fs` is NULL or live and unshared, by the caller's contract.
+        if let Some(fs) = unsafe { fs_unlocked(fs) }
+            && fs.seek_to(fd, off as u64).is_ok()
+        {
+            return off;
+        }
+    }
+    // SAFETY: the caller's contract, passed on.
+    unsafe { lseek_guarded(fs, fd, off, whence) }
+}
+
+#[inline(never)]
+unsafe fn lseek_guarded(fs: *mut ulfs_t, fd: c_int, off: off_t, whence: c_int) -> off_t {
     guard_fs(fs, || {
         // SAFETY: `fs` is NULL or live and unshared, by the caller's contract.
         let pos = unsafe { fs_mut(fs) }?.lseek(fd, off, whence)?;
@@ -137,6 +155,25 @@ pub unsafe extern "C" fn ulfs_lseek(
 /// `fs` as for `ulfs_close`; `st` NULL or valid for writing one `struct stat`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ulfs_fstat(fs: *mut ulfs_t, fd: c_int, st: *mut libc::stat) -> c_int {
+    // The common call, on a handle without a lock and a file whose inode
+    // is decoded already, calls nothing that can panic
+    // (`Fs::fstat_libc_decoded`): no panic guard, no stack frame.
+    // Everything else, errors included, goes the guarded way.
+    if !st.is_null() {
+        // SAFETY: `fs` is NULL or live and unshared, and `st` valid for
+        // one `struct stat`, by the caller's contract.
+        if let Some(fs) = unsafe { fs_unlocked(fs) }
+            && fs.fstat_libc_decoded(fd, unsafe { &mut *st.cast() })
+        {
+            return 0;
+        }
+    }
+    // SAFETY: the caller's contract, passed on.
+    unsafe { fstat_guarded(fs, fd, st) }
+}
+
+#[inline(never)]
+unsafe fn fstat_guarded(fs: *mut ulfs_t, fd: c_int, st: *mut libc::stat) -> c_int {
     guard_fs(fs, || {
         // SAFETY: `fs` is NULL or live and unshared, by the caller's contract.
         let mut fs = unsafe { fs_mut(fs) }?;

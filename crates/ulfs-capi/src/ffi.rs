@@ -169,6 +169,23 @@ pub(crate) unsafe fn fs_mut<'a>(fs: *mut ulfs_t) -> Result<FsRef<'a>, Errno> {
     Ok(FsRef { _held: held, fs })
 }
 
+/// The file system behind a handle that has no lock; None for NULL or a
+/// thread-safe handle (whose calls take the guarded way, `fs_mut`).
+///
+/// # Safety
+/// As `fs_mut`.
+#[inline(always)]
+pub(crate) unsafe fn fs_unlocked<'a>(fs: *mut ulfs_t) -> Option<&'a mut Fs> {
+    // SAFETY: as in `fs_mut`.
+    let handle = unsafe { fs.cast::<Handle>().as_ref() }?;
+    if handle.lock.is_some() {
+        return None;
+    }
+    // SAFETY: no lock: the caller promises no other thread uses the
+    // handle now, so the reference is unique.
+    Some(unsafe { &mut *handle.fs.get() })
+}
+
 /// Takes a thread-safe handle's mutex (out of line: the single-owner path
 /// of every call stays small).
 #[inline(never)]

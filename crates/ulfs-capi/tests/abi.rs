@@ -252,6 +252,79 @@ fn non_utf8_paths_round_trip() {
     }
 }
 
+/// fstat and lseek have a fast path (no panic guard) for the common call:
+/// what it answers is what the guarded path and stat answer, and every
+/// error still comes back as the guarded path gives it.
+#[test]
+fn fast_fstat_and_lseek_answer_as_the_slow_ones() {
+    let m = Mounted::new();
+    let fd = m.file(c"/f", b"12345");
+    let stat_of = |path: &std::ffi::CStr| {
+        let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
+        // SAFETY: live handle, valid string and buffer.
+        assert_eq!(
+            unsafe { ulfs_stat(m.fs, path.as_ptr(), st.as_mut_ptr()) },
+            0
+        );
+        // SAFETY: filled by the call.
+        unsafe { st.assume_init() }
+    };
+    // SAFETY: a live handle (or NULL), valid buffers unless NULL on purpose.
+    unsafe {
+        for extra in [0usize, 3, 4096] {
+            let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
+            assert_eq!(ulfs_fstat(m.fs, fd, st.as_mut_ptr()), 0);
+            let st = st.assume_init();
+            let by_path = stat_of(c"/f");
+            assert_eq!(st.st_ino, by_path.st_ino);
+            assert_eq!(st.st_size, by_path.st_size);
+            assert_eq!(st.st_mode, by_path.st_mode);
+            assert_eq!(st.st_mtime_nsec, by_path.st_mtime_nsec);
+            assert_eq!(st.st_blocks, by_path.st_blocks);
+            let pad = vec![1u8; extra];
+            assert_eq!(ulfs_lseek(m.fs, fd, 0, libc::SEEK_END), st.st_size);
+            assert_eq!(
+                ulfs_write(m.fs, fd, pad.as_ptr().cast(), extra),
+                extra as isize
+            );
+            assert_eq!(ulfs_lseek(m.fs, fd, 2, libc::SEEK_SET), 2);
+            let mut two = [0u8; 2];
+            assert_eq!(ulfs_read(m.fs, fd, two.as_mut_ptr().cast(), 2), 2);
+            assert_eq!(&two, b"34");
+        }
+        let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
+        assert_eq!(ulfs_fstat(m.fs, 999, st.as_mut_ptr()), -libc::EBADF);
+        assert_eq!(ulfs_fstat(m.fs, -1, st.as_mut_ptr()), -libc::EBADF);
+        assert_eq!(ulfs_fstat(m.fs, fd, std::ptr::null_mut()), -libc::EFAULT);
+        assert_eq!(
+            ulfs_fstat(std::ptr::null_mut(), fd, st.as_mut_ptr()),
+            -libc::EFAULT
+        );
+        assert_eq!(
+            ulfs_lseek(m.fs, 999, 0, libc::SEEK_SET),
+            -(libc::EBADF as i64)
+        );
+        assert_eq!(
+            ulfs_lseek(m.fs, -1, 0, libc::SEEK_SET),
+            -(libc::EBADF as i64)
+        );
+        assert_eq!(
+            ulfs_lseek(m.fs, fd, -1, libc::SEEK_SET),
+            -(libc::EINVAL as i64)
+        );
+        assert_eq!(
+            ulfs_lseek(std::ptr::null_mut(), fd, 0, libc::SEEK_SET),
+            -(libc::EFAULT as i64)
+        );
+        assert_eq!(ulfs_close(m.fs, fd), 0);
+        assert_eq!(ulfs_fstat(m.fs, fd, st.as_mut_ptr()), -libc::EBADF);
+        assert_eq!(
+            ulfs_lseek(m.fs, fd, 0, libc::SEEK_SET),
+            -(libc::EBADF as i64)
+        );
+    }
+}
+
 #[test]
 fn memory_budget_values() {
     let m = Mounted::new();

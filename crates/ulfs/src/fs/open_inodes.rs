@@ -157,6 +157,14 @@ impl OpenInodes {
             .expect("decoded by open_inode")
     }
 
+    /// The inode number and decoded inode of `id` if it is decoded; never
+    /// panics (the C API's fast `fstat` runs without a panic guard).
+    #[inline(always)]
+    pub(crate) fn decoded_if(&self, id: OpenId) -> Option<(Ino, &Inode)> {
+        let e = self.entries.get(id.0 as usize)?;
+        Some((e.ino, e.inode.as_ref()?))
+    }
+
     /// The physical block of `lblk` if it is in the run last looked up.
     #[inline]
     pub(crate) fn cached_map(&self, id: OpenId, lblk: u64) -> Option<crate::format::Bid> {

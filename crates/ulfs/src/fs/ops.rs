@@ -59,6 +59,14 @@ impl Volume {
         Ok(stat_of(dev, ino, self.open_inode(id)?))
     }
 
+    /// `stat_open` when the inode is decoded already, else None; never
+    /// panics.
+    #[inline(always)]
+    pub fn stat_open_decoded(&self, id: super::OpenId) -> Option<Stat> {
+        let (ino, inode) = self.open.decoded_if(id)?;
+        Some(stat_of(self.dev(), ino, inode))
+    }
+
     /// The size of an open file (SEEK_END, O_APPEND).
     #[inline]
     pub fn size_open(&mut self, id: super::OpenId) -> Result<u64> {
@@ -577,7 +585,7 @@ impl Volume {
 }
 
 /// What `stat` reports of inode `ino`.
-#[inline]
+#[inline(always)]
 fn stat_of(dev: u64, ino: Ino, i: &Inode) -> Stat {
     Stat {
         dev,

@@ -155,13 +155,21 @@ impl FdTable {
     #[inline]
     pub fn get(&self, fd: Fd) -> Result<&OpenFile> {
         let i = self.index(fd)?;
-        self.files[i as usize].as_ref().ok_or(Errno::EBADF)
+        self.files
+            .get(i as usize)
+            .and_then(Option::as_ref)
+            .ok_or(Errno::EBADF)
     }
 
+    /// Never panics (the C API's fast `lseek` relies on it: it runs
+    /// without a panic guard).
     #[inline]
     pub fn get_mut(&mut self, fd: Fd) -> Result<&mut OpenFile> {
         let i = self.index(fd)?;
-        self.files[i as usize].as_mut().ok_or(Errno::EBADF)
+        self.files
+            .get_mut(i as usize)
+            .and_then(Option::as_mut)
+            .ok_or(Errno::EBADF)
     }
 
     /// The open file description behind `fd`: its slot (stable while any

@@ -528,11 +528,18 @@ impl Fs {
     #[inline]
     pub fn lseek(&mut self, fd: Fd, off: i64, whence: i32) -> Result<u64> {
         if whence == libc::SEEK_SET && off >= 0 {
-            // The common case: one look-up of the descriptor, inlined.
-            self.proc.fds.get_mut(fd)?.offset = off as u64;
-            return Ok(off as u64);
+            return self.seek_to(fd, off as u64);
         }
         self.lseek_other(fd, off, whence)
+    }
+
+    /// `lseek(fd, off, SEEK_SET)` for an offset up to `i64::MAX`: the
+    /// common case, one look-up of the descriptor, inlined. It never
+    /// panics, so the C API calls it without a panic guard.
+    #[inline(always)]
+    pub fn seek_to(&mut self, fd: Fd, off: u64) -> Result<u64> {
+        self.proc.fds.get_mut(fd)?.offset = off;
+        Ok(off)
     }
 
     /// `lseek` past its common case: SEEK_CUR, SEEK_END, SEEK_DATA,
@@ -591,6 +598,24 @@ impl Fs {
         let st = self.fstat(fd)?;
         out.write(st.to_libc());
         Ok(())
+    }
+
+    /// `fstat_libc` of a descriptor whose inode is decoded already (any
+    /// call on it since it was opened decodes it); false otherwise, with
+    /// nothing written. It never panics, so the C API calls it without a
+    /// panic guard.
+    #[inline(always)]
+    pub fn fstat_libc_decoded(&self, fd: Fd, out: &mut std::mem::MaybeUninit<libc::stat>) -> bool {
+        let Ok(f) = self.proc.fds.get(fd) else {
+            return false;
+        };
+        match self.vol.stat_open_decoded(f.open) {
+            Some(st) => {
+                out.write(st.to_libc());
+                true
+            }
+            None => false,
+        }
     }
 
     pub fn ftruncate(&mut self, fd: Fd, len: u64) -> Result<()> {
