@@ -207,10 +207,10 @@ enum Command {
         #[arg(long)]
         allow_net: bool,
         /// Keep at most about SIZE of file data in memory (e.g. 8M):
-        /// pages already used are written back and dropped, sequential
-        /// reads read ahead. `auto` (the default): half of what the
-        /// memory cgroup's limit leaves free, no budget without a limit;
-        /// `none`: no budget, the host's page cache decides
+        /// pages of streams already used are written back and dropped,
+        /// sequential access is read ahead. `auto` (the default): half of
+        /// what the memory cgroup's limit leaves free, no budget without a
+        /// limit; `none` (or 0): no budget, the host's page cache decides
         #[arg(long, value_name = "SIZE|auto|none")]
         memory_budget: Option<String>,
         /// The program (searched in PATH) and its arguments

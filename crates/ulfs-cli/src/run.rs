@@ -81,6 +81,11 @@ pub fn run(a: &Args) -> CliResult {
         .with_code(2));
     }
     let budget = match a.memory_budget {
+        // Confined, the program cannot read its cgroup's files: the budget
+        // is found here, before, as the program's mount would find it.
+        None | Some("auto") if a.sandbox => ulfs::MemoryBudget::Auto
+            .resolve()
+            .map_or("none".to_string(), |b| b.to_string()),
         None | Some("auto") => "auto".to_string(),
         Some("none") => "none".to_string(),
         Some(size) => crate::size::parse_size(size)

@@ -4,12 +4,14 @@
 //!
 //! Detection reads the cgroup files the kernel exports and nothing else:
 //! the process's group (/proc/self/cgroup) under where its hierarchy is
-//! mounted (/proc/self/mountinfo). cgroup v2: the lowest `memory.max` or
-//! `memory.high` of the group and its ancestors, less `memory.current`;
-//! v1 (a hierarchy with the memory controller): `hierarchical_memory_limit`
-//! from `memory.stat`, less `memory.usage_in_bytes`. Half of what the
-//! limit leaves free at mount is the budget: the other half is for the
-//! process's own memory and the metadata.
+//! mounted (/sys/fs/cgroup, else as /proc/self/mountinfo says). cgroup v2:
+//! the lowest `memory.max` or `memory.high` of the group and its
+//! ancestors; v1 (a hierarchy with the memory controller): the lowest
+//! `memory.limit_in_bytes`. The budget is half of what the limit leaves
+//! free (usage less the group's inactive file pages, which the kernel
+//! reclaims first) when file data is first touched, and at least an
+//! eighth of the limit: the other half is for the process's own memory
+//! and the metadata.
 
 use std::path::{Path, PathBuf};
 
@@ -31,42 +33,118 @@ pub enum MemoryBudget {
 pub const MIN_BUDGET: u64 = 32 << 10;
 
 impl MemoryBudget {
-    /// The budget in bytes, or None for no budget.
+    /// The budget in bytes, or None for no budget. `Bytes(0)` is no
+    /// budget, as 0 is in the C API and on the command line.
     pub fn resolve(self) -> Option<u64> {
         match self {
-            MemoryBudget::Unlimited => None,
+            MemoryBudget::Unlimited | MemoryBudget::Bytes(0) => None,
             MemoryBudget::Bytes(b) => Some(b.max(MIN_BUDGET)),
-            MemoryBudget::Auto => cgroup_headroom().map(|free| (free / 2).max(MIN_BUDGET)),
+            MemoryBudget::Auto => cgroup_limit()?.budget(),
         }
     }
 }
 
+/// The tightest memory limit over this process: where it is read, and
+/// how much it is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CgroupLimit {
+    group: Group,
+    /// Bytes.
+    pub limit: u64,
+}
+
+impl CgroupLimit {
+    /// Half of what the limit leaves free now, counting the group's
+    /// inactive file pages as free (the kernel reclaims them first: a
+    /// group that has done I/O sits near its limit with most of it
+    /// reclaimable), and never less than an eighth of the limit.
+    pub fn budget(&self) -> Option<u64> {
+        let dir = &self.group.dir;
+        let usage = match self.group.version {
+            Version::V1 => read_number(&dir.join("memory.usage_in_bytes"))?,
+            Version::V2 => read_number(&dir.join("memory.current"))?,
+        };
+        let stat = std::fs::read_to_string(dir.join("memory.stat")).unwrap_or_default();
+        let reclaimable = stat_value(&stat, "inactive_file").unwrap_or(0);
+        let working = usage.saturating_sub(reclaimable);
+        let free = self.limit.saturating_sub(working);
+        Some((free / 2).max(self.limit / 8).max(MIN_BUDGET))
+    }
+}
+
 /// Bytes the tightest memory limit over this process leaves free now, or
-/// None when there is no limit (or no memory cgroup to read).
+/// None when there is no limit (or no memory cgroup to read). For tools;
+/// the budget is `CgroupLimit::budget`.
 pub fn cgroup_headroom() -> Option<u64> {
-    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    let l = cgroup_limit()?;
+    let usage = match l.group.version {
+        Version::V1 => read_number(&l.group.dir.join("memory.usage_in_bytes"))?,
+        Version::V2 => read_number(&l.group.dir.join("memory.current"))?,
+    };
+    Some(l.limit.saturating_sub(usage))
+}
+
+/// The tightest memory limit over this process, if there is one: looked
+/// up at the first mount of the process (about 50 µs: /proc/self/cgroup
+/// and the limit files of the group and its ancestors) and remembered
+/// (a process moved to another group later keeps the first answer).
+pub fn cgroup_limit() -> Option<CgroupLimit> {
+    static FOUND: std::sync::OnceLock<Option<CgroupLimit>> = std::sync::OnceLock::new();
+    FOUND.get_or_init(look_up_limit).clone()
+}
+
+/// `cgroup_limit`, looked up. Cheap where cgroups are mounted where
+/// systemd and Docker put them (the group from /proc/self/cgroup, its
+/// limit files read directly); /proc/self/mountinfo is parsed only when
+/// they are elsewhere.
+fn look_up_limit() -> Option<CgroupLimit> {
     let membership = std::fs::read_to_string("/proc/self/cgroup").ok()?;
-    let group = find_group(&mountinfo, &membership)?;
-    let (limit, usage) = match group.version {
-        Version::V1 => {
-            let stat = std::fs::read_to_string(group.dir.join("memory.stat")).ok()?;
-            let limit = stat_value(&stat, "hierarchical_memory_limit")?;
-            (
-                limit,
-                read_number(&group.dir.join("memory.usage_in_bytes"))?,
-            )
-        }
-        Version::V2 => {
-            let limit = v2_limit(&group.dir, &group.mount)?;
-            (limit, read_number(&group.dir.join("memory.current"))?)
+    let group = match conventional_group(&membership) {
+        Some(g) => g,
+        None => {
+            let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+            find_group(&mountinfo, &membership)?
         }
     };
+    let limit = match group.version {
+        Version::V1 => lowest_limit(&group.dir, &group.mount, &["memory.limit_in_bytes"]),
+        Version::V2 => lowest_limit(&group.dir, &group.mount, &["memory.max", "memory.high"]),
+    }?;
     // v1 writes "no limit" as a page-rounded i64::MAX; a limit above the
     // machine's memory limits nothing either.
-    if limit >= total_memory().unwrap_or(u64::MAX) {
+    if limit >= i64::MAX as u64 / 2 || limit >= total_memory().unwrap_or(u64::MAX) {
         return None;
     }
-    Some(limit.saturating_sub(usage))
+    Some(CgroupLimit { group, limit })
+}
+
+/// The process's memory cgroup where cgroups are usually mounted:
+/// /sys/fs/cgroup/memory for v1, /sys/fs/cgroup (or its `unified`) for v2.
+fn conventional_group(membership: &str) -> Option<Group> {
+    let root = Path::new("/sys/fs/cgroup");
+    if let Some(path) = member_path(membership, |c| c.split(',').any(|c| c == "memory")) {
+        let mount = root.join("memory");
+        let dir = under(mount.to_str()?, "/", path);
+        if dir.join("memory.limit_in_bytes").exists() {
+            return Some(Group {
+                version: Version::V1,
+                mount,
+                dir,
+            });
+        }
+    }
+    let path = member_path(membership, str::is_empty)?;
+    for mount in [root.to_path_buf(), root.join("unified")] {
+        let dir = under(mount.to_str()?, "/", path);
+        if dir.join("memory.max").exists() {
+            return Some(Group {
+                version: Version::V2,
+                mount,
+                dir,
+            });
+        }
+    }
+    None
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -75,7 +153,7 @@ enum Version {
     V2,
 }
 
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 struct Group {
     version: Version,
     /// Where the hierarchy is mounted.
@@ -165,12 +243,16 @@ fn unescape(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-/// The lowest `memory.max` / `memory.high` from `dir` up to the mount.
-fn v2_limit(dir: &Path, mount: &Path) -> Option<u64> {
+/// The lowest of `files` from `dir` up to the mount (a value that is not a
+/// number, "max", counts as no limit); None if `dir` has none of them.
+fn lowest_limit(dir: &Path, mount: &Path, files: &[&str]) -> Option<u64> {
+    if !files.iter().any(|f| dir.join(f).exists()) {
+        return None;
+    }
     let mut lowest: Option<u64> = None;
     let mut at = Some(dir);
     while let Some(d) = at.filter(|d| d.starts_with(mount)) {
-        for file in ["memory.max", "memory.high"] {
+        for file in files {
             if let Some(v) = read_number(&d.join(file)) {
                 lowest = Some(lowest.map_or(v, |l| l.min(v)));
             }
@@ -255,13 +337,19 @@ mod tests {
         std::fs::write(d.path().join("a/memory.max"), "8388608\n").unwrap();
         std::fs::write(d.path().join("a/memory.high"), "max\n").unwrap();
         std::fs::write(leaf.join("memory.max"), "max\n").unwrap();
-        assert_eq!(v2_limit(&leaf, d.path()), Some(8 << 20));
+        let v2 = ["memory.max", "memory.high"];
+        assert_eq!(lowest_limit(&leaf, d.path(), &v2), Some(8 << 20));
         std::fs::write(leaf.join("memory.high"), "1048576\n").unwrap();
-        assert_eq!(v2_limit(&leaf, d.path()), Some(1 << 20));
+        assert_eq!(lowest_limit(&leaf, d.path(), &v2), Some(1 << 20));
         // Nothing above the mount counts.
-        assert_eq!(v2_limit(&leaf, &leaf), Some(1 << 20));
+        assert_eq!(lowest_limit(&leaf, &leaf, &v2), Some(1 << 20));
         std::fs::remove_file(leaf.join("memory.high")).unwrap();
-        assert_eq!(v2_limit(&leaf, &leaf), Some(u64::MAX));
+        assert_eq!(lowest_limit(&leaf, &leaf, &v2), Some(u64::MAX));
+        // A group without the files has no limit to read.
+        assert_eq!(
+            lowest_limit(d.path(), d.path(), &["memory.limit_in_bytes"]),
+            None
+        );
     }
 
     #[test]
@@ -275,6 +363,7 @@ mod tests {
     #[test]
     fn a_budget_asked_for_is_kept_and_never_tiny() {
         assert_eq!(MemoryBudget::Unlimited.resolve(), None);
+        assert_eq!(MemoryBudget::Bytes(0).resolve(), None);
         assert_eq!(MemoryBudget::Bytes(8 << 20).resolve(), Some(8 << 20));
         assert_eq!(MemoryBudget::Bytes(1).resolve(), Some(MIN_BUDGET));
     }

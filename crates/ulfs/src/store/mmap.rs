@@ -30,9 +30,9 @@ use std::path::Path;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Tracking {
     Off,
-    /// An `Auto` budget, looked up in the cgroup at the first access of
-    /// file data rather than at mount: the lookup reads a handful of
-    /// /proc and /sys files (~0.2 ms), which mount time need not pay.
+    /// An `Auto` budget under a memory limit: what the limit leaves free
+    /// is read at the first access of file data, not at mount (it reads
+    /// the group's `memory.stat`, which mount time need not pay).
     Undecided,
     On,
 }
@@ -57,10 +57,16 @@ pub struct MmapStore {
     /// The budget's bookkeeping while `tracking` is `On`. A RefCell: a
     /// read of file data (`data`, through `&self`) is tracked too.
     residency: RefCell<Residency>,
-    /// A writeback this store started for the budget failed: what it was
-    /// writing may be lost, and the kernel told only us (sync_file_range
-    /// consumes the error), so every later flush fails.
-    writeback_failed: Cell<bool>,
+    /// The limit an `Undecided` budget is taken from.
+    limit: RefCell<Option<super::budget::CgroupLimit>>,
+    /// A second open file description of a writable image, for the
+    /// budget's writeback and eviction calls. A writeback error is
+    /// reported once per open file description (sync_file_range, like
+    /// fsync, consumes it): made on its own description, the budget's
+    /// calls leave the error for `flush`'s msync on `file`, so it still
+    /// fails with EIO. None: it could not be opened (no /proc), and a
+    /// writable store keeps no budget.
+    side: Option<File>,
 }
 
 /// Size in bytes of a regular file or block device.
@@ -184,6 +190,9 @@ impl MmapStore {
             Mapping::ReadWrite(m) => m.as_ptr(),
         };
         let fault = Registration::new(start, len, file.as_raw_fd(), !read_only);
+        let side = (!read_only)
+            .then(|| File::open(format!("/proc/self/fd/{}", file.as_raw_fd())).ok())
+            .flatten();
         Ok(MmapStore {
             fault,
             map,
@@ -191,7 +200,8 @@ impl MmapStore {
             blocks,
             tracking: Cell::new(Tracking::Off),
             residency: RefCell::new(Residency::new(0)),
-            writeback_failed: Cell::new(false),
+            limit: RefCell::new(None),
+            side,
         })
     }
 
@@ -200,7 +210,14 @@ impl MmapStore {
     #[inline(never)]
     fn note_data(&self, bid: Bid, write: bool) {
         if self.tracking.get() == Tracking::Undecided {
-            self.start_tracking(MemoryBudget::Auto.resolve());
+            let limit = self.limit.borrow_mut().take();
+            self.start_tracking(limit.and_then(|l| l.budget()));
+        }
+        // After a fault the mapping may hold the zero pages the SIGBUS
+        // handler put in (store/fault.rs): dropping those would change
+        // what reads see. The budget ends there.
+        if self.fault.faulted() {
+            self.start_tracking(None);
         }
         if self.tracking.get() != Tracking::On {
             return;
@@ -217,6 +234,8 @@ impl MmapStore {
     /// around a fault (8 MiB on some virtual disks), more than a tight
     /// budget holds; the budget reads ahead itself, within its window.
     fn start_tracking(&self, bytes: Option<u64>) {
+        // A writable store releases only through its own description.
+        let bytes = bytes.filter(|_| self.is_read_only() || self.side.is_some());
         let advice = match bytes {
             Some(b) => {
                 if let Ok(mut r) = self.residency.try_borrow_mut() {
@@ -243,63 +262,65 @@ impl MmapStore {
         }
     }
 
-    /// Carries out one of the budget's actions. They are hints: a failure
-    /// changes nothing the file system relies on, except a failed
-    /// writeback, which fails every later flush (see `writeback_failed`).
+    /// Carries out one of the budget's actions. They are hints, and none
+    /// may lose a byte: a range is dropped from the page cache only after
+    /// its dirty pages were written back without error. On any error the
+    /// budget ends (the pages keep what was written, as without a budget)
+    /// and `flush` reports it, through `file`.
     fn carry_out(&self, action: Action) {
         let (Action::ReadAhead { first, count }
         | Action::WriteBack { first, count }
         | Action::Release { first, count }) = action;
         let end = (first as u64 + count as u64).min(self.blocks);
-        if first as u64 >= end {
+        // An error earlier in this touch may have ended the budget.
+        if first as u64 >= end || self.tracking.get() != Tracking::On {
             return;
         }
         let offset = first as usize * BLOCK_SIZE;
         let len = (end - first as u64) as usize * BLOCK_SIZE;
-        let fd = self.file.as_raw_fd();
-        let writable = !self.is_read_only();
+        let (pos, bytes) = (offset as libc::off_t, len as libc::off_t);
+        // The description for fd calls: a writable store's own (see
+        // `side`); a read-only store has nothing to write back.
+        let fd = match &self.side {
+            Some(side) => side.as_raw_fd(),
+            None if self.is_read_only() => self.file.as_raw_fd(),
+            None => return,
+        };
         let at = self.bytes()[offset..].as_ptr() as *mut libc::c_void;
-        // SAFETY (all three calls): the range lies inside this store's
-        // mapping, which is MAP_SHARED over the image. WILLNEED only reads
-        // ahead. DONTNEED on a shared file mapping unmaps the pages but
-        // keeps their contents (a dirty page stays dirty in the page
-        // cache), so every byte reads the same afterwards: a reference
-        // into the range sees no change. The fd calls touch no memory.
+        // SAFETY (all calls): the range lies inside this store's mapping,
+        // MAP_SHARED over the image. WILLNEED only reads ahead. DONTNEED on
+        // a shared file mapping unmaps the pages but keeps their contents
+        // (a dirty page stays dirty in the page cache), so every byte reads
+        // the same afterwards and a reference into the range sees no
+        // change; the exceptions, zero pages put in by the SIGBUS handler
+        // and pages whose writeback failed, end the budget before they
+        // could be dropped (`note_data`, and the error path below). The fd
+        // calls touch no memory.
         match action {
             Action::ReadAhead { .. } => unsafe {
                 libc::madvise(at, len, libc::MADV_WILLNEED);
             },
-            Action::WriteBack { .. } if writable => unsafe {
-                let how = libc::SYNC_FILE_RANGE_WRITE;
-                if libc::sync_file_range(fd, offset as i64, len as i64, how) != 0 {
-                    self.writeback_failed_now();
-                }
+            // Started, not waited for; an error here (the pages stay
+            // dirty) shows at the release's wait, or at the next flush.
+            Action::WriteBack { .. } => unsafe {
+                libc::sync_file_range(fd, pos, bytes, libc::SYNC_FILE_RANGE_WRITE);
             },
-            Action::WriteBack { .. } => {}
             Action::Release { .. } => unsafe {
                 libc::madvise(at, len, libc::MADV_DONTNEED);
-                if writable {
-                    // Written back and waited for: FADV_DONTNEED drops only
-                    // clean pages, and nothing written may be dropped.
+                if !self.is_read_only() {
                     let how = libc::SYNC_FILE_RANGE_WAIT_BEFORE
                         | libc::SYNC_FILE_RANGE_WRITE
                         | libc::SYNC_FILE_RANGE_WAIT_AFTER;
-                    if libc::sync_file_range(fd, offset as i64, len as i64, how) != 0 {
-                        self.writeback_failed_now();
+                    if libc::sync_file_range(fd, pos, bytes, how) != 0 {
+                        // Not known written: nothing is dropped, now or
+                        // later (a failed page is clean but holds the only
+                        // copy of its bytes).
+                        self.start_tracking(None);
                         return;
                     }
                 }
-                libc::posix_fadvise(fd, offset as i64, len as i64, libc::POSIX_FADV_DONTNEED);
+                libc::posix_fadvise(fd, pos, bytes, libc::POSIX_FADV_DONTNEED);
             },
-        }
-    }
-
-    fn writeback_failed_now(&self) {
-        let e = std::io::Error::last_os_error().raw_os_error();
-        // EINVAL/ESPIPE/ENOSYS: this kind of file has no such call (some
-        // host file systems); then the pages are simply not released.
-        if !matches!(e, Some(libc::EINVAL | libc::ESPIPE | libc::ENOSYS)) {
-            self.writeback_failed.set(true);
         }
     }
 
@@ -365,13 +386,18 @@ impl BlockStore for MmapStore {
     /// mapped in stays until the host evicts it).
     fn set_memory_budget(&mut self, budget: MemoryBudget) {
         match budget {
-            MemoryBudget::Auto => {
-                self.tracking.set(Tracking::Undecided);
-                // No read-ahead around faults until it is decided: on a
-                // disk that reads 8 MiB ahead, the metadata faults of the
-                // first calls alone would fill a tight limit.
-                self.advise_whole(libc::MADV_RANDOM);
-            }
+            // Under a limit: no read-ahead around faults from the start (on
+            // a disk that reads 8 MiB ahead, the metadata faults of the
+            // first calls alone would fill a tight limit); the budget is
+            // decided at the first access of file data.
+            MemoryBudget::Auto => match super::budget::cgroup_limit() {
+                Some(limit) => {
+                    *self.limit.borrow_mut() = Some(limit);
+                    self.tracking.set(Tracking::Undecided);
+                    self.advise_whole(libc::MADV_RANDOM);
+                }
+                None => self.start_tracking(None),
+            },
             other => self.start_tracking(other.resolve()),
         }
     }
@@ -385,7 +411,7 @@ impl BlockStore for MmapStore {
             Mapping::ReadOnly(_) => Ok(()),
             Mapping::ReadWrite(m) => m.flush().map_err(|_| Errno::EIO),
         };
-        if self.faulted() {
+        if self.fault.faulted() {
             return Err(Errno::EIO);
         }
         flushed
@@ -404,7 +430,7 @@ impl BlockStore for MmapStore {
             }
             Mapping::ReadWrite(_) => Err(Errno::EUCLEAN),
         };
-        if self.faulted() {
+        if self.fault.faulted() {
             return Err(Errno::EIO);
         }
         flushed
@@ -412,7 +438,7 @@ impl BlockStore for MmapStore {
 
     #[inline]
     fn faulted(&self) -> bool {
-        self.fault.faulted() || self.writeback_failed.get()
+        self.fault.faulted()
     }
 }
 

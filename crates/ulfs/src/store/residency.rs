@@ -20,12 +20,14 @@
 //! The policy, for a budget of B blocks:
 //! - a drop-behind *window* of W = min(B, 1 MiB) blocks: data blocks are
 //!   tracked as runs of consecutive ids, oldest first. Once the window
-//!   holds more than W, its oldest runs are released until it holds W/2,
+//!   holds more than 3/4 W, its oldest runs are released until it holds W/2,
 //!   so a stream never holds more than the budget, and a release is a few
 //!   system calls per W/2 blocks.
-//! - the rest, B - W, is *kept* (MRU-style): the first blocks touched stay
-//!   resident for as long as the host lets them. A workload that goes over
-//!   more data than the budget again and again finds these in memory.
+//! - the rest, B - W, is *kept* (MRU-style): the first blocks touched
+//!   (each counted once, up to 1,024 extents of them) are never released
+//!   and stay resident as long as the host lets them. A workload that goes
+//!   over more data than the budget again and again finds these in memory,
+//!   and one within the budget is never released at all.
 //! - only streams (runs of at least 8 blocks) are dropped: scattered blocks
 //!   (a database's pages) are left to the host's page replacement, which
 //!   keeps the hot ones; a short run leaving the ring is only forgotten.
@@ -33,8 +35,9 @@
 //!   of the window is dirty and not yet sent, so a release seldom waits for
 //!   the disk; a release still writes back and waits for what it drops, so
 //!   nothing written is ever lost by dropping it.
-//! - a read or write that continues a run asks for the next W/2 blocks
-//!   ahead, at its fourth block and every W/4 blocks after (a store to a
+//! - a read or write that continues a run asks for the next W/4 blocks
+//!   ahead (within the window: runs are released once they hold 3/4 of
+//!   it), at its fourth block and every W/4 blocks after (a store to a
 //!   page not in memory faults it in first, as a read does).
 //!
 //! Releasing a block that is touched again is never wrong, only slower:
@@ -62,7 +65,7 @@ const RUNS: usize = 64;
 /// Runs, newest first, that a touch may extend or fall into: a few
 /// streams interleaved (a copy reads one file and writes another) still
 /// form long runs.
-const RECENT: usize = 4;
+const RECENT: usize = 8;
 
 /// Runs of at least this many blocks (or half the window, if less) are
 /// streams.
@@ -71,6 +74,68 @@ const STREAM: u64 = 8;
 /// The largest drop-behind window: big enough for efficient I/O, small
 /// enough to leave most of a large budget to kept blocks.
 const MAX_WINDOW: u64 = 256;
+
+/// Extents of kept blocks the set can hold; past that nothing more is kept.
+const KEPT_EXTENTS: usize = 1024;
+
+/// The kept blocks, as sorted extents (a file read or written in order is
+/// one extent), so that a block touched again counts once and a working
+/// set within the budget is never released. Its room is allocated with the
+/// budget, never while blocks are touched.
+struct Kept {
+    /// (first block, length), sorted, neither overlapping nor touching.
+    extents: Vec<(Bid, u32)>,
+    blocks: u64,
+}
+
+impl Kept {
+    fn new(any: bool) -> Kept {
+        Kept {
+            extents: Vec::with_capacity(if any { KEPT_EXTENTS } else { 0 }),
+            blocks: 0,
+        }
+    }
+
+    /// Index of the first extent starting after `bid`.
+    fn after(&self, bid: Bid) -> usize {
+        self.extents.partition_point(|e| e.0 <= bid)
+    }
+
+    fn contains(&self, bid: Bid) -> bool {
+        let i = self.after(bid);
+        i > 0 && {
+            let (first, len) = self.extents[i - 1];
+            (bid as u64) < first as u64 + len as u64
+        }
+    }
+
+    /// Adds `bid`, which is not in the set; false when there is no room.
+    fn insert(&mut self, bid: Bid) -> bool {
+        let i = self.after(bid);
+        let joins_left = i > 0 && {
+            let (first, len) = self.extents[i - 1];
+            first as u64 + len as u64 == bid as u64 && len < u32::MAX
+        };
+        let joins_right = i < self.extents.len() && self.extents[i].0 as u64 == bid as u64 + 1;
+        match (joins_left, joins_right) {
+            (true, true)
+                if (self.extents[i - 1].1 as u64) + 1 + (self.extents[i].1 as u64)
+                    <= u32::MAX as u64 =>
+            {
+                self.extents[i - 1].1 += 1 + self.extents[i].1;
+                self.extents.remove(i);
+            }
+            (true, _) => self.extents[i - 1].1 += 1,
+            (false, true) if self.extents[i].1 < u32::MAX => {
+                self.extents[i] = (bid, self.extents[i].1 + 1);
+            }
+            _ if self.extents.len() < self.extents.capacity() => self.extents.insert(i, (bid, 1)),
+            _ => return false,
+        }
+        self.blocks += 1;
+        true
+    }
+}
 
 #[derive(Clone, Copy, Debug, Default)]
 struct Run {
@@ -99,8 +164,8 @@ pub(crate) struct Residency {
     /// back early and released.
     stream: u32,
     keep: u64,
-    /// Kept blocks counted so far (a block touched twice counts twice).
-    kept: u64,
+    /// The blocks kept so far, each counted once.
+    kept: Kept,
     ring: [Run; RUNS],
     /// Index of the oldest run, and how many there are.
     head: usize,
@@ -121,7 +186,7 @@ impl Residency {
             window,
             stream: (window / 2).min(STREAM) as u32,
             keep: budget - window,
-            kept: 0,
+            kept: Kept::new(budget > window),
             ring: [Run::default(); RUNS],
             head: 0,
             len: 0,
@@ -151,6 +216,12 @@ impl Residency {
         }
     }
 
+    /// A quarter of the window: what is read ahead at a time, and how
+    /// much dirty data is sent to writeback at a time.
+    fn step(&self) -> u64 {
+        (self.window / 4).max(1)
+    }
+
     /// Index in the ring of the run `age_from_newest` runs back.
     fn slot(&self, age_from_newest: usize) -> usize {
         (self.head + self.len - 1 - age_from_newest) % RUNS
@@ -160,10 +231,9 @@ impl Residency {
     /// `act` what the store should do now.
     #[inline]
     pub(crate) fn touch(&mut self, bid: Bid, write: bool, mut act: impl FnMut(Action)) {
-        let keeping = self.kept < self.keep;
-        if keeping {
-            self.kept += 1;
-        }
+        // A kept block touched again stays kept, and is not counted again.
+        let keeping =
+            self.kept.contains(bid) || (self.kept.blocks < self.keep && self.kept.insert(bid));
         // A block of a recent run, or the block right after one; that run
         // becomes the newest (released last).
         let recent = (0..self.len.min(RECENT)).find(|&age| {
@@ -189,17 +259,18 @@ impl Residency {
                     self.unsent += 1;
                 }
             }
-            // Read ahead two steps once a run is seen to be sequential (its
+            // Read ahead a step once a run is seen to be sequential (its
             // fourth block) and at every step after: the next step is read
             // while this one is used. Writes too: a store to a page not in
             // memory faults it in first (from the image, or zeros for
-            // blocks never written), one page per fault without this.
+            // blocks never written), one page per fault without this. The
+            // step read ahead is within the window (`settle`).
             let (end, count) = (run.end(), run.count as u64);
-            let step = (self.window / 4).max(1);
+            let step = self.step();
             if (count == 4 || count % step == 0) && end <= Bid::MAX as u64 {
                 act(Action::ReadAhead {
                     first: end as Bid,
-                    count: (2 * step) as u32,
+                    count: step as u32,
                 });
             }
             return self.settle(&mut act);
@@ -227,7 +298,7 @@ impl Residency {
     /// Sends dirty blocks to writeback and releases old runs as the
     /// window fills.
     fn settle(&mut self, act: &mut impl FnMut(Action)) {
-        if self.unsent >= (self.window / 4).max(1) {
+        if self.unsent >= self.step() {
             for k in 0..self.len {
                 let run = &mut self.ring[(self.head + k) % RUNS];
                 if run.dirty && run.sent < run.count && run.count >= self.stream {
@@ -240,7 +311,8 @@ impl Residency {
             }
             self.unsent = 0;
         }
-        if self.windowed > self.window {
+        // A step of the window is kept for what was read ahead.
+        if self.windowed > self.window - self.step() {
             while self.windowed > self.window / 2 && self.len > 1 {
                 self.pop_oldest(act);
             }
@@ -338,6 +410,42 @@ mod tests {
     }
 
     #[test]
+    fn a_working_set_within_the_budget_is_never_released() {
+        // 1,024 blocks: a window of 256, 768 kept. Ten passes over 700
+        // blocks in two files, then scattered re-reads of them.
+        let mut r = Residency::new(1024);
+        for _ in 0..10 {
+            let acts = touches(&mut r, (5000..5350).chain(9000..9350), false);
+            assert_eq!(released(&acts), 0);
+        }
+        let acts = touches(&mut r, (0..5000).map(|i| 5000 + (i * 7) % 350), true);
+        assert_eq!(released(&acts), 0);
+        assert_eq!(r.kept.blocks, 700);
+        assert_eq!(r.kept.extents, vec![(5000, 350), (9000, 350)]);
+    }
+
+    #[test]
+    fn kept_extents_merge_and_stop_when_full() {
+        let mut k = Kept::new(true);
+        for b in [10, 12, 11, 9, 13, 30] {
+            assert!(!k.contains(b));
+            assert!(k.insert(b));
+            assert!(k.contains(b));
+        }
+        assert_eq!(k.extents, vec![(9, 5), (30, 1)]);
+        assert!(!k.contains(8) && !k.contains(14) && !k.contains(29));
+        let mut k = Kept::new(true);
+        for i in 0..KEPT_EXTENTS as Bid {
+            assert!(k.insert(i * 2));
+        }
+        assert!(!k.insert(1_000_000), "full: nothing more is kept");
+        assert!(k.insert(1), "joining two extents needs no room");
+        assert_eq!(k.extents.len(), KEPT_EXTENTS - 1);
+        assert_eq!(k.blocks, KEPT_EXTENTS as u64 + 1);
+        assert_eq!(Kept::new(false).extents.capacity(), 0);
+    }
+
+    #[test]
     fn the_first_blocks_beyond_the_window_are_kept() {
         // A budget of 512 blocks: a window of 256, 256 kept.
         let mut r = Residency::new(512);
@@ -364,9 +472,9 @@ mod tests {
         assert!(!ahead.is_empty());
         // Once the run is seen to be sequential (4 blocks), then every
         // quarter window.
-        assert_eq!(ahead[0], (104, 32));
+        assert_eq!(ahead[0], (104, 16));
         for (first, count) in ahead {
-            assert_eq!(count, 32);
+            assert_eq!(count, 16);
             assert!((100..=164).contains(&first));
         }
     }
