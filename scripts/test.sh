@@ -30,6 +30,10 @@ command -v tar >/dev/null || missing+=(tar)
 command -v gzip >/dev/null || missing+=(gzip)
 command -v find >/dev/null || missing+=(findutils)
 command -v make >/dev/null || missing+=(make)
+command -v pkg-config >/dev/null || missing+=(pkg-config)
+command -v fusermount3 >/dev/null || missing+=(fuse3)
+# The memory budget's fault test builds a small FUSE server (tests/c).
+pkg-config --exists fuse3 2>/dev/null || missing+=(libfuse3-dev)
 if [ ${#missing[@]} -gt 0 ]; then
     if [ "$(id -u)" = 0 ]; then
         apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
