@@ -59,14 +59,12 @@ pub struct MmapStore {
     residency: RefCell<Residency>,
     /// The limit an `Undecided` budget is taken from.
     limit: RefCell<Option<super::budget::CgroupLimit>>,
-    /// A second open file description of a writable image, for the
-    /// budget's writeback and eviction calls. A writeback error is
-    /// reported once per open file description (sync_file_range, like
-    /// fsync, consumes it): made on its own description, the budget's
-    /// calls leave the error for `flush`'s msync on `file`, so it still
-    /// fails with EIO. None: it could not be opened (no /proc), and a
-    /// writable store keeps no budget.
-    side: Option<File>,
+    /// A writeback the budget waited for failed. The kernel reports a
+    /// writeback error once per open file description, and the budget's
+    /// `sync_file_range` took it, so msync will not: every later flush
+    /// fails with EIO instead (and the volume turns read-only, as after a
+    /// failed msync).
+    writeback_failed: Cell<bool>,
 }
 
 /// Size in bytes of a regular file or block device.
@@ -190,9 +188,6 @@ impl MmapStore {
             Mapping::ReadWrite(m) => m.as_ptr(),
         };
         let fault = Registration::new(start, len, file.as_raw_fd(), !read_only);
-        let side = (!read_only)
-            .then(|| File::open(format!("/proc/self/fd/{}", file.as_raw_fd())).ok())
-            .flatten();
         Ok(MmapStore {
             fault,
             map,
@@ -201,7 +196,7 @@ impl MmapStore {
             tracking: Cell::new(Tracking::Off),
             residency: RefCell::new(Residency::new(0)),
             limit: RefCell::new(None),
-            side,
+            writeback_failed: Cell::new(false),
         })
     }
 
@@ -234,8 +229,12 @@ impl MmapStore {
     /// around a fault (8 MiB on some virtual disks), more than a tight
     /// budget holds; the budget reads ahead itself, within its window.
     fn start_tracking(&self, bytes: Option<u64>) {
-        // A writable store releases only through its own description.
-        let bytes = bytes.filter(|_| self.is_read_only() || self.side.is_some());
+        // A writable store releases only what it can write back first:
+        // not on a file whose file system has no sync_file_range (flags 0
+        // is a no-op that says whether the call works there).
+        // SAFETY: an fd call that touches no memory.
+        let can_sync = || unsafe { libc::sync_file_range(self.file.as_raw_fd(), 0, 0, 0) } == 0;
+        let bytes = bytes.filter(|_| self.is_read_only() || can_sync());
         let advice = match bytes {
             Some(b) => {
                 if let Ok(mut r) = self.residency.try_borrow_mut() {
@@ -264,9 +263,9 @@ impl MmapStore {
 
     /// Carries out one of the budget's actions. They are hints, and none
     /// may lose a byte: a range is dropped from the page cache only after
-    /// its dirty pages were written back without error. On any error the
+    /// its dirty pages were written back without error. On an error the
     /// budget ends (the pages keep what was written, as without a budget)
-    /// and `flush` reports it, through `file`.
+    /// and every later flush fails (`writeback_failed`).
     fn carry_out(&self, action: Action) {
         let (Action::ReadAhead { first, count }
         | Action::WriteBack { first, count }
@@ -279,13 +278,7 @@ impl MmapStore {
         let offset = first as usize * BLOCK_SIZE;
         let len = (end - first as u64) as usize * BLOCK_SIZE;
         let (pos, bytes) = (offset as libc::off_t, len as libc::off_t);
-        // The description for fd calls: a writable store's own (see
-        // `side`); a read-only store has nothing to write back.
-        let fd = match &self.side {
-            Some(side) => side.as_raw_fd(),
-            None if self.is_read_only() => self.file.as_raw_fd(),
-            None => return,
-        };
+        let fd = self.file.as_raw_fd();
         let at = self.bytes()[offset..].as_ptr() as *mut libc::c_void;
         // SAFETY (all calls): the range lies inside this store's mapping,
         // MAP_SHARED over the image. WILLNEED only reads ahead. DONTNEED on
@@ -314,7 +307,8 @@ impl MmapStore {
                     if libc::sync_file_range(fd, pos, bytes, how) != 0 {
                         // Not known written: nothing is dropped, now or
                         // later (a failed page is clean but holds the only
-                        // copy of its bytes).
+                        // copy of its bytes), and the error is kept.
+                        self.writeback_failed.set(true);
                         self.start_tracking(None);
                         return;
                     }
@@ -411,7 +405,7 @@ impl BlockStore for MmapStore {
             Mapping::ReadOnly(_) => Ok(()),
             Mapping::ReadWrite(m) => m.flush().map_err(|_| Errno::EIO),
         };
-        if self.fault.faulted() {
+        if self.faulted() {
             return Err(Errno::EIO);
         }
         flushed
@@ -430,7 +424,7 @@ impl BlockStore for MmapStore {
             }
             Mapping::ReadWrite(_) => Err(Errno::EUCLEAN),
         };
-        if self.fault.faulted() {
+        if self.faulted() {
             return Err(Errno::EIO);
         }
         flushed
@@ -438,7 +432,7 @@ impl BlockStore for MmapStore {
 
     #[inline]
     fn faulted(&self) -> bool {
-        self.fault.faulted()
+        self.fault.faulted() || self.writeback_failed.get()
     }
 }
 

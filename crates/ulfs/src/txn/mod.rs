@@ -390,9 +390,17 @@ impl Journal {
     /// from reuse until it is safe.
     pub fn forget(&mut self, bid: Bid) {
         if self.call.open {
-            // The undo of the call needs what the block held; a block that
-            // cannot be read (outside the image) has nothing to give back.
-            if self.call.needs_whole(bid) {
+            // Freeing changes nothing in the block, and a block freed by a
+            // call is not allocated again before the call ends
+            // (`is_quarantined`): its bytes need no copy in the undo record
+            // (a whole freed file would be copied into memory), and a write
+            // to it later in the call records its own before-image. Only a
+            // shadow dropped here must be given back if the call is undone.
+            let shadowed = self
+                .log
+                .as_ref()
+                .is_some_and(|l| l.shadows.contains_key(&bid));
+            if shadowed && self.call.needs_whole(bid) {
                 let _ = self.remember_whole(bid);
             }
             self.call.freed.insert(bid);

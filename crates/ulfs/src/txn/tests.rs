@@ -536,3 +536,42 @@ fn a_descriptor_without_its_commit_record_makes_numbering_jump() {
     assert_eq!(j2.log.as_ref().unwrap().next_seq, 1 + 16);
     assert_eq!(header_decode(j2.store().block(2).unwrap()), Some(1 + 16));
 }
+
+/// Freeing blocks in a call copies none of them into its undo record (a
+/// freed file's data would all be copied into memory: 256 MiB for a 256
+/// MiB file in mode none); undoing the call still puts back what the call
+/// wrote before freeing, and a shadow it dropped.
+#[test]
+fn freeing_blocks_copies_nothing_into_the_undo_record() {
+    let mut j = Journal::in_place(Box::new(SimDisk::new(64)), false);
+    j.direct_mut(3).unwrap().fill(7);
+    j.begin_call();
+    for bid in 10..60 {
+        j.forget(bid);
+    }
+    assert!(
+        j.call.before.is_empty(),
+        "{} blocks copied",
+        j.call.before.len()
+    );
+    // A block written by the call, then freed: its before-image is the
+    // write's, and undo restores it.
+    j.meta_mut(3).unwrap().fill(9);
+    j.forget(3);
+    j.undo_call();
+    assert!(j.peek(3).unwrap().iter().all(|&b| b == 7));
+
+    let (mut j, _) = open(journaled_disk());
+    let home = j.peek(40).unwrap()[100];
+    j.meta_mut(40).unwrap()[100] = home.wrapping_add(1);
+    j.begin_call();
+    j.forget(40);
+    j.forget(41);
+    assert_eq!(j.call.before.len(), 1, "only the dropped shadow");
+    j.undo_call();
+    assert_eq!(
+        j.peek(40).unwrap()[100],
+        home.wrapping_add(1),
+        "the shadow is back"
+    );
+}
