@@ -167,3 +167,81 @@ fn a_failed_writeback_under_a_budget_still_fails_fsync() {
         let _ = fs.unmount();
     }
 }
+
+/// A writeback error that msync (fsync) reports, not the budget's own
+/// wait, ends the budget too: it must not go on to drop the pages whose
+/// writeback failed (clean, but the only copy of what was written), even
+/// when the budget is set again; reads keep returning what was written.
+#[test]
+fn a_writeback_error_seen_by_fsync_ends_the_budget() {
+    for set_again in [false, true] {
+        error_seen_by_fsync(set_again);
+    }
+}
+
+fn error_seen_by_fsync(set_again: bool) {
+    const MIB: usize = 1 << 20;
+    let dir = tempfile::tempdir().unwrap();
+    let backing = dir.path().join("backing.img");
+    let opts = MkfsOptions {
+        size: 32 << 20,
+        ..Default::default()
+    };
+    ulfs::mkfs(&backing, &opts).unwrap();
+    let fuse = match Failing::start(dir.path(), &backing) {
+        Ok(f) => f,
+        Err(why) => return skip::skip("a_writeback_error_seen_by_fsync_ends_the_budget", &why),
+    };
+    let opts = MountOptions {
+        memory_budget: MemoryBudget::Bytes(64 << 10),
+        ..Default::default()
+    };
+    let mut fs = Fs::mount(fuse.image(), opts).unwrap();
+    let fd = fs.open("/a", libc::O_CREAT | libc::O_RDWR, 0o644).unwrap();
+    let old = vec![b'x'; 2 * MIB];
+    assert_eq!(fs.pwrite(fd, &old, 0).unwrap(), old.len());
+    fs.fsync(fd).unwrap();
+    // A fresh budget: an empty ring, so the small write below releases
+    // nothing (and waits for nothing) on its own.
+    fs.close(fd).unwrap();
+    fs.unmount().unwrap();
+    // A fresh mount (as a program starting): an empty ring.
+    let opts = MountOptions {
+        memory_budget: MemoryBudget::Bytes(64 << 10),
+        ..Default::default()
+    };
+    let mut fs = Fs::mount(fuse.image(), opts).unwrap();
+    let fd = fs.open("/a", libc::O_RDWR, 0o644).unwrap();
+    fuse.fail_with(libc::EIO);
+    // A small overwrite: one run of 8 blocks, within the window.
+    let new = vec![b'y'; 32 << 10];
+    assert_eq!(fs.pwrite(fd, &new, 0).unwrap(), new.len());
+    let fsync = fs.fsync(fd);
+    assert!(fsync.is_err());
+    fuse.fail_with(0);
+    if set_again {
+        // The program (or ulfs_set_memory_budget) sets the budget again.
+        fs.set_memory_budget(MemoryBudget::Bytes(64 << 10));
+    }
+    // Before anything else: the new bytes read back.
+    let mut back = vec![0u8; 32 << 10];
+    assert_eq!(fs.pread(fd, &mut back, 0), Ok(back.len()));
+    assert!(back.iter().all(|&b| b == b'y'));
+    // Read the rest of the file: the budget's window moves on.
+    let mut rest = vec![0u8; 64 << 10];
+    let mut off = 64 << 10;
+    while off < 2 * MIB {
+        let r = fs.pread(fd, &mut rest, off as u64);
+        assert!(r.is_ok(), "{r:?}");
+        off += rest.len();
+    }
+    let r = fs.pread(fd, &mut back, 0);
+    let ys = back.iter().filter(|&&b| b == b'y').count();
+    let xs = back.iter().filter(|&&b| b == b'x').count();
+    assert!(
+        r == Err(Errno::EIO) || ys == back.len(),
+        "written bytes reverted: {ys} y, {xs} x"
+    );
+    let _ = fs.close(fd);
+    let _ = fs.unmount();
+}

@@ -29,8 +29,9 @@ pub enum MemoryBudget {
 }
 
 /// The smallest budget kept to: below this the drop-behind window would
-/// be a few pages and every call a system call.
-pub const MIN_BUDGET: u64 = 32 << 10;
+/// be a few pages, every call a system call, and a few interleaved streams
+/// would not fit it.
+pub const MIN_BUDGET: u64 = 128 << 10;
 
 impl MemoryBudget {
     /// The budget in bytes, or None for no budget. `Bytes(0)` is no

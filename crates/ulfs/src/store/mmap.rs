@@ -234,7 +234,7 @@ impl MmapStore {
         // is a no-op that says whether the call works there).
         // SAFETY: an fd call that touches no memory.
         let can_sync = || unsafe { libc::sync_file_range(self.file.as_raw_fd(), 0, 0, 0) } == 0;
-        let bytes = bytes.filter(|_| self.is_read_only() || can_sync());
+        let bytes = bytes.filter(|_| !self.faulted() && (self.is_read_only() || can_sync()));
         let advice = match bytes {
             Some(b) => {
                 if let Ok(mut r) = self.residency.try_borrow_mut() {
@@ -405,6 +405,10 @@ impl BlockStore for MmapStore {
             Mapping::ReadOnly(_) => Ok(()),
             Mapping::ReadWrite(m) => m.flush().map_err(|_| Errno::EIO),
         };
+        if flushed.is_err() {
+            self.writeback_failed.set(true);
+            self.start_tracking(None);
+        }
         if self.faulted() {
             return Err(Errno::EIO);
         }
@@ -424,6 +428,10 @@ impl BlockStore for MmapStore {
             }
             Mapping::ReadWrite(_) => Err(Errno::EUCLEAN),
         };
+        if flushed == Err(Errno::EIO) {
+            self.writeback_failed.set(true);
+            self.start_tracking(None);
+        }
         if self.faulted() {
             return Err(Errno::EIO);
         }

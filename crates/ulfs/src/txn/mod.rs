@@ -23,10 +23,13 @@
 //! **Every call is atomic.** A transaction spans many calls, so a call that
 //! fails half-way must not leave its changes in it. Between `begin_call`
 //! and `end_call` the journal keeps an undo record of the call (undo.rs):
-//! the first time a metadata block is written or freed in the call, what it
-//! held before (in mode `journal` the previous shadow, or nothing when the
-//! home is still current; in place a copy of the home), plus the blocks the
-//! call added to or took from the freed and fresh sets. `undo_call` puts
+//! the first time a metadata block is written in the call, what it held
+//! before (in mode `journal` the previous shadow, or nothing when the home
+//! is still current; in place a copy of the home), plus the blocks the call
+//! added to or took from the freed and fresh sets. Freeing a block copies
+//! nothing (freeing changes no byte, and a block freed by a call is not
+//! allocated again before it ends): only a shadow the free drops, and in
+//! place the mark that a block still needs sealing, are recorded. `undo_call` puts
 //! all of it back, so a failed call leaves no trace in either mode. A
 //! commit in the middle of a call (a huge write commits its finished part)
 //! moves the undo point to that commit: what is committed is a consistent
@@ -402,6 +405,10 @@ impl Journal {
                 .is_some_and(|l| l.shadows.contains_key(&bid));
             if shadowed && self.call.needs_whole(bid) {
                 let _ = self.remember_whole(bid);
+            } else if self.log.is_none() && self.in_place.is_unsealed(bid) {
+                // In place: undo marks it written again (to be sealed),
+                // without a copy and without marking it recorded.
+                self.call.before.push((bid, undo::Before::Home));
             }
             self.call.freed.insert(bid);
         }

@@ -575,3 +575,39 @@ fn freeing_blocks_copies_nothing_into_the_undo_record() {
         "the shadow is back"
     );
 }
+
+/// Mode none: a block written by an earlier call (so unsealed), freed by a
+/// call that is then undone, still reads and is sealed at the checkpoint.
+#[test]
+fn an_undone_free_keeps_an_unsealed_block_readable() {
+    let mut j = Journal::in_place(Box::new(SimDisk::new(8)), true);
+    // Sealed once.
+    init_block(j.meta_mut(5).unwrap(), MAGIC_MAP);
+    j.checkpoint().unwrap();
+    // An earlier call changes it: its CRC is stale until the checkpoint.
+    j.begin_call();
+    j.meta_mut(5).unwrap()[100] = 1;
+    j.end_call();
+    assert!(j.meta(5).is_ok());
+    // A call frees it, then fails.
+    j.begin_call();
+    j.forget(5);
+    j.undo_call();
+    let now = j.meta(5).map(|b| b[100]);
+    j.checkpoint().unwrap();
+    let after = j.meta(5).map(|b| b[100]);
+    assert_eq!((now, after), (Ok(1), Ok(1)));
+}
+
+/// Mode none: undoing the free of a data block does not make it a block to
+/// seal (a checksum written into file data).
+#[test]
+fn an_undone_free_of_a_data_block_does_not_seal_it() {
+    let mut j = Journal::in_place(Box::new(SimDisk::new(8)), true);
+    j.data_mut(5).unwrap().fill(0xAB);
+    j.begin_call();
+    j.forget(5);
+    j.undo_call();
+    j.checkpoint().unwrap();
+    assert!(j.data(5).unwrap().iter().all(|&b| b == 0xAB));
+}

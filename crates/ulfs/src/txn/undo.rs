@@ -1,7 +1,7 @@
 //! The undo record of the call in progress: what each metadata block held
 //! before the call first changed it, and which blocks the call added to or
 //! took from the journal's block sets. `Journal` fills it (`meta_mut`,
-//! `meta_mut_slot`, `forget`, `note_alloc`) and plays it back in reverse
+//! `meta_mut_parts`, `forget`, `note_alloc`) and plays it back in reverse
 //! when a call fails (txn/mod.rs, "Every call is atomic").
 //!
 //! It lives apart from the journal because its cost is on the data path:
