@@ -100,28 +100,43 @@ impl Drop for Failing {
     }
 }
 
+/// A new 32 MiB image served by the failing FUSE file system, or None
+/// (the test `name` skipped) where there is no FUSE.
+fn served(name: &str) -> Option<(tempfile::TempDir, Failing)> {
+    let dir = tempfile::tempdir().unwrap();
+    let backing = dir.path().join("backing.img");
+    let opts = MkfsOptions {
+        size: 32 << 20,
+        ..Default::default()
+    };
+    ulfs::mkfs(&backing, &opts).unwrap();
+    match Failing::start(dir.path(), &backing) {
+        Ok(fuse) => Some((dir, fuse)),
+        Err(why) => {
+            skip::skip(name, &why);
+            None
+        }
+    }
+}
+
+/// The served image mounted with a 64 KiB memory budget.
+fn mount_budgeted(fuse: &Failing) -> Fs {
+    let opts = MountOptions {
+        memory_budget: MemoryBudget::Bytes(64 << 10),
+        ..Default::default()
+    };
+    Fs::mount(fuse.image(), opts).unwrap()
+}
+
 #[test]
 fn a_failed_writeback_under_a_budget_still_fails_fsync() {
     const MIB: usize = 1 << 20;
     for errno in [libc::EIO, libc::EINVAL, libc::ENOSYS] {
-        let dir = tempfile::tempdir().unwrap();
-        let backing = dir.path().join("backing.img");
-        let opts = MkfsOptions {
-            size: 32 << 20,
-            ..Default::default()
+        let Some((_dir, fuse)) = served("a_failed_writeback_under_a_budget_still_fails_fsync")
+        else {
+            return;
         };
-        ulfs::mkfs(&backing, &opts).unwrap();
-        let fuse = match Failing::start(dir.path(), &backing) {
-            Ok(f) => f,
-            Err(why) => {
-                return skip::skip("a_failed_writeback_under_a_budget_still_fails_fsync", &why);
-            }
-        };
-        let opts = MountOptions {
-            memory_budget: MemoryBudget::Bytes(64 << 10),
-            ..Default::default()
-        };
-        let mut fs = Fs::mount(fuse.image(), opts).unwrap();
+        let mut fs = mount_budgeted(&fuse);
         let fd = fs.open("/a", libc::O_CREAT | libc::O_RDWR, 0o644).unwrap();
         let old = vec![b'x'; 2 * MIB];
         assert_eq!(fs.pwrite(fd, &old, 0).unwrap(), old.len());
@@ -181,22 +196,10 @@ fn a_writeback_error_seen_by_fsync_ends_the_budget() {
 
 fn error_seen_by_fsync(set_again: bool) {
     const MIB: usize = 1 << 20;
-    let dir = tempfile::tempdir().unwrap();
-    let backing = dir.path().join("backing.img");
-    let opts = MkfsOptions {
-        size: 32 << 20,
-        ..Default::default()
+    let Some((_dir, fuse)) = served("a_writeback_error_seen_by_fsync_ends_the_budget") else {
+        return;
     };
-    ulfs::mkfs(&backing, &opts).unwrap();
-    let fuse = match Failing::start(dir.path(), &backing) {
-        Ok(f) => f,
-        Err(why) => return skip::skip("a_writeback_error_seen_by_fsync_ends_the_budget", &why),
-    };
-    let opts = MountOptions {
-        memory_budget: MemoryBudget::Bytes(64 << 10),
-        ..Default::default()
-    };
-    let mut fs = Fs::mount(fuse.image(), opts).unwrap();
+    let mut fs = mount_budgeted(&fuse);
     let fd = fs.open("/a", libc::O_CREAT | libc::O_RDWR, 0o644).unwrap();
     let old = vec![b'x'; 2 * MIB];
     assert_eq!(fs.pwrite(fd, &old, 0).unwrap(), old.len());
@@ -206,11 +209,7 @@ fn error_seen_by_fsync(set_again: bool) {
     fs.close(fd).unwrap();
     fs.unmount().unwrap();
     // A fresh mount (as a program starting): an empty ring.
-    let opts = MountOptions {
-        memory_budget: MemoryBudget::Bytes(64 << 10),
-        ..Default::default()
-    };
-    let mut fs = Fs::mount(fuse.image(), opts).unwrap();
+    let mut fs = mount_budgeted(&fuse);
     let fd = fs.open("/a", libc::O_RDWR, 0o644).unwrap();
     fuse.fail_with(libc::EIO);
     // A small overwrite: one run of 8 blocks, within the window.

@@ -60,16 +60,21 @@ impl CgroupLimit {
     /// group that has done I/O sits near its limit with most of it
     /// reclaimable), and never less than an eighth of the limit.
     pub fn budget(&self) -> Option<u64> {
-        let dir = &self.group.dir;
-        let usage = match self.group.version {
-            Version::V1 => read_number(&dir.join("memory.usage_in_bytes"))?,
-            Version::V2 => read_number(&dir.join("memory.current"))?,
-        };
-        let stat = std::fs::read_to_string(dir.join("memory.stat")).unwrap_or_default();
+        let usage = self.usage()?;
+        let stat = std::fs::read_to_string(self.group.dir.join("memory.stat")).unwrap_or_default();
         let reclaimable = stat_value(&stat, "inactive_file").unwrap_or(0);
         let working = usage.saturating_sub(reclaimable);
         let free = self.limit.saturating_sub(working);
         Some((free / 2).max(self.limit / 8).max(MIN_BUDGET))
+    }
+
+    /// What the group uses now, page cache included.
+    fn usage(&self) -> Option<u64> {
+        let file = match self.group.version {
+            Version::V1 => "memory.usage_in_bytes",
+            Version::V2 => "memory.current",
+        };
+        read_number(&self.group.dir.join(file))
     }
 }
 
@@ -78,11 +83,7 @@ impl CgroupLimit {
 /// the budget is `CgroupLimit::budget`.
 pub fn cgroup_headroom() -> Option<u64> {
     let l = cgroup_limit()?;
-    let usage = match l.group.version {
-        Version::V1 => read_number(&l.group.dir.join("memory.usage_in_bytes"))?,
-        Version::V2 => read_number(&l.group.dir.join("memory.current"))?,
-    };
-    Some(l.limit.saturating_sub(usage))
+    Some(l.limit.saturating_sub(l.usage()?))
 }
 
 /// The tightest memory limit over this process, if there is one: looked
