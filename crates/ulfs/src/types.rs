@@ -54,6 +54,20 @@ impl Timespec {
         })
     }
 
+    /// `self + d` (saturating at the end of time): a deadline computed
+    /// once, so a check against it is a comparison, not a division.
+    pub fn plus(self, d: std::time::Duration) -> Timespec {
+        let mut sec = self
+            .sec
+            .saturating_add(d.as_secs().min(i64::MAX as u64) as i64);
+        let mut nsec = self.nsec + d.subsec_nanos() as i64;
+        if nsec >= 1_000_000_000 {
+            nsec -= 1_000_000_000;
+            sec = sec.saturating_add(1);
+        }
+        Timespec { sec, nsec }
+    }
+
     /// `self - earlier`, or zero when `earlier` is later.
     pub fn since(self, earlier: Timespec) -> std::time::Duration {
         let ns =

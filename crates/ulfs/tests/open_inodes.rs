@@ -144,3 +144,87 @@ fn descriptors_of_one_file_see_each_other() {
     fs.close(b).unwrap();
     fs.unmount().unwrap();
 }
+
+/// The fields of a `struct stat` that a change can move.
+fn stat_key(st: &libc::stat) -> [i64; 13] {
+    [
+        st.st_ino as i64,
+        st.st_mode as i64,
+        st.st_nlink as i64,
+        st.st_uid as i64,
+        st.st_gid as i64,
+        st.st_size,
+        st.st_blocks,
+        st.st_atime,
+        st.st_atime_nsec,
+        st.st_mtime,
+        st.st_mtime_nsec,
+        st.st_ctime,
+        st.st_ctime_nsec,
+    ]
+}
+
+/// fstat answers from a `struct stat` it keeps while the inode is
+/// unchanged: every kind of change, through the descriptor's fast path or
+/// through a call by name, must make it build a new one.
+#[test]
+fn fstat_follows_every_change_of_an_open_inode() {
+    use std::mem::MaybeUninit;
+    for mode in [Mode::Journal, Mode::None] {
+        let mut fs = Fs::mount_store(formatted(4096, mode), MountOptions::default()).unwrap();
+        let fd = fs.open("/f", libc::O_CREAT | libc::O_RDWR, 0o644).unwrap();
+        let dup = fs.dup(fd).unwrap();
+        let check = |fs: &mut Fs, what: &str, path: &str| {
+            let mut fast = MaybeUninit::uninit();
+            assert!(fs.fstat_libc_decoded(fd, &mut fast), "{mode} {what}");
+            // SAFETY: filled by the call that returned true.
+            let fast = unsafe { fast.assume_init() };
+            let mut slow = MaybeUninit::uninit();
+            fs.fstat_libc(dup, &mut slow).unwrap();
+            // SAFETY: filled by the call that returned Ok.
+            let slow = unsafe { slow.assume_init() };
+            let by_name = fs.stat(path).map(|s| s.to_libc());
+            let fresh = by_name.unwrap_or_else(|_| fs.fstat(fd).unwrap().to_libc());
+            assert_eq!(stat_key(&fast), stat_key(&fresh), "{mode}: after {what}");
+            assert_eq!(stat_key(&slow), stat_key(&fresh), "{mode}: after {what}");
+        };
+        fs.write(fd, b"hello").unwrap();
+        check(&mut fs, "a first write", "/f");
+        check(&mut fs, "nothing", "/f");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        fs.pwrite(fd, b"!", 2).unwrap();
+        check(&mut fs, "an overwrite", "/f");
+        fs.pwrite(fd, &[7u8; 9000], 5000).unwrap();
+        check(&mut fs, "a write that allocates", "/f");
+        let mut buf = [0u8; 16];
+        fs.pread(fd, &mut buf, 0).unwrap();
+        check(&mut fs, "a read", "/f");
+        fs.truncate("/f", 100).unwrap();
+        check(&mut fs, "truncate by name", "/f");
+        fs.chmod("/f", 0o600).unwrap();
+        check(&mut fs, "chmod", "/f");
+        fs.chown("/f", 12, 34).unwrap();
+        check(&mut fs, "chown", "/f");
+        fs.utimensat(
+            libc::AT_FDCWD,
+            "/f",
+            Some([ulfs::Timespec { sec: 5, nsec: 6 }; 2]),
+            0,
+        )
+        .unwrap();
+        check(&mut fs, "utimensat", "/f");
+        fs.link("/f", "/g").unwrap();
+        check(&mut fs, "link", "/g");
+        fs.rename("/g", "/h").unwrap();
+        check(&mut fs, "rename", "/h");
+        // (A call undone after it changed the inode: the unit test
+        // `an_undone_call_leaves_the_open_inode_as_the_slot`.)
+        assert!(fs.link("/f", "/h").is_err());
+        check(&mut fs, "a failed link", "/h");
+        fs.unlink("/h").unwrap();
+        fs.unlink("/f").unwrap();
+        check(&mut fs, "unlink of every name", "/f");
+        fs.ftruncate(fd, 3).unwrap();
+        check(&mut fs, "ftruncate of an unlinked file", "/f");
+    }
+}

@@ -64,7 +64,11 @@ impl Volume {
         }
         let n = read?;
         let now = self.now();
-        if needs_atime_update(self.open.decoded(id), now) && self.writable().is_ok() {
+        let inode = self.open.decoded(id);
+        // Linux's atime_needs_update: an atime equal to now is not changed
+        // (with the coarse clock, reads after writes in one tick change
+        // nothing).
+        if needs_atime_update(inode, now) && inode.atime != now && self.writable().is_ok() {
             self.open.decoded_mut(id).atime = now;
             self.open_changed(id, now)?;
         }
@@ -139,10 +143,13 @@ impl Volume {
             copy_bytes(&mut blk[boff..boff + chunk], &buf[done..done + chunk]);
             done += chunk;
         }
-        if done > 0 || allocated {
-            // A block allocated and then not written (the volume failed
-            // between) changes the map, not the size.
-            let end = if done > 0 { off + done as u64 } else { 0 };
+        // A block allocated and then not written (the volume failed
+        // between) changes the map, not the size.
+        let end = if done > 0 { off + done as u64 } else { 0 };
+        // An overwrite in the tick of the last change changes no metadata
+        // (Linux's file_update_time leaves equal times alone): nothing to
+        // write back, and fstat's kept answer stays.
+        if allocated || (done > 0 && self.write_changes_inode(id, end, now)) {
             self.stamp_write(id, end, now);
             self.open_changed(id, now)?;
         }
@@ -151,6 +158,13 @@ impl Volume {
             self.commit()?;
         }
         Ok(done)
+    }
+
+    /// Whether a write up to `end` at `now` changes the decoded inode.
+    #[inline]
+    fn write_changes_inode(&self, id: OpenId, end: u64, now: Timespec) -> bool {
+        let inode = self.open.decoded(id);
+        end > inode.size || inode.mtime != now || inode.ctime != now
     }
 
     /// A write up to `end` at `now` in the decoded inode: the size grows

@@ -59,12 +59,21 @@ impl Volume {
         Ok(stat_of(dev, ino, self.open_inode(id)?))
     }
 
-    /// `stat_open` when the inode is decoded already, else None; never
-    /// panics.
+    /// fstat's C `struct stat` of an open file if its inode is decoded
+    /// (any call on it since it was opened decodes it), kept from one call
+    /// to the next while the inode is unchanged.
     #[inline(always)]
-    pub fn stat_open_decoded(&self, id: super::OpenId) -> Option<Stat> {
-        let (ino, inode) = self.open.decoded_if(id)?;
-        Some(stat_of(self.dev(), ino, inode))
+    pub fn libc_stat_open_decoded(&mut self, id: super::OpenId) -> Option<&libc::stat> {
+        let dev = self.dev();
+        self.open
+            .libc_stat_if(id, |ino, inode| stat_of(dev, ino, inode).to_libc())
+    }
+
+    /// `libc_stat_open_decoded`, decoding the inode first if need be.
+    #[inline]
+    pub fn libc_stat_open(&mut self, id: super::OpenId) -> Result<&libc::stat> {
+        self.open_inode(id)?;
+        self.libc_stat_open_decoded(id).ok_or(Errno::EIO)
     }
 
     /// The size of an open file (SEEK_END, O_APPEND).
