@@ -32,6 +32,8 @@ command -v find >/dev/null || missing+=(findutils)
 command -v make >/dev/null || missing+=(make)
 command -v pkg-config >/dev/null || missing+=(pkg-config)
 command -v fusermount3 >/dev/null || missing+=(fuse3)
+# `ulfs mount`'s tests copy trees in and out with rsync too.
+command -v rsync >/dev/null || missing+=(rsync)
 # The memory budget's fault test builds a small FUSE server (tests/c).
 pkg-config --exists fuse3 2>/dev/null || missing+=(libfuse3-dev)
 if [ ${#missing[@]} -gt 0 ]; then

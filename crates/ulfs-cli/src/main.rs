@@ -22,6 +22,7 @@ mod info;
 mod ls;
 mod mkdir;
 mod mkfs;
+mod mount;
 mod progress;
 mod rm;
 mod run;
@@ -38,7 +39,7 @@ use clap::{Parser, Subcommand};
 use crate::error::{CliError, CliResult};
 
 /// Exit status of a malformed command line, as clap uses.
-const EXIT_USAGE: i32 = 2;
+pub(crate) const EXIT_USAGE: i32 = 2;
 
 #[derive(Parser)]
 #[command(
@@ -55,7 +56,7 @@ struct Cli {
 }
 
 #[derive(Subcommand)]
-enum Command {
+pub(crate) enum Command {
     /// Create a new, empty image file of the given size
     Mkfs {
         /// Image file to create (or a block device)
@@ -217,6 +218,28 @@ enum Command {
         #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
         command: Vec<OsString>,
     },
+    /// Mount the image on a host directory through FUSE
+    ///
+    /// Returns once the mount is ready; a server process serves it until
+    /// `fusermount3 -u DIR` or `umount DIR` (or SIGTERM to the server),
+    /// which commits the journal and marks the image clean. The kernel
+    /// checks permissions against the modes and owners in the image. An
+    /// image another process writes is refused as in use. Options (-o,
+    /// comma-separated): ro, rw, allow_other, default_permissions (always
+    /// on), writeback_cache, uid=N, gid=N, umask=OCTAL, and the kernel's
+    /// noatime, nosuid, nodev, noexec, sync, dirsync. docs/MOUNT.md.
+    Mount {
+        /// Image file
+        image: PathBuf,
+        /// Directory to mount it on
+        mountpoint: PathBuf,
+        /// Mount options, comma-separated (may be given more than once)
+        #[arg(short = 'o', value_name = "OPTIONS")]
+        options: Vec<String>,
+        /// Serve in this process, in the foreground, until unmounted
+        #[arg(short = 'f', long)]
+        foreground: bool,
+    },
     /// Run the benchmarks: the ULFS paper's experiments against host file
     /// systems, with plots and a report (`ulfs bench --help` for options)
     ///
@@ -250,8 +273,11 @@ enum Command {
 
 fn main() -> ExitCode {
     restore_sigpipe();
-    let cli = Cli::parse();
-    match run(cli.command) {
+    let command = match mount::as_mount_helper() {
+        Some(helper) => helper,
+        None => Cli::parse().command,
+    };
+    match run(command) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             e.print();
@@ -341,6 +367,17 @@ fn run(command: Command) -> CliResult {
             fail_fast,
         } => export::run(&image, &imgpath::from_arg(&src), &hostdir, fail_fast),
         Command::Fsck { image, repair } => fsck::run(&image, repair),
+        Command::Mount {
+            image,
+            mountpoint,
+            options,
+            foreground,
+        } => mount::run(&mount::Args {
+            image: &image,
+            mountpoint: &mountpoint,
+            options: &options,
+            foreground,
+        }),
         Command::Bench { args } => bench::run(&args),
         Command::Run {
             image,

@@ -12,6 +12,8 @@
 //!   see it (resident pages of a file, dropping them);
 //! - [`skip`]: a test that cannot run here says so (and fails where every
 //!   test is required);
+//! - [`fuse_mount`]: an image mounted with `ulfs mount --foreground` for
+//!   the length of a test, and unmounted as a user would;
 //! - [`harness`]: the three fuzz harnesses (mount a damaged image and use
 //!   it; repair a damaged image and check that nothing readable was lost;
 //!   run a call sequence against ulfs and the host's file system). The
@@ -19,6 +21,7 @@
 //!   every kept input through them in the test suite.
 
 pub mod damage;
+pub mod fuse_mount;
 pub mod harness;
 mod host_model;
 pub mod page_cache;

@@ -100,6 +100,17 @@ impl Drop for Failing {
     }
 }
 
+/// The tests of this file one at a time. Each starts FUSE servers (fork +
+/// exec) and mounts and remounts images: a server forked while another
+/// test's image is open holds that image's open file, and with it its
+/// `flock`, until it execs, so a remount in that window finds the image
+/// "in use" (seen once, on a loaded machine).
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 /// A new 32 MiB image served by the failing FUSE file system, or None
 /// (the test `name` skipped) where there is no FUSE.
 fn served(name: &str) -> Option<(tempfile::TempDir, Failing)> {
@@ -130,6 +141,7 @@ fn mount_budgeted(fuse: &Failing) -> Fs {
 
 #[test]
 fn a_failed_writeback_under_a_budget_still_fails_fsync() {
+    let _serial = one_at_a_time();
     const MIB: usize = 1 << 20;
     for errno in [libc::EIO, libc::EINVAL, libc::ENOSYS] {
         let Some((_dir, fuse)) = served("a_failed_writeback_under_a_budget_still_fails_fsync")
@@ -189,6 +201,7 @@ fn a_failed_writeback_under_a_budget_still_fails_fsync() {
 /// when the budget is set again; reads keep returning what was written.
 #[test]
 fn a_writeback_error_seen_by_fsync_ends_the_budget() {
+    let _serial = one_at_a_time();
     for set_again in [false, true] {
         error_seen_by_fsync(set_again);
     }

@@ -532,3 +532,51 @@ fn o_tmpfile_is_refused_as_by_a_file_system_without_it() {
     // The lowest descriptor is free again: nothing leaked.
     assert_eq!(fs.open("/f", libc::O_RDONLY, 0).unwrap(), created);
 }
+
+/// The fs layer checks every name it is given, whoever the caller: a
+/// FUSE request brings names of up to 1,024 bytes that no path resolution
+/// has looked at, and a name longer than NAME_MAX once went into a
+/// directory leaf whose record holds a one-byte length (the image was
+/// damaged).
+#[test]
+fn the_volume_refuses_names_it_cannot_store() {
+    use ulfs::fs::Volume;
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("img");
+    ulfs::mkfs(&img, &ulfs::MkfsOptions::default()).unwrap();
+    let mut v = Volume::mount(&img, ulfs::MountOptions::default()).unwrap();
+    let root = v.root();
+    let file = v
+        .create(root, b"f", libc::S_IFREG | 0o644, 0, 0, b"")
+        .unwrap();
+    let long = vec![b'n'; 256];
+    let max = vec![b'm'; 255];
+    for bad in [&long[..], b"", b"a/b", b".", b"..", b"nul\0"] {
+        let want = match bad.len() {
+            0 => Errno::ENOENT,
+            256 => Errno::ENAMETOOLONG,
+            _ => Errno::EINVAL,
+        };
+        let show = String::from_utf8_lossy(bad);
+        assert_eq!(
+            v.create(root, bad, libc::S_IFDIR | 0o755, 0, 0, b""),
+            Err(want),
+            "{show}"
+        );
+        assert_eq!(v.link(file, root, bad), Err(want), "{show}");
+        assert_eq!(v.rename(root, b"f", root, bad, 0), Err(want), "{show}");
+    }
+    assert_eq!(v.lookup(root, &long), Err(Errno::ENAMETOOLONG));
+    assert_eq!(v.unlink(root, &long), Err(Errno::ENAMETOOLONG));
+    assert_eq!(v.rmdir(root, &long), Err(Errno::ENAMETOOLONG));
+    // NAME_MAX itself is fine.
+    let d = v
+        .create(root, &max, libc::S_IFDIR | 0o755, 0, 0, b"")
+        .unwrap();
+    assert_eq!(v.lookup(root, &max), Ok(d));
+    v.rmdir(root, &max).unwrap();
+    v.unmount().unwrap();
+    drop(v);
+    let report = ulfs::fsck(&img, &mut ulfs::FsckOptions::default()).unwrap();
+    assert!(report.is_clean(), "{report:?}");
+}

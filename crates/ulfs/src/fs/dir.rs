@@ -190,6 +190,7 @@ impl Volume {
 
     /// Adds `name -> ino`; EEXIST if present. Updates `dir` (root, blocks,
     /// size, entries) in memory; the caller writes it back. Returns the key.
+    /// A name `check_name` refuses never reaches a leaf.
     pub(crate) fn dir_insert(
         &mut self,
         dino: Ino,
@@ -198,6 +199,7 @@ impl Volume {
         ino: Ino,
         dtype: u8,
     ) -> Result<u64> {
+        check_name(name)?;
         let base = self.name_key(name);
         let mut used_seqs: u16 = 0;
         let mut exists = false;
@@ -460,6 +462,33 @@ impl Volume {
         if dir.map[0] != 0 {
             walk(self, dir.map[0], MAX_DEPTH, f)?;
         }
+        Ok(())
+    }
+}
+
+/// Whether `name` may be a directory entry: 1 to NAME_MAX bytes, no `/`
+/// or NUL, not `.` or `..`. Every entry the fs layer makes is checked
+/// here, whoever calls it (the posix layer checks paths before, a FUSE
+/// request comes with a name of up to 1,024 bytes): a longer name does
+/// not fit a leaf record's one-byte length.
+pub(crate) fn check_name(name: &[u8]) -> Result<()> {
+    if name.is_empty() {
+        Err(Errno::ENOENT)
+    } else if name.len() > crate::format::NAME_MAX {
+        Err(Errno::ENAMETOOLONG)
+    } else if name.contains(&b'/') || name.contains(&0) || name == b"." || name == b".." {
+        Err(Errno::EINVAL)
+    } else {
+        Ok(())
+    }
+}
+
+/// The check for a name that is looked up rather than made: too long is
+/// ENAMETOOLONG, as Linux's lookups say, anything else merely not found.
+pub(crate) fn check_lookup_name(name: &[u8]) -> Result<()> {
+    if name.len() > crate::format::NAME_MAX {
+        Err(Errno::ENAMETOOLONG)
+    } else {
         Ok(())
     }
 }

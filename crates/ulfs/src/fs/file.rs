@@ -224,7 +224,7 @@ impl Volume {
 
     fn accessed(&mut self, ino: Ino, mut inode: Inode) -> Result<()> {
         let now = self.now();
-        if needs_atime_update(&inode, now) && self.writable().is_ok() {
+        if needs_atime_update(&inode, now) && inode.atime != now && self.writable().is_ok() {
             inode.atime = now;
             self.put_inode(ino, &inode)?;
             self.commit()?;

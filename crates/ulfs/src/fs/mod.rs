@@ -7,6 +7,7 @@
 //! Mutation takes `&mut self`, so the single-owner case needs no lock.
 
 mod alloc;
+mod attrs;
 mod bmap;
 mod calls;
 mod dir;
@@ -18,6 +19,7 @@ mod open_inodes;
 mod ops;
 mod repair;
 
+pub use attrs::SetTime;
 pub use dir::DirItem;
 pub use mkfs::{MkfsOptions, format_store, min_journal, mkfs};
 pub use mount::{Info, Mode, MountOptions};

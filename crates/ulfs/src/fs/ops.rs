@@ -38,11 +38,21 @@ impl Volume {
 
     /// Looks up one name in directory `dir`: the inode it names.
     pub fn lookup(&self, dir: Ino, name: &[u8]) -> Result<Ino> {
+        super::dir::check_lookup_name(name)?;
         let d = self.dir_inode(dir)?;
         match self.dir_lookup(&d, name)? {
             Some((_, ino, _)) => Ok(ino),
             None => Err(Errno::ENOENT),
         }
+    }
+
+    /// The parent of directory `dir` (the root is its own): what `..`
+    /// names, for listings.
+    pub fn parent_of(&self, dir: Ino) -> Result<Ino> {
+        if dir == self.root() {
+            return Ok(dir);
+        }
+        Ok(self.dir_inode(dir)?.parent)
     }
 
     /// `stat` of an inode.
@@ -94,6 +104,7 @@ impl Volume {
         target: &[u8],
     ) -> Result<Ino> {
         self.writable()?;
+        super::dir::check_name(name)?;
         let mut d = self.dir_inode(dir)?;
         if d.nlink == 0 {
             return Err(Errno::ENOENT); // the directory was removed
@@ -182,6 +193,7 @@ impl Volume {
     /// Adds a hard link `dir/name` to `ino`.
     pub(super) fn link_op(&mut self, ino: Ino, dir: Ino, name: &[u8]) -> Result<()> {
         self.writable()?;
+        super::dir::check_name(name)?;
         let mut target = self.inode(ino)?;
         if target.is_dir() {
             return Err(Errno::EPERM);
@@ -210,6 +222,7 @@ impl Volume {
     /// Removes a non-directory entry.
     pub(super) fn unlink_op(&mut self, dir: Ino, name: &[u8]) -> Result<()> {
         self.writable()?;
+        super::dir::check_lookup_name(name)?;
         let mut d = self.dir_inode(dir)?;
         let (_, ino, _) = self.dir_lookup(&d, name)?.ok_or(Errno::ENOENT)?;
         if self.inode(ino)?.is_dir() {
@@ -227,6 +240,7 @@ impl Volume {
     /// Removes an empty directory entry.
     pub(super) fn rmdir_op(&mut self, dir: Ino, name: &[u8]) -> Result<()> {
         self.writable()?;
+        super::dir::check_lookup_name(name)?;
         let mut d = self.dir_inode(dir)?;
         let (_, ino, _) = self.dir_lookup(&d, name)?.ok_or(Errno::ENOENT)?;
         let victim = self.dir_inode(ino)?;
@@ -392,6 +406,8 @@ impl Volume {
         flags: u32,
     ) -> Result<()> {
         self.writable()?;
+        super::dir::check_lookup_name(sname)?;
+        super::dir::check_name(dname)?;
         if flags & !(RENAME_NOREPLACE | RENAME_EXCHANGE) != 0
             || flags == RENAME_NOREPLACE | RENAME_EXCHANGE
         {

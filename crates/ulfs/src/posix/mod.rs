@@ -12,7 +12,7 @@ pub mod namei;
 
 use crate::errno::{Errno, Result};
 use crate::error::Error;
-use crate::fs::{Info, MountOptions, OpenId, Volume};
+use crate::fs::{Info, MountOptions, OpenId, SetTime, Volume};
 use crate::types::*;
 use fdtable::{FdTable, OpenFile};
 use namei::{Last, Walk, resolve, walk};
@@ -1060,31 +1060,18 @@ impl Fs {
     }
 
     fn set_times(&mut self, ino: Ino, times: Option<[Timespec; 2]>) -> Result<()> {
-        let now = self.vol.now();
         let [a, m] = times.unwrap_or(
             [Timespec {
                 sec: 0,
                 nsec: UTIME_NOW,
             }; 2],
         );
-        for t in [a, m] {
-            if t.nsec != UTIME_NOW && t.nsec != UTIME_OMIT && !(0..1_000_000_000).contains(&t.nsec)
-            {
-                return Err(Errno::EINVAL);
-            }
-        }
-        if a.nsec == UTIME_OMIT && m.nsec == UTIME_OMIT {
-            return Ok(());
-        }
-        let pick = |t: Timespec| if t.nsec == UTIME_NOW { now } else { t };
-        self.vol.setattr(ino, |i| {
-            if a.nsec != UTIME_OMIT {
-                i.atime = pick(a);
-            }
-            if m.nsec != UTIME_OMIT {
-                i.mtime = pick(m);
-            }
-        })
+        let typed = |t: Timespec| match t.nsec {
+            UTIME_NOW => SetTime::Now,
+            UTIME_OMIT => SetTime::Omit,
+            _ => SetTime::At(t),
+        };
+        self.vol.set_times(ino, typed(a), typed(m))
     }
 
     pub fn chmod(&mut self, path: impl AsRef<[u8]>, mode: u32) -> Result<()> {
@@ -1102,41 +1089,19 @@ impl Fs {
         flags: i32,
     ) -> Result<()> {
         let ino = self.resolve_at_flags(dirfd, p(&path), flags, 0)?;
-        if self.vol.stat_ino(ino)?.is_symlink() {
-            return Err(Errno::EOPNOTSUPP);
-        }
-        self.set_mode(ino, mode)
+        self.vol.set_mode(ino, mode)
     }
 
     pub fn fchmod(&mut self, fd: Fd, mode: u32) -> Result<()> {
         let ino = self.proc.fds.get(fd)?.ino;
-        self.set_mode(ino, mode)
+        self.vol.set_mode(ino, mode)
     }
 
-    fn set_mode(&mut self, ino: Ino, mode: u32) -> Result<()> {
-        self.vol
-            .setattr(ino, |i| i.mode = (i.mode & libc::S_IFMT) | (mode & 0o7777))
-    }
-
-    /// chown's rule (Linux chown_common, for a caller with CAP_FSETID, as
-    /// the library treats every caller): a change of owner on anything but a
-    /// directory drops set-user-ID, and set-group-ID when group execute is
-    /// set (without it the bit marks mandatory locking and stays).
+    /// `u32::MAX` (-1) leaves an id unchanged; the rules are
+    /// `Volume::set_owner`'s.
     fn set_owner(&mut self, ino: Ino, uid: u32, gid: u32) -> Result<()> {
-        self.vol.setattr(ino, |i| {
-            if uid != u32::MAX {
-                i.uid = uid;
-            }
-            if gid != u32::MAX {
-                i.gid = gid;
-            }
-            if i.mode & libc::S_IFMT != libc::S_IFDIR {
-                i.mode &= !libc::S_ISUID;
-                if i.mode & libc::S_IXGRP != 0 {
-                    i.mode &= !libc::S_ISGID;
-                }
-            }
-        })
+        let id = |n: u32| (n != u32::MAX).then_some(n);
+        self.vol.set_owner(ino, id(uid), id(gid))
     }
 
     pub fn chown(&mut self, path: impl AsRef<[u8]>, uid: u32, gid: u32) -> Result<()> {

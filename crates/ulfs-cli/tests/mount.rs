@@ -1,0 +1,281 @@
+//! `ulfs mount`: the image on the host through FUSE, used by ordinary
+//! programs and tools, unmounted as users unmount, and fsck-clean after
+//! every test. Skipped, with the reason, where the machine has no FUSE.
+
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use ulfs_testkit::fuse_mount::{FuseMount, is_mounted, unavailable};
+use ulfs_testkit::skip::skip;
+
+fn ulfs() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_ulfs"))
+}
+
+fn run(args: &[&std::ffi::OsStr]) -> Output {
+    Command::new(ulfs()).args(args).output().unwrap()
+}
+
+/// A fresh image and an empty mount point in a temporary directory, or
+/// None (the test skipped) without FUSE.
+fn setup(test: &str) -> Option<(tempfile::TempDir, PathBuf, PathBuf)> {
+    if let Some(why) = unavailable() {
+        skip(test, &why);
+        return None;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let image = dir.path().join("img");
+    let mnt = dir.path().join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    let out = run(&["mkfs".as_ref(), image.as_os_str(), "64M".as_ref()]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Some((dir, image, mnt))
+}
+
+fn assert_clean(image: &Path) {
+    let out = run(&["fsck".as_ref(), image.as_os_str()]);
+    assert!(
+        out.status.success(),
+        "fsck: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn sh(script: &str) {
+    let out = Command::new("sh").arg("-ec").arg(script).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{script}: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A tree of the host's (this crate's sources, with a symlink and a hard
+/// link added) copied in with `cp -a`, `tar` and `rsync -aH`, compared
+/// with `diff -r`, then out again after a remount.
+#[test]
+fn a_tree_goes_in_and_out_with_cp_tar_and_diff() {
+    let Some((dir, image, mnt)) = setup("a_tree_goes_in_and_out_with_cp_tar_and_diff") else {
+        return;
+    };
+    let src = dir.path().join("src");
+    let crate_dir = env!("CARGO_MANIFEST_DIR");
+    sh(&format!(
+        "cp -a {crate_dir}/src {src} && ln -s main.rs {src}/link && ln {src}/main.rs {src}/hard",
+        src = src.display()
+    ));
+    let m = FuseMount::start(&ulfs(), &image, &mnt, &[]).unwrap();
+    let (s, t) = (src.display(), mnt.display());
+    sh(&format!("cp -a {s} {t}/cp && diff -r {s} {t}/cp"));
+    sh(&format!(
+        "mkdir {t}/tar && tar -C {s} -cf - . | tar -C {t}/tar -xf - && diff -r {s} {t}/tar"
+    ));
+    sh(&format!(
+        "rsync -aH {s}/ {t}/rsync/ && diff -r {s} {t}/rsync"
+    ));
+    // Hard links and symlinks survive the trip.
+    let a = std::fs::metadata(mnt.join("cp/main.rs")).unwrap();
+    let b = std::fs::metadata(mnt.join("cp/hard")).unwrap();
+    assert_eq!((a.ino(), a.nlink()), (b.ino(), 2));
+    assert_eq!(
+        std::fs::read_link(mnt.join("tar/link")).unwrap(),
+        Path::new("main.rs")
+    );
+    assert!(m.unmount().success());
+    assert!(!is_mounted(&mnt));
+    assert_clean(&image);
+    // After a remount, read-only this time, the same tree comes out.
+    let m = FuseMount::start(&ulfs(), &image, &mnt, &["ro"]).unwrap();
+    let out = dir.path().join("out");
+    sh(&format!(
+        "cp -a {t}/cp {o} && diff -r {s} {o}",
+        o = out.display()
+    ));
+    let err = std::fs::write(mnt.join("new"), b"x").unwrap_err();
+    assert_eq!(err.raw_os_error(), Some(libc::EROFS));
+    assert!(m.unmount().success());
+    assert_clean(&image);
+}
+
+/// POSIX file semantics through the kernel: a file unlinked while open is
+/// still read and written through its descriptor; rename's NOREPLACE and
+/// EXCHANGE; truncate, times, modes, owners and set-group-ID directories.
+#[test]
+fn posix_semantics_hold_through_the_mount() {
+    let Some((_dir, image, mnt)) = setup("posix_semantics_hold_through_the_mount") else {
+        return;
+    };
+    let m = FuseMount::start(&ulfs(), &image, &mnt, &[]).unwrap();
+    let p = |n: &str| mnt.join(n);
+    {
+        use std::io::{Read, Seek, Write};
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(true)
+            .read(true)
+            .write(true)
+            .open(p("open"))
+            .unwrap();
+        f.write_all(b"still here").unwrap();
+        std::fs::remove_file(p("open")).unwrap();
+        assert!(!p("open").exists());
+        f.write_all(b", and more").unwrap();
+        f.rewind().unwrap();
+        let mut s = String::new();
+        f.read_to_string(&mut s).unwrap();
+        assert_eq!(s, "still here, and more");
+        assert_eq!(f.metadata().unwrap().nlink(), 0);
+    }
+    std::fs::write(p("a"), b"A").unwrap();
+    std::fs::write(p("b"), b"B").unwrap();
+    let rename2 = |flags: u32| {
+        let (a, b) = (
+            std::ffi::CString::new(p("a").to_str().unwrap()).unwrap(),
+            std::ffi::CString::new(p("b").to_str().unwrap()).unwrap(),
+        );
+        // SAFETY: two valid C strings; renameat2 has no other preconditions.
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_renameat2,
+                libc::AT_FDCWD,
+                a.as_ptr(),
+                libc::AT_FDCWD,
+                b.as_ptr(),
+                flags,
+            )
+        };
+        if r == 0 {
+            Ok(())
+        } else {
+            Err(std::io::Error::last_os_error().raw_os_error())
+        }
+    };
+    assert_eq!(rename2(libc::RENAME_NOREPLACE), Err(Some(libc::EEXIST)));
+    rename2(libc::RENAME_EXCHANGE).unwrap();
+    assert_eq!(std::fs::read(p("a")).unwrap(), b"B");
+    assert_eq!(std::fs::read(p("b")).unwrap(), b"A");
+    // truncate up leaves a hole that reads as zeros; times as set.
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(p("a"))
+        .unwrap();
+    f.set_len(5000).unwrap();
+    drop(f);
+    let data = std::fs::read(p("a")).unwrap();
+    assert_eq!((data.len(), data[0], data[4999]), (5000, b'B', 0));
+    sh(&format!("touch -d @1000000000 {}", p("a").display()));
+    assert_eq!(std::fs::metadata(p("a")).unwrap().mtime(), 1_000_000_000);
+    // Modes, owners; a set-group-ID directory hands down its group.
+    std::fs::create_dir(p("d")).unwrap();
+    std::os::unix::fs::chown(p("d"), Some(12), Some(34)).unwrap();
+    std::fs::set_permissions(p("d"), std::fs::Permissions::from_mode(0o2775)).unwrap();
+    std::fs::write(p("d/x"), b"").unwrap();
+    let x = std::fs::metadata(p("d/x")).unwrap();
+    assert_eq!(x.gid(), 34);
+    let d = std::fs::metadata(p("d")).unwrap();
+    assert_eq!((d.uid(), d.gid(), d.mode() & 0o7777), (12, 34, 0o2775));
+    // A chown drops set-user-ID on a file.
+    std::fs::set_permissions(p("b"), std::fs::Permissions::from_mode(0o4755)).unwrap();
+    std::os::unix::fs::chown(p("b"), Some(7), None).unwrap();
+    assert_eq!(std::fs::metadata(p("b")).unwrap().mode() & 0o7777, 0o755);
+    // What the image does not store is refused, not faked.
+    let fifo = std::ffi::CString::new(p("fifo").to_str().unwrap()).unwrap();
+    // SAFETY: a valid C string.
+    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) }, -1);
+    assert!(m.unmount().success());
+    assert_clean(&image);
+    // Seen in process after the unmount: the same names and bytes.
+    let out = run(&["cat".as_ref(), image.as_os_str(), "/a".as_ref()]);
+    assert_eq!(out.stdout.len(), 5000);
+}
+
+/// `ulfs mount` without --foreground returns once the mount is ready and
+/// leaves a server behind; an image in use is refused with the usual
+/// error; SIGTERM to the server unmounts cleanly; bad input is refused
+/// before anything is mounted.
+#[test]
+fn the_daemon_mounts_refuses_a_second_writer_and_stops_cleanly() {
+    let Some((_dir, image, mnt)) =
+        setup("the_daemon_mounts_refuses_a_second_writer_and_stops_cleanly")
+    else {
+        return;
+    };
+    let out = run(&["mount".as_ref(), image.as_os_str(), mnt.as_os_str()]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(is_mounted(&mnt), "mounted when the command returns");
+    std::fs::write(mnt.join("f"), b"daemon").unwrap();
+    // A second mount of the same image is refused: the server holds it.
+    let other = mnt.with_file_name("mnt2");
+    std::fs::create_dir(&other).unwrap();
+    let out = run(&["mount".as_ref(), image.as_os_str(), other.as_os_str()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("in use"));
+    assert!(!is_mounted(&other));
+    // `umount` ends the server; the image is released and clean.
+    let out = Command::new("umount").arg(&mnt).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    wait_released(&image);
+    assert_clean(&image);
+    // In the foreground, SIGTERM unmounts and the server exits 0.
+    let m = FuseMount::start(&ulfs(), &image, &mnt, &[]).unwrap();
+    assert_eq!(std::fs::read(mnt.join("f")).unwrap(), b"daemon");
+    // SAFETY: kill has no memory-safety preconditions.
+    assert_eq!(unsafe { libc::kill(m.pid() as i32, libc::SIGTERM) }, 0);
+    assert!(m.wait().success());
+    assert!(!is_mounted(&mnt));
+    assert_clean(&image);
+    // Bad options and mount points: exit 2 and 1, nothing mounted.
+    let out = run(&[
+        "mount".as_ref(),
+        image.as_os_str(),
+        mnt.as_os_str(),
+        "-o".as_ref(),
+        "allow_others".as_ref(),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("allow_others"));
+    let file = mnt.with_file_name("img");
+    let out = run(&["mount".as_ref(), image.as_os_str(), file.as_os_str()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not a directory"));
+    let missing = mnt.with_file_name("no-such.img");
+    let out = run(&["mount".as_ref(), missing.as_os_str(), mnt.as_os_str()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(!is_mounted(&mnt));
+    assert_clean(&image);
+}
+
+/// Waits (up to 10 s) until a writer can take the image: the daemon has
+/// unmounted the volume and exited.
+fn wait_released(image: &Path) {
+    let start = std::time::Instant::now();
+    loop {
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(image)
+            .unwrap();
+        if f.try_lock().is_ok() {
+            return;
+        }
+        assert!(
+            start.elapsed().as_secs() < 10,
+            "the server still holds the image"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}

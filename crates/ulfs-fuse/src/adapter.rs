@@ -1,0 +1,787 @@
+//! The FUSE requests, served at the inode level by one `Volume`: what the
+//! kernel asks (lookup, getattr, read, rename, ...) becomes the volume's
+//! inode-level call of the same meaning, and its `Errno` the reply.
+//!
+//! **What is serialized.** Every request takes one mutex over the volume:
+//! the volume's calls take `&mut self` (a read moves atime, and the data
+//! path keeps decoded inodes), so requests are served one at a time, by
+//! one event loop. The kernel's caches (attributes, entries, pages) answer
+//! most repeated requests without asking.
+//!
+//! **Lifetimes.** Each open handle (open, create, opendir) holds an open
+//! reference on its inode, so a file unlinked while open lives until its
+//! last release, as on any POSIX file system. The kernel's lookup counts
+//! are not references: an inode no handle holds is freed by its last
+//! unlink, and a later request for it finds ENOENT; a reused inode slot
+//! has a new generation number, so the kernel never mistakes it for the
+//! old file.
+//!
+//! **Permissions** are the kernel's (`default_permissions` is always on):
+//! it checks the modes and owners the image stores before it asks.
+
+use crate::attr::{InoMap, file_attr, file_type_of_dtype, timespec};
+use crate::options::MountConfig;
+use fuser::{
+    CopyFileRangeFlags, Errno as FuseErrno, FileHandle, Filesystem, FopenFlags, Generation,
+    INodeNo, InitFlags, KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate,
+    ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyLseek, ReplyOpen,
+    ReplyStatfs, ReplyWrite, Request, TimeOrNow, WriteFlags,
+};
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, SystemTime};
+use ulfs::fs::{OpenId, SetTime, Volume};
+use ulfs::{Errno, Ino, Result};
+
+/// How long the kernel may trust an answer. One mount is the only writer
+/// of its image (the image lock refuses a second), and every change passes
+/// through the kernel, which updates or drops what it cached; so the only
+/// thing a long timeout can leave stale is atime after a read, which the
+/// kernel itself marks stale.
+const TTL: Duration = Duration::from_secs(1);
+
+/// The largest write the kernel is asked to send in one request.
+const MAX_WRITE: u32 = 1 << 20;
+
+/// An open handle: the inode it holds a reference on.
+struct Handle {
+    ino: Ino,
+    open: OpenId,
+}
+
+struct State {
+    vol: Volume,
+    handles: Vec<Option<Handle>>,
+    free_handles: Vec<usize>,
+    /// The volume was unmounted (`destroy`); later requests get EIO.
+    gone: bool,
+}
+
+pub struct UlfsFuse {
+    state: Mutex<State>,
+    map: InoMap,
+    cfg: MountConfig,
+}
+
+impl UlfsFuse {
+    pub fn new(vol: Volume, cfg: MountConfig) -> UlfsFuse {
+        let map = InoMap { root: vol.root() };
+        UlfsFuse {
+            state: Mutex::new(State {
+                vol,
+                handles: Vec::new(),
+                free_handles: Vec::new(),
+                gone: false,
+            }),
+            map,
+            cfg,
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A panic while serving a request leaves the volume as the call
+        // left it (undone by its journal when it was a call); go on.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Runs `f` on the volume, or EIO once it is unmounted.
+    fn with<T>(&self, f: impl FnOnce(&mut State) -> Result<T>) -> Result<T> {
+        let mut st = self.lock();
+        if st.gone {
+            return Err(Errno::EIO);
+        }
+        f(&mut st)
+    }
+
+    fn entry(&self, st: &State, ino: Ino, reply: ReplyEntry) {
+        match entry_attr(st, ino, self.map, &self.cfg) {
+            Ok((attr, generation)) => reply.entry(&TTL, &attr, generation),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    /// Creates `name` in `parent` as the request's user, and answers with
+    /// its entry.
+    fn make(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        target: &[u8],
+        reply: ReplyEntry,
+    ) {
+        let parent = self.map.to_ulfs(parent);
+        let mut st = self.lock();
+        if st.gone {
+            return reply.error(FuseErrno::EIO);
+        }
+        match st
+            .vol
+            .create(parent, name.as_bytes(), mode, req.uid(), req.gid(), target)
+        {
+            Ok(ino) => self.entry(&st, ino, reply),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+}
+
+impl UlfsFuse {
+    /// Releases every handle the kernel left open and unmounts the volume
+    /// (committing its journal, marking the image clean); once.
+    fn shut_down(&mut self) {
+        let st = self.state.get_mut().unwrap_or_else(|p| p.into_inner());
+        if st.gone {
+            return;
+        }
+        st.gone = true;
+        for i in 0..st.handles.len() {
+            if st.handles[i].is_some() {
+                let _ = st.close_handle(FileHandle(i as u64 + 1));
+            }
+        }
+        if let Err(e) = st.vol.unmount() {
+            eprintln!("ulfs mount: unmounting the image: {e}");
+        }
+    }
+}
+
+/// A session that never started (the mount failed) or ended without
+/// `destroy` still leaves the image clean.
+impl Drop for UlfsFuse {
+    fn drop(&mut self) {
+        self.shut_down();
+    }
+}
+
+fn errno(e: Errno) -> FuseErrno {
+    FuseErrno::from_i32(e.0)
+}
+
+fn entry_attr(
+    st: &State,
+    ino: Ino,
+    map: InoMap,
+    cfg: &MountConfig,
+) -> Result<(fuser::FileAttr, Generation)> {
+    let stat = st.vol.stat_ino(ino)?;
+    let generation = st.vol.generation(ino)?;
+    Ok((file_attr(&stat, map, cfg), Generation(generation as u64)))
+}
+
+impl State {
+    fn open_handle(&mut self, ino: Ino) -> FileHandle {
+        let open = self.vol.open_ref(ino);
+        let h = Handle { ino, open };
+        let i = match self.free_handles.pop() {
+            Some(i) => {
+                self.handles[i] = Some(h);
+                i
+            }
+            None => {
+                self.handles.push(Some(h));
+                self.handles.len() - 1
+            }
+        };
+        FileHandle(i as u64 + 1)
+    }
+
+    fn handle(&self, fh: FileHandle) -> Result<&Handle> {
+        (fh.0 as usize)
+            .checked_sub(1)
+            .and_then(|i| self.handles.get(i))
+            .and_then(Option::as_ref)
+            .ok_or(Errno::EBADF)
+    }
+
+    fn close_handle(&mut self, fh: FileHandle) -> Result<()> {
+        let i = (fh.0 as usize).checked_sub(1).ok_or(Errno::EBADF)?;
+        let h = self
+            .handles
+            .get_mut(i)
+            .and_then(Option::take)
+            .ok_or(Errno::EBADF)?;
+        self.free_handles.push(i);
+        self.vol.close_ref(h.ino)
+    }
+}
+
+fn set_time(t: Option<TimeOrNow>) -> SetTime {
+    match t {
+        None => SetTime::Omit,
+        Some(TimeOrNow::Now) => SetTime::Now,
+        Some(TimeOrNow::SpecificTime(t)) => SetTime::At(timespec(t)),
+    }
+}
+
+impl Filesystem for UlfsFuse {
+    fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
+        // Best effort: an older kernel answers with what it can do.
+        let _ = config.set_max_write(MAX_WRITE);
+        let _ = config.set_max_readahead(MAX_WRITE);
+        let mut want = InitFlags::FUSE_DO_READDIRPLUS | InitFlags::FUSE_READDIRPLUS_AUTO;
+        if self.cfg.writeback_cache {
+            want |= InitFlags::FUSE_WRITEBACK_CACHE;
+        }
+        let _ = config.add_capabilities(want);
+        Ok(())
+    }
+
+    fn destroy(&mut self) {
+        self.shut_down();
+    }
+
+    fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        let parent = self.map.to_ulfs(parent);
+        let st = self.lock();
+        if st.gone {
+            return reply.error(FuseErrno::EIO);
+        }
+        match st.vol.lookup(parent, name.as_bytes()) {
+            Ok(ino) => self.entry(&st, ino, reply),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn getattr(&self, _req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
+        let ino = self.map.to_ulfs(ino);
+        let r = self.with(|st| match fh.map(|fh| st.handle(fh).map(|h| h.open)) {
+            Some(Ok(open)) => st.vol.stat_open(open),
+            _ => st.vol.stat_ino(ino),
+        });
+        match r {
+            Ok(s) => reply.attr(&TTL, &file_attr(&s, self.map, &self.cfg)),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn setattr(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        mode: Option<u32>,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        size: Option<u64>,
+        atime: Option<TimeOrNow>,
+        mtime: Option<TimeOrNow>,
+        _ctime: Option<SystemTime>,
+        _fh: Option<FileHandle>,
+        _crtime: Option<SystemTime>,
+        _chgtime: Option<SystemTime>,
+        _bkuptime: Option<SystemTime>,
+        _flags: Option<fuser::BsdFileFlags>,
+        reply: ReplyAttr,
+    ) {
+        let ino = self.map.to_ulfs(ino);
+        let r = self.with(|st| {
+            // The kernel sends what one call changed; POSIX orders a
+            // truncate's size before the times it also sets.
+            if let Some(size) = size {
+                st.vol.truncate_ino(ino, size)?;
+            }
+            if uid.is_some() || gid.is_some() {
+                st.vol.set_owner(ino, uid, gid)?;
+            }
+            // After the owner: a chown drops set-ID bits, and the kernel
+            // sends the mode it wants kept with the same request.
+            if let Some(mode) = mode {
+                st.vol.set_mode(ino, mode)?;
+            }
+            if atime.is_some() || mtime.is_some() {
+                st.vol.set_times(ino, set_time(atime), set_time(mtime))?;
+            }
+            st.vol.stat_ino(ino)
+        });
+        match r {
+            Ok(s) => reply.attr(&TTL, &file_attr(&s, self.map, &self.cfg)),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
+        let ino = self.map.to_ulfs(ino);
+        match self.with(|st| st.vol.readlink_ino(ino)) {
+            Ok(t) => reply.data(&t),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn mknod(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        _rdev: u32,
+        reply: ReplyEntry,
+    ) {
+        // The image stores files, directories and symlinks: device nodes,
+        // FIFOs and sockets are refused as `ulfs run`'s mknod refuses them.
+        let kind = mode & libc::S_IFMT;
+        if kind != libc::S_IFREG && kind != 0 {
+            return reply.error(FuseErrno::EPERM);
+        }
+        let mode = libc::S_IFREG | (mode & 0o7777 & !umask);
+        self.make(req, parent, name, mode, b"", reply)
+    }
+
+    fn mkdir(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        reply: ReplyEntry,
+    ) {
+        let mode = libc::S_IFDIR | (mode & 0o7777 & !umask);
+        self.make(req, parent, name, mode, b"", reply)
+    }
+
+    fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let parent = self.map.to_ulfs(parent);
+        match self.with(|st| st.vol.unlink(parent, name.as_bytes())) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let parent = self.map.to_ulfs(parent);
+        match self.with(|st| st.vol.rmdir(parent, name.as_bytes())) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn symlink(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        link_name: &OsStr,
+        target: &Path,
+        reply: ReplyEntry,
+    ) {
+        let target = target.as_os_str().as_bytes();
+        self.make(req, parent, link_name, libc::S_IFLNK | 0o777, target, reply)
+    }
+
+    fn rename(
+        &self,
+        _req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        newparent: INodeNo,
+        newname: &OsStr,
+        flags: RenameFlags,
+        reply: ReplyEmpty,
+    ) {
+        let (from, to) = (self.map.to_ulfs(parent), self.map.to_ulfs(newparent));
+        let r = self.with(|st| {
+            st.vol
+                .rename(from, name.as_bytes(), to, newname.as_bytes(), flags.bits())
+        });
+        match r {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn link(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        newparent: INodeNo,
+        newname: &OsStr,
+        reply: ReplyEntry,
+    ) {
+        let (ino, dir) = (self.map.to_ulfs(ino), self.map.to_ulfs(newparent));
+        let mut st = self.lock();
+        if st.gone {
+            return reply.error(FuseErrno::EIO);
+        }
+        match st.vol.link(ino, dir, newname.as_bytes()) {
+            Ok(()) => self.entry(&st, ino, reply),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        let ino = self.map.to_ulfs(ino);
+        let r = self.with(|st| {
+            let s = st.vol.stat_ino(ino)?;
+            if s.is_dir() {
+                return Err(Errno::EISDIR);
+            }
+            let fh = st.open_handle(ino);
+            if flags.0 & libc::O_TRUNC != 0 && s.size > 0 {
+                // The kernel sends O_TRUNC with the open when it has
+                // atomic_o_trunc; without it, a setattr comes first.
+                if let Err(e) = st.vol.truncate_ino(ino, 0) {
+                    let _ = st.close_handle(fh);
+                    return Err(e);
+                }
+            }
+            Ok(fh)
+        });
+        match r {
+            Ok(fh) => reply.opened(fh, FopenFlags::empty()),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn read(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        size: u32,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyData,
+    ) {
+        let mut buf = vec![0u8; size as usize];
+        let r = self.with(|st| {
+            let open = st.handle(fh)?.open;
+            st.vol.read_open(open, &mut buf, offset)
+        });
+        match r {
+            Ok(n) => reply.data(&buf[..n]),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn write(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        data: &[u8],
+        _write_flags: WriteFlags,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyWrite,
+    ) {
+        let r = self.with(|st| {
+            let open = st.handle(fh)?.open;
+            st.vol.write_open(open, data, offset)
+        });
+        match r {
+            Ok(n) => reply.written(n as u32),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn flush(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _lock_owner: LockOwner,
+        reply: ReplyEmpty,
+    ) {
+        // close(2) promises nothing durable; the journal's commit interval
+        // bounds what a crash can lose, and fsync makes it durable.
+        reply.ok()
+    }
+
+    fn release(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        _flush: bool,
+        reply: ReplyEmpty,
+    ) {
+        match self.with(|st| st.close_handle(fh)) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn fsync(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        match self.with(|st| st.vol.sync()) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        let ino = self.map.to_ulfs(ino);
+        let r = self.with(|st| {
+            if !st.vol.stat_ino(ino)?.is_dir() {
+                return Err(Errno::ENOTDIR);
+            }
+            Ok(st.open_handle(ino))
+        });
+        match r {
+            Ok(fh) => reply.opened(fh, FopenFlags::empty()),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn readdir(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectory,
+    ) {
+        let dir = self.map.to_ulfs(ino);
+        let r = self.with(|st| {
+            list_dir(st, dir, offset, |ino, next, dtype, name| {
+                let name = OsStr::from_bytes(name);
+                reply.add(self.map.to_fuse(ino), next, file_type_of_dtype(dtype), name)
+            })
+        });
+        match r {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn readdirplus(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectoryPlus,
+    ) {
+        let dir = self.map.to_ulfs(ino);
+        let r = self.with(|st| {
+            let mut entries = Vec::new();
+            list_dir(st, dir, offset, |ino, next, _, name| {
+                entries.push((ino, next, name.to_vec()));
+                // Attributes are looked up below, outside the listing;
+                // the kernel's buffer decides how many fit.
+                entries.len() < 4096
+            })?;
+            for (ino, next, name) in entries {
+                let (attr, generation) = entry_attr(st, ino, self.map, &self.cfg)?;
+                let name = OsStr::from_bytes(&name);
+                if reply.add(self.map.to_fuse(ino), next, name, &TTL, &attr, generation) {
+                    break;
+                }
+            }
+            Ok(())
+        });
+        match r {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn releasedir(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        reply: ReplyEmpty,
+    ) {
+        match self.with(|st| st.close_handle(fh)) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn fsyncdir(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        match self.with(|st| st.vol.sync()) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
+        match self.with(|st| Ok(st.vol.statfs())) {
+            Ok(s) => reply.statfs(
+                s.blocks,
+                s.bfree,
+                s.bavail,
+                s.files,
+                s.ffree,
+                s.bsize as u32,
+                s.namelen as u32,
+                s.frsize as u32,
+            ),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn create(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        _flags: i32,
+        reply: ReplyCreate,
+    ) {
+        let parent = self.map.to_ulfs(parent);
+        let kind = mode & libc::S_IFMT;
+        if kind != libc::S_IFREG && kind != 0 {
+            return reply.error(FuseErrno::EPERM);
+        }
+        let mode = libc::S_IFREG | (mode & 0o7777 & !umask);
+        let r = self.with(|st| {
+            let ino = st
+                .vol
+                .create(parent, name.as_bytes(), mode, req.uid(), req.gid(), b"")?;
+            let (attr, generation) = entry_attr(st, ino, self.map, &self.cfg)?;
+            Ok((attr, generation, st.open_handle(ino)))
+        });
+        match r {
+            Ok((attr, generation, fh)) => {
+                reply.created(&TTL, &attr, generation, fh, FopenFlags::empty())
+            }
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn fallocate(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        length: u64,
+        mode: i32,
+        reply: ReplyEmpty,
+    ) {
+        let ino = self.map.to_ulfs(ino);
+        match self.with(|st| st.vol.fallocate_ino(ino, mode, offset, length)) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn lseek(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: i64,
+        whence: i32,
+        reply: ReplyLseek,
+    ) {
+        // The kernel asks only for SEEK_DATA and SEEK_HOLE.
+        let ino = self.map.to_ulfs(ino);
+        let r = self.with(|st| {
+            if offset < 0 {
+                return Err(Errno::ENXIO);
+            }
+            match whence {
+                libc::SEEK_DATA | libc::SEEK_HOLE => {
+                    st.vol
+                        .seek_data_hole(ino, offset as u64, whence == libc::SEEK_DATA)
+                }
+                _ => Err(Errno::EINVAL),
+            }
+        });
+        match r {
+            Ok(off) => reply.offset(off as i64),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn copy_file_range(
+        &self,
+        _req: &Request,
+        _ino_in: INodeNo,
+        fh_in: FileHandle,
+        offset_in: u64,
+        _ino_out: INodeNo,
+        fh_out: FileHandle,
+        offset_out: u64,
+        len: u64,
+        _flags: CopyFileRangeFlags,
+        reply: ReplyWrite,
+    ) {
+        // Copied inside the volume, a piece at a time, with no trip of the
+        // bytes through the kernel; the kernel caps `len` to what fits the
+        // reply (an u32).
+        let r = self.with(|st| {
+            let (src, dst) = (st.handle(fh_in)?.open, st.handle(fh_out)?.open);
+            let mut buf = vec![0u8; (len.min(MAX_WRITE as u64)) as usize];
+            let mut done = 0u64;
+            while done < len {
+                let want = (len - done).min(buf.len() as u64) as usize;
+                let n = st.vol.read_open(src, &mut buf[..want], offset_in + done)?;
+                if n == 0 {
+                    break;
+                }
+                let w = st.vol.write_open(dst, &buf[..n], offset_out + done)?;
+                done += w as u64;
+                if w < n {
+                    break;
+                }
+            }
+            Ok(done)
+        });
+        match r {
+            Ok(n) => reply.written(n.min(u32::MAX as u64) as u32),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+}
+
+/// Lists `dir` from the FUSE offset `offset` as `getdents64` does: `.` at
+/// offset 0, `..` at 1, then entries in hash order, each with the offset
+/// of the next (its key + 1). `add` returns true when the reply is full.
+fn list_dir(
+    st: &mut State,
+    dir: Ino,
+    offset: u64,
+    mut add: impl FnMut(Ino, u64, u8, &[u8]) -> bool,
+) -> Result<()> {
+    let d = st.vol.stat_ino(dir)?;
+    if !d.is_dir() {
+        return Err(Errno::ENOTDIR);
+    }
+    if d.nlink == 0 {
+        return Ok(());
+    }
+    let mut cookie = offset;
+    if cookie == 0 {
+        if add(dir, 1, libc::DT_DIR, b".") {
+            return Ok(());
+        }
+        cookie = 1;
+    }
+    if cookie == 1 {
+        let parent = st.vol.parent_of(dir)?;
+        if add(parent, 2, libc::DT_DIR, b"..") {
+            return Ok(());
+        }
+        cookie = 2;
+    }
+    st.vol.read_dir(dir, cookie, |item| {
+        !add(item.ino, item.key + 1, item.dtype, item.name)
+    })?;
+    st.vol.touch_atime(dir)
+}
