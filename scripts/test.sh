@@ -32,8 +32,14 @@ command -v find >/dev/null || missing+=(findutils)
 command -v make >/dev/null || missing+=(make)
 command -v pkg-config >/dev/null || missing+=(pkg-config)
 command -v fusermount3 >/dev/null || missing+=(fuse3)
-# `ulfs mount`'s tests copy trees in and out with rsync too.
+# `ulfs mount`'s tests copy trees in and out with rsync too, and build
+# pjdfstest (scripts/pjdfstest.sh) with autotools; its tests name files
+# with openssl and run under prove.
 command -v rsync >/dev/null || missing+=(rsync)
+command -v autoreconf >/dev/null || missing+=(autoconf)
+command -v aclocal >/dev/null || missing+=(automake)
+command -v openssl >/dev/null || missing+=(openssl)
+command -v prove >/dev/null || missing+=(perl)
 # The memory budget's fault test builds a small FUSE server (tests/c).
 pkg-config --exists fuse3 2>/dev/null || missing+=(libfuse3-dev)
 if [ ${#missing[@]} -gt 0 ]; then

@@ -35,11 +35,13 @@ pub fn run(args: &Args) -> CliResult {
         .map_err(|e| CliError::io(format!("mount: {}", args.image.display()), &e))?;
     let mountpoint = absolute(args.mountpoint)
         .map_err(|e| CliError::io(format!("mount: {}", args.mountpoint.display()), &e))?;
-    if !mountpoint.is_dir() {
-        return Err(CliError::new(
-            format!("mount: {}", mountpoint.display()),
-            "not a directory",
-        ));
+    let at = || format!("mount: {}", mountpoint.display());
+    match std::fs::metadata(&mountpoint) {
+        // ENOENT, or ENOTCONN where a killed server left its mount behind
+        // (`fusermount3 -u` it first).
+        Err(e) => return Err(CliError::io(at(), &e)),
+        Ok(m) if !m.is_dir() => return Err(CliError::new(at(), "not a directory")),
+        Ok(_) => {}
     }
     if args.foreground {
         return ulfs_fuse::serve(&image, &mountpoint, &cfg, || {})

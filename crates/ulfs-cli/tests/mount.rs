@@ -105,7 +105,8 @@ fn a_tree_goes_in_and_out_with_cp_tar_and_diff() {
 
 /// POSIX file semantics through the kernel: a file unlinked while open is
 /// still read and written through its descriptor; rename's NOREPLACE and
-/// EXCHANGE; truncate, times, modes, owners and set-group-ID directories.
+/// EXCHANGE; truncate, times, modes, owners and set-group-ID directories;
+/// FIFOs, sockets and device nodes.
 #[test]
 fn posix_semantics_hold_through_the_mount() {
     let Some((_dir, image, mnt)) = setup("posix_semantics_hold_through_the_mount") else {
@@ -184,10 +185,47 @@ fn posix_semantics_hold_through_the_mount() {
     std::fs::set_permissions(p("b"), std::fs::Permissions::from_mode(0o4755)).unwrap();
     std::os::unix::fs::chown(p("b"), Some(7), None).unwrap();
     assert_eq!(std::fs::metadata(p("b")).unwrap().mode() & 0o7777, 0o755);
-    // What the image does not store is refused, not faked.
-    let fifo = std::ffi::CString::new(p("fifo").to_str().unwrap()).unwrap();
-    // SAFETY: a valid C string.
-    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) }, -1);
+    // Special files: a FIFO that works as one (the kernel serves it), a
+    // socket bound to a path, devices with their numbers.
+    let c = |n: &str| std::ffi::CString::new(p(n).to_str().unwrap()).unwrap();
+    // SAFETY (the calls below): valid C strings.
+    assert_eq!(unsafe { libc::mkfifo(c("fifo").as_ptr(), 0o640) }, 0);
+    let dev = libc::makedev(8, 3);
+    assert_eq!(
+        unsafe { libc::mknod(c("blk").as_ptr(), libc::S_IFBLK | 0o600, dev) },
+        0
+    );
+    assert_eq!(
+        unsafe { libc::mknod(c("chr").as_ptr(), libc::S_IFCHR | 0o600, dev) },
+        0
+    );
+    let sock = std::os::unix::net::UnixListener::bind(p("sock")).unwrap();
+    use std::os::unix::fs::FileTypeExt;
+    let t = |n: &str| std::fs::symlink_metadata(p(n)).unwrap();
+    assert!(t("fifo").file_type().is_fifo() && t("fifo").mode() & 0o777 == 0o640);
+    assert!(t("blk").file_type().is_block_device() && t("blk").rdev() == dev);
+    assert!(t("chr").file_type().is_char_device() && t("chr").rdev() == dev);
+    assert!(t("sock").file_type().is_socket());
+    drop(sock);
+    let writer = {
+        let fifo = p("fifo");
+        std::thread::spawn(move || std::fs::write(fifo, b"through the pipe").unwrap())
+    };
+    assert_eq!(std::fs::read(p("fifo")).unwrap(), b"through the pipe");
+    writer.join().unwrap();
+    let mut kinds: Vec<String> = std::fs::read_dir(&mnt)
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            format!(
+                "{} {:?}",
+                e.file_name().to_string_lossy(),
+                e.file_type().unwrap().is_fifo()
+            )
+        })
+        .collect();
+    kinds.sort();
+    assert!(kinds.contains(&"fifo true".to_string()), "{kinds:?}");
     assert!(m.unmount().success());
     assert_clean(&image);
     // Seen in process after the unmount: the same names and bytes.
@@ -278,4 +316,124 @@ fn wait_released(image: &Path) {
         );
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
+}
+
+/// Stopping the server harms nothing else and loses nothing done: an
+/// unmount leaves the file system the mount was stacked on in place (the
+/// server once unmounted it by path after its session ended); an idle
+/// mount commits by itself, so a kill -9 after the commit interval loses
+/// nothing; SIGTERM with a file open detaches at once and the server ends
+/// when the file is closed, keeping what was written through it.
+#[test]
+fn stopping_the_server_loses_nothing_and_touches_nothing_else() {
+    let Some((dir, image, mnt)) =
+        setup("stopping_the_server_loses_nothing_and_touches_nothing_else")
+    else {
+        return;
+    };
+    // Stacked on a tmpfs of the test's own.
+    let under = Command::new("mount")
+        .args(["-t", "tmpfs", "tmpfs"])
+        .arg(&mnt)
+        .output()
+        .unwrap();
+    if !under.status.success() {
+        return skip(
+            "stopping_the_server_loses_nothing_and_touches_nothing_else",
+            "cannot mount a tmpfs (not root?)",
+        );
+    }
+    std::fs::write(mnt.join("below"), b"kept").unwrap();
+    let m = FuseMount::start(&ulfs(), &image, &mnt, &[]).unwrap();
+    assert!(!mnt.join("below").exists());
+    std::fs::write(mnt.join("idle"), b"written, then nothing").unwrap();
+    assert!(m.unmount().success());
+    assert_eq!(
+        std::fs::read(mnt.join("below")).unwrap(),
+        b"kept",
+        "the tmpfs is still there"
+    );
+    assert!(Command::new("umount").arg(&mnt).status().unwrap().success());
+    // Idle, then killed: the commit interval (5 s) bounds the loss.
+    let m = FuseMount::start(&ulfs(), &image, &mnt, &[]).unwrap();
+    std::fs::write(mnt.join("idle2"), b"committed while idle").unwrap();
+    std::thread::sleep(std::time::Duration::from_secs(7));
+    // SAFETY: kill has no memory-safety preconditions.
+    assert_eq!(unsafe { libc::kill(m.pid() as i32, libc::SIGKILL) }, 0);
+    let _ = m.wait();
+    let _ = Command::new("fusermount3")
+        .args(["-u", "-z"])
+        .arg(&mnt)
+        .output();
+    let out = run(&["cat".as_ref(), image.as_os_str(), "/idle2".as_ref()]);
+    assert_eq!(out.stdout, b"committed while idle");
+    // SIGTERM with a file open.
+    let m = FuseMount::start(&ulfs(), &image, &mnt, &[]).unwrap();
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(true)
+        .write(true)
+        .open(mnt.join("held"))
+        .unwrap();
+    use std::os::unix::fs::FileExt;
+    f.write_all_at(b"before ", 0).unwrap();
+    // SAFETY: as above.
+    assert_eq!(unsafe { libc::kill(m.pid() as i32, libc::SIGTERM) }, 0);
+    let start = std::time::Instant::now();
+    while is_mounted(&mnt) {
+        assert!(
+            start.elapsed().as_secs() < 10,
+            "SIGTERM did not detach the mount"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    f.write_all_at(b"and after", 7).unwrap();
+    drop(f);
+    assert!(m.wait().success());
+    assert_clean(&image);
+    let out = run(&["cat".as_ref(), image.as_os_str(), "/held".as_ref()]);
+    assert_eq!(out.stdout, b"before and after");
+    drop(dir);
+}
+
+/// `-o noatime` leaves atime alone; `-o sync` makes a change durable
+/// before the call returns (a kill -9 right after loses nothing).
+#[test]
+fn noatime_and_sync_are_kept() {
+    let Some((_dir, image, mnt)) = setup("noatime_and_sync_are_kept") else {
+        return;
+    };
+    let m = FuseMount::start(&ulfs(), &image, &mnt, &["noatime,sync"]).unwrap();
+    std::fs::write(mnt.join("f"), b"x").unwrap();
+    sh(&format!(
+        "touch -a -d @1000000000 {}",
+        mnt.join("f").display()
+    ));
+    std::fs::create_dir(mnt.join("d")).unwrap();
+    let _ = std::fs::read(mnt.join("f")).unwrap();
+    // SAFETY: kill has no memory-safety preconditions.
+    assert_eq!(unsafe { libc::kill(m.pid() as i32, libc::SIGKILL) }, 0);
+    let _ = m.wait();
+    let _ = Command::new("fusermount3")
+        .args(["-u", "-z"])
+        .arg(&mnt)
+        .output();
+    let out = run(&[
+        "ls".as_ref(),
+        "-l".as_ref(),
+        image.as_os_str(),
+        "/".as_ref(),
+    ]);
+    let listing = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        listing.contains(" d") && listing.contains(" f"),
+        "{listing}"
+    );
+    let m = FuseMount::start(&ulfs(), &image, &mnt, &["ro"]).unwrap();
+    assert_eq!(
+        std::fs::metadata(mnt.join("f")).unwrap().atime(),
+        1_000_000_000
+    );
+    assert!(m.unmount().success());
+    assert_clean(&image);
 }

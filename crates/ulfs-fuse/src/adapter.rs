@@ -19,7 +19,7 @@
 //! **Permissions** are the kernel's (`default_permissions` is always on):
 //! it checks the modes and owners the image stores before it asks.
 
-use crate::attr::{InoMap, file_attr, file_type_of_dtype, timespec};
+use crate::attr::{InoMap, file_attr, file_type_of_dtype, kernel_time};
 use crate::options::MountConfig;
 use fuser::{
     CopyFileRangeFlags, Errno as FuseErrno, FileHandle, Filesystem, FopenFlags, Generation,
@@ -30,7 +30,7 @@ use fuser::{
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime};
 use ulfs::fs::{OpenId, SetTime, Volume};
 use ulfs::{Errno, Ino, Result};
@@ -44,6 +44,9 @@ const TTL: Duration = Duration::from_secs(1);
 
 /// The largest write the kernel is asked to send in one request.
 const MAX_WRITE: u32 = 1 << 20;
+
+/// The most one copy_file_range request copies.
+const COPY_MAX: u64 = 16 << 20;
 
 /// An open handle: the inode it holds a reference on.
 struct Handle {
@@ -60,30 +63,77 @@ struct State {
 }
 
 pub struct UlfsFuse {
-    state: Mutex<State>,
+    state: Arc<Mutex<State>>,
     map: InoMap,
     cfg: MountConfig,
 }
 
+/// Commits the volume from outside the request loop: on a timer, so that
+/// an idle mount's changes are as durable as the commit interval says
+/// (fuser has no SYNCFS request: sync(2) does not reach the server), and
+/// before a signal's unmount.
+#[derive(Clone)]
+pub struct Committer(Arc<Mutex<State>>);
+
+impl Committer {
+    /// Commits the running transaction if it is due; false once the
+    /// volume is unmounted.
+    pub fn commit_if_due(&self) -> bool {
+        let mut st = lock(&self.0);
+        if st.gone {
+            return false;
+        }
+        let _ = st.vol.commit();
+        true
+    }
+
+    /// Makes everything done so far durable (as fsync).
+    pub fn sync(&self) {
+        let mut st = lock(&self.0);
+        if !st.gone {
+            let _ = st.vol.sync();
+        }
+    }
+}
+
+fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
+    // A panic while serving a request leaves the volume as the call left
+    // it (undone by its journal when it was a call); go on.
+    state.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 impl UlfsFuse {
-    pub fn new(vol: Volume, cfg: MountConfig) -> UlfsFuse {
+    pub fn new(mut vol: Volume, cfg: MountConfig) -> UlfsFuse {
         let map = InoMap { root: vol.root() };
+        vol.set_no_atime(cfg.no_atime());
         UlfsFuse {
-            state: Mutex::new(State {
+            state: Arc::new(Mutex::new(State {
                 vol,
                 handles: Vec::new(),
                 free_handles: Vec::new(),
                 gone: false,
-            }),
+            })),
             map,
             cfg,
         }
     }
 
+    pub fn committer(&self) -> Committer {
+        Committer(self.state.clone())
+    }
+
     fn lock(&self) -> MutexGuard<'_, State> {
-        // A panic while serving a request leaves the volume as the call
-        // left it (undone by its journal when it was a call); go on.
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+        lock(&self.state)
+    }
+
+    /// `-o sync` (every change) and `-o dirsync` (changes of names): the
+    /// change is durable before the request is answered. The kernel passes
+    /// these flags on to no FUSE file system, so the server keeps them.
+    fn settle(&self, st: &mut State, names: bool) -> Result<()> {
+        if self.cfg.sync_writes() || (names && self.cfg.sync_dirs()) {
+            st.vol.sync()?;
+        }
+        Ok(())
     }
 
     /// Runs `f` on the volume, or EIO once it is unmounted.
@@ -118,10 +168,11 @@ impl UlfsFuse {
         if st.gone {
             return reply.error(FuseErrno::EIO);
         }
-        match st
+        let made = st
             .vol
             .create(parent, name.as_bytes(), mode, req.uid(), req.gid(), target)
-        {
+            .and_then(|ino| self.settle(&mut st, true).map(|()| ino));
+        match made {
             Ok(ino) => self.entry(&st, ino, reply),
             Err(e) => reply.error(errno(e)),
         }
@@ -132,7 +183,7 @@ impl UlfsFuse {
     /// Releases every handle the kernel left open and unmounts the volume
     /// (committing its journal, marking the image clean); once.
     fn shut_down(&mut self) {
-        let st = self.state.get_mut().unwrap_or_else(|p| p.into_inner());
+        let mut st = lock(&self.state);
         if st.gone {
             return;
         }
@@ -212,7 +263,7 @@ fn set_time(t: Option<TimeOrNow>) -> SetTime {
     match t {
         None => SetTime::Omit,
         Some(TimeOrNow::Now) => SetTime::Now,
-        Some(TimeOrNow::SpecificTime(t)) => SetTime::At(timespec(t)),
+        Some(TimeOrNow::SpecificTime(t)) => SetTime::At(kernel_time(t)),
     }
 }
 
@@ -293,6 +344,7 @@ impl Filesystem for UlfsFuse {
             if atime.is_some() || mtime.is_some() {
                 st.vol.set_times(ino, set_time(atime), set_time(mtime))?;
             }
+            self.settle(st, true)?;
             st.vol.stat_ino(ino)
         });
         match r {
@@ -316,17 +368,33 @@ impl Filesystem for UlfsFuse {
         name: &OsStr,
         mode: u32,
         umask: u32,
-        _rdev: u32,
+        rdev: u32,
         reply: ReplyEntry,
     ) {
-        // The image stores files, directories and symlinks: device nodes,
-        // FIFOs and sockets are refused as `ulfs run`'s mknod refuses them.
         let kind = mode & libc::S_IFMT;
-        if kind != libc::S_IFREG && kind != 0 {
-            return reply.error(FuseErrno::EPERM);
+        let perm = mode & 0o7777 & !umask;
+        if kind == libc::S_IFREG || kind == 0 {
+            return self.make(req, parent, name, libc::S_IFREG | perm, b"", reply);
         }
-        let mode = libc::S_IFREG | (mode & 0o7777 & !umask);
-        self.make(req, parent, name, mode, b"", reply)
+        // FIFOs, sockets and devices are names and metadata in the image;
+        // the kernel itself serves what opening one means.
+        let parent = self.map.to_ulfs(parent);
+        let mut st = self.lock();
+        if st.gone {
+            return reply.error(FuseErrno::EIO);
+        }
+        let made = st.vol.mknod(
+            parent,
+            name.as_bytes(),
+            kind | perm,
+            rdev as u64,
+            req.uid(),
+            req.gid(),
+        );
+        match made {
+            Ok(ino) => self.entry(&st, ino, reply),
+            Err(e) => reply.error(errno(e)),
+        }
     }
 
     fn mkdir(
@@ -344,7 +412,10 @@ impl Filesystem for UlfsFuse {
 
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         let parent = self.map.to_ulfs(parent);
-        match self.with(|st| st.vol.unlink(parent, name.as_bytes())) {
+        match self.with(|st| {
+            st.vol.unlink(parent, name.as_bytes())?;
+            self.settle(st, true)
+        }) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(errno(e)),
         }
@@ -352,7 +423,10 @@ impl Filesystem for UlfsFuse {
 
     fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         let parent = self.map.to_ulfs(parent);
-        match self.with(|st| st.vol.rmdir(parent, name.as_bytes())) {
+        match self.with(|st| {
+            st.vol.rmdir(parent, name.as_bytes())?;
+            self.settle(st, true)
+        }) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(errno(e)),
         }
@@ -383,7 +457,8 @@ impl Filesystem for UlfsFuse {
         let (from, to) = (self.map.to_ulfs(parent), self.map.to_ulfs(newparent));
         let r = self.with(|st| {
             st.vol
-                .rename(from, name.as_bytes(), to, newname.as_bytes(), flags.bits())
+                .rename(from, name.as_bytes(), to, newname.as_bytes(), flags.bits())?;
+            self.settle(st, true)
         });
         match r {
             Ok(()) => reply.ok(),
@@ -404,7 +479,11 @@ impl Filesystem for UlfsFuse {
         if st.gone {
             return reply.error(FuseErrno::EIO);
         }
-        match st.vol.link(ino, dir, newname.as_bytes()) {
+        let linked = st
+            .vol
+            .link(ino, dir, newname.as_bytes())
+            .and_then(|()| self.settle(&mut st, true));
+        match linked {
             Ok(()) => self.entry(&st, ino, reply),
             Err(e) => reply.error(errno(e)),
         }
@@ -470,7 +549,9 @@ impl Filesystem for UlfsFuse {
     ) {
         let r = self.with(|st| {
             let open = st.handle(fh)?.open;
-            st.vol.write_open(open, data, offset)
+            let n = st.vol.write_open(open, data, offset)?;
+            self.settle(st, false)?;
+            Ok(n)
         });
         match r {
             Ok(n) => reply.written(n as u32),
@@ -571,7 +652,7 @@ impl Filesystem for UlfsFuse {
                 entries.push((ino, next, name.to_vec()));
                 // Attributes are looked up below, outside the listing;
                 // the kernel's buffer decides how many fit.
-                entries.len() < 4096
+                entries.len() >= 4096
             })?;
             for (ino, next, name) in entries {
                 let (attr, generation) = entry_attr(st, ino, self.map, &self.cfg)?;
@@ -674,7 +755,10 @@ impl Filesystem for UlfsFuse {
         reply: ReplyEmpty,
     ) {
         let ino = self.map.to_ulfs(ino);
-        match self.with(|st| st.vol.fallocate_ino(ino, mode, offset, length)) {
+        match self.with(|st| {
+            st.vol.fallocate_ino(ino, mode, offset, length)?;
+            self.settle(st, false)
+        }) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(errno(e)),
         }
@@ -689,7 +773,13 @@ impl Filesystem for UlfsFuse {
         whence: i32,
         reply: ReplyLseek,
     ) {
-        // The kernel asks only for SEEK_DATA and SEEK_HOLE.
+        // The kernel asks only for SEEK_DATA and SEEK_HOLE. With the
+        // writeback cache the newest size and bytes may still be the
+        // kernel's, not the image's: ENOSYS makes the kernel answer
+        // itself (all data up to its size), which is never wrong.
+        if self.cfg.writeback_cache {
+            return reply.error(FuseErrno::ENOSYS);
+        }
         let ino = self.map.to_ulfs(ino);
         let r = self.with(|st| {
             if offset < 0 {
@@ -727,6 +817,9 @@ impl Filesystem for UlfsFuse {
         // reply (an u32).
         let r = self.with(|st| {
             let (src, dst) = (st.handle(fh_in)?.open, st.handle(fh_out)?.open);
+            // At most COPY_MAX a request, so that other requests wait no
+            // longer than that copy; a short count makes the caller go on.
+            let len = len.min(COPY_MAX);
             let mut buf = vec![0u8; (len.min(MAX_WRITE as u64)) as usize];
             let mut done = 0u64;
             while done < len {
@@ -741,6 +834,7 @@ impl Filesystem for UlfsFuse {
                     break;
                 }
             }
+            self.settle(st, false)?;
             Ok(done)
         });
         match r {

@@ -89,6 +89,24 @@ pub fn timespec(t: SystemTime) -> Timespec {
     }
 }
 
+/// A time the kernel sent in a setattr, as fuser 0.18 hands it over.
+/// fuser builds a time before 1970 as EPOCH - (|sec| + nsec) where the
+/// kernel meant sec + nsec (a time of -1 s + 5 ns arrives as -1.000000005
+/// s): undone here, so what is stored is what the program asked for.
+/// fuser is pinned to 0.18.0 for this (Cargo.toml).
+pub fn kernel_time(t: SystemTime) -> Timespec {
+    match t.duration_since(UNIX_EPOCH) {
+        Ok(_) => timespec(t),
+        Err(e) => {
+            let d = e.duration();
+            Timespec {
+                sec: -(d.as_secs() as i64),
+                nsec: d.subsec_nanos() as i64,
+            }
+        }
+    }
+}
+
 pub fn file_attr(st: &Stat, map: InoMap, cfg: &MountConfig) -> FileAttr {
     let perm = (st.mode & 0o7777) & !cfg.umask.unwrap_or(0);
     FileAttr {

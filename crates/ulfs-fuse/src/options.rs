@@ -59,9 +59,11 @@ impl MountConfig {
                     .ok_or_else(|| format!("mount option umask= needs an octal mode, got {v:?}"))?;
                 self.umask = Some(m);
             }
-            // What mount(8) and fstab lines add, that mean nothing here.
+            // What mount(8) and fstab lines add, that mean nothing here
+            // (relatime is the kernel's default).
             (
-                "auto" | "noauto" | "user" | "nouser" | "users" | "nofail" | "_netdev" | "defaults",
+                "auto" | "noauto" | "user" | "nouser" | "users" | "nofail" | "_netdev" | "defaults"
+                | "relatime",
                 None,
             ) => {}
             (flag, None) => match kernel_flag(flag) {
@@ -71,6 +73,50 @@ impl MountConfig {
             _ => return Err(format!("unknown mount option {opt:?}")),
         }
         Ok(())
+    }
+
+    /// The flags mount(2) takes for this mount, as fuser would pass them
+    /// (nosuid and nodev unless asked otherwise).
+    pub fn kernel_mount(&self) -> crate::mounting::KernelMount {
+        let has = |o: MountOption| self.kernel.contains(&o);
+        let mut flags = 0;
+        if !has(MountOption::Suid) {
+            flags |= libc::MS_NOSUID;
+        }
+        if !has(MountOption::Dev) {
+            flags |= libc::MS_NODEV;
+        }
+        for (o, f) in [
+            (MountOption::NoExec, libc::MS_NOEXEC),
+            (MountOption::NoAtime, libc::MS_NOATIME),
+            (MountOption::Sync, libc::MS_SYNCHRONOUS),
+            (MountOption::DirSync, libc::MS_DIRSYNC),
+        ] {
+            if has(o) {
+                flags |= f;
+            }
+        }
+        if self.read_only {
+            flags |= libc::MS_RDONLY;
+        }
+        crate::mounting::KernelMount {
+            flags,
+            allow_other: self.allow_other,
+        }
+    }
+
+    /// Whether `sync` (every change) or `dirsync` (namespace changes)
+    /// asks for changes to be durable when the request returns.
+    pub fn sync_writes(&self) -> bool {
+        self.kernel.contains(&MountOption::Sync)
+    }
+    pub fn sync_dirs(&self) -> bool {
+        self.sync_writes() || self.kernel.contains(&MountOption::DirSync)
+    }
+
+    /// Whether reads leave atime alone (`noatime`).
+    pub fn no_atime(&self) -> bool {
+        self.kernel.contains(&MountOption::NoAtime)
     }
 
     /// What fuser mounts with: the image's path as the source, `fuse.ulfs`
@@ -108,9 +154,6 @@ fn kernel_flag(name: &str) -> Option<MountOption> {
         "dirsync" => MountOption::DirSync,
         "sync" => MountOption::Sync,
         "async" => MountOption::Async,
-        "relatime" | "norelatime" | "strictatime" | "lazytime" | "nodiratime" => {
-            MountOption::CUSTOM(name.into())
-        }
         _ => return None,
     })
 }

@@ -23,15 +23,20 @@ pub fn unavailable() -> Option<String> {
     None
 }
 
-/// Whether `dir` is a mount point now (/proc/self/mountinfo's fifth field;
-/// paths with spaces are escaped there, so tests use plain ones).
+/// Whether a FUSE file system is mounted on `dir` now (in
+/// /proc/self/mountinfo, the fifth field and the type after ` - `; paths
+/// with spaces are escaped there, so tests use plain ones). Another kind
+/// of mount on `dir` (one the FUSE mount is stacked on) does not count.
 pub fn is_mounted(dir: &Path) -> bool {
     let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else {
         return false;
     };
     let want = dir.to_string_lossy();
-    info.lines()
-        .any(|l| l.split(' ').nth(4).is_some_and(|m| m == want))
+    info.lines().any(|l| {
+        let f: Vec<&str> = l.split(' ').collect();
+        let fstype = f.iter().position(|&x| x == "-").and_then(|s| f.get(s + 1));
+        f.get(4) == Some(&want.as_ref()) && fstype.is_some_and(|t| t.starts_with("fuse"))
+    })
 }
 
 pub struct FuseMount {

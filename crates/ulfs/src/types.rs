@@ -120,6 +120,10 @@ impl Stat {
     pub fn is_file(&self) -> bool {
         self.mode & libc::S_IFMT == libc::S_IFREG
     }
+    /// A FIFO, socket or device: a name and metadata, no contents.
+    pub fn is_special(&self) -> bool {
+        crate::format::inode::is_special_type(self.mode & libc::S_IFMT)
+    }
     pub fn is_symlink(&self) -> bool {
         self.mode & libc::S_IFMT == libc::S_IFLNK
     }

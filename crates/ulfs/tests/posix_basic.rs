@@ -580,3 +580,78 @@ fn the_volume_refuses_names_it_cannot_store() {
     let report = ulfs::fsck(&img, &mut ulfs::FsckOptions::default()).unwrap();
     assert!(report.is_clean(), "{report:?}");
 }
+
+/// FIFOs, sockets and devices (what `ulfs mount`'s mknod makes) are names
+/// and metadata: listed and stat'ed with their type and device number,
+/// removed like files, refused with ENXIO when opened in process (there
+/// is no kernel object behind them there); the first one marks the image
+/// with the special-files feature, and the image checks clean.
+#[test]
+fn special_files_are_names_with_metadata() {
+    use ulfs::fs::Volume;
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("img");
+    mkfs(&img, &MkfsOptions::default()).unwrap();
+    let feature = || {
+        let b = std::fs::read(&img).unwrap();
+        u32::from_le_bytes(b[20..24].try_into().unwrap())
+    };
+    assert_eq!(feature(), 0, "a new image has no special files");
+    let mut v = Volume::mount(&img, MountOptions::default()).unwrap();
+    let root = v.root();
+    let dev = libc::makedev(8, 3);
+    for (name, mode) in [
+        (&b"fifo"[..], libc::S_IFIFO),
+        (b"sock", libc::S_IFSOCK),
+        (b"chr", libc::S_IFCHR),
+        (b"blk", libc::S_IFBLK),
+    ] {
+        v.mknod(root, name, mode | 0o640, dev, 7, 8).unwrap();
+    }
+    // Not a special type: create's business.
+    assert_eq!(
+        v.mknod(root, b"f", libc::S_IFREG | 0o644, 0, 0, 0),
+        Err(Errno::EINVAL)
+    );
+    assert_eq!(
+        v.mknod(root, b"fifo", libc::S_IFIFO | 0o644, 0, 0, 0),
+        Err(Errno::EEXIST)
+    );
+    v.unmount().unwrap();
+    drop(v);
+    assert_eq!(feature(), 1, "the special-files feature is set");
+    let mut fs = Fs::mount(&img, MountOptions::default()).unwrap();
+    let st = fs.stat("/chr").unwrap();
+    assert_eq!(
+        (st.mode, st.rdev, st.uid, st.size),
+        (libc::S_IFCHR | 0o640, dev, 7, 0)
+    );
+    assert_eq!(
+        fs.stat("/fifo").unwrap().rdev,
+        0,
+        "only devices keep a number"
+    );
+    assert!(fs.stat("/sock").unwrap().is_special());
+    assert_eq!(fs.open("/fifo", libc::O_RDONLY, 0), Err(Errno::ENXIO));
+    assert_eq!(fs.open("/blk", libc::O_RDWR, 0), Err(Errno::ENXIO));
+    let d = fs.open("/", libc::O_RDONLY | libc::O_DIRECTORY, 0).unwrap();
+    let mut buf = vec![0u8; 4096];
+    let n = fs.getdents64(d, &mut buf).unwrap();
+    let types: Vec<(Vec<u8>, u8)> = ulfs::parse_dirents(&buf[..n])
+        .into_iter()
+        .map(|e| (e.name.to_vec(), e.dtype))
+        .collect();
+    assert!(
+        types.contains(&(b"fifo".to_vec(), libc::DT_FIFO)),
+        "{types:?}"
+    );
+    assert!(
+        types.contains(&(b"blk".to_vec(), libc::DT_BLK)),
+        "{types:?}"
+    );
+    fs.close(d).unwrap();
+    fs.unlink("/sock").unwrap();
+    fs.unmount().unwrap();
+    let report = ulfs::fsck(&img, &mut ulfs::FsckOptions::default()).unwrap();
+    assert!(report.is_clean(), "{report:?}");
+}

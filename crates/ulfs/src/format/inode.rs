@@ -114,6 +114,11 @@ impl Inode {
     pub fn is_symlink(&self) -> bool {
         self.file_type() == libc::S_IFLNK
     }
+    /// A FIFO, socket, or character or block device: a name and its
+    /// metadata (and `rdev`), no contents.
+    pub fn is_special(&self) -> bool {
+        is_special_type(self.file_type())
+    }
 
     /// Decodes slot bytes as they are; `decode_valid` also validates them.
     pub fn decode(b: &[u8]) -> Inode {
@@ -192,8 +197,11 @@ impl Inode {
     /// it), while a slot failing here is garbage. `Err` says what is wrong.
     pub fn validate(&self) -> Result<(), &'static str> {
         let ty = self.file_type();
-        if !matches!(ty, libc::S_IFREG | libc::S_IFDIR | libc::S_IFLNK) {
-            return Err("not a file, directory or symlink");
+        if !matches!(ty, libc::S_IFREG | libc::S_IFDIR | libc::S_IFLNK) && !is_special_type(ty) {
+            return Err("not a file type");
+        }
+        if is_special_type(ty) && (self.size != 0 || self.blocks != 0 || self.map != [0; N_MAP]) {
+            return Err("special file with contents");
         }
         if self.size > MAX_SIZE {
             return Err("size beyond the largest file");
@@ -239,9 +247,40 @@ impl Inode {
     }
 }
 
+/// Whether `ty` (`mode & S_IFMT`) is one of the special file types.
+pub fn is_special_type(ty: u32) -> bool {
+    matches!(
+        ty,
+        libc::S_IFIFO | libc::S_IFSOCK | libc::S_IFCHR | libc::S_IFBLK
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn special_files_have_no_contents() {
+        for ty in [libc::S_IFIFO, libc::S_IFSOCK, libc::S_IFCHR, libc::S_IFBLK] {
+            let mut i = Inode {
+                mode: ty | 0o600,
+                nlink: 1,
+                rdev: 0x0803,
+                ..Default::default()
+            };
+            assert_eq!(i.validate(), Ok(()));
+            i.size = 1;
+            assert!(i.validate().is_err(), "{ty:o} with a size");
+            i.size = 0;
+            i.map[0] = 9;
+            assert!(i.validate().is_err(), "{ty:o} with a block");
+        }
+        let odd = Inode {
+            mode: 0o170000 | 0o644,
+            ..Default::default()
+        };
+        assert!(odd.validate().is_err());
+    }
 
     #[test]
     fn round_trip() {

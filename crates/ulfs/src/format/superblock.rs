@@ -39,9 +39,15 @@ const MOUNT_TIME: usize = 224;
 const WRITE_TIME: usize = 232;
 const MOUNT_COUNT: usize = 240;
 
+/// `feat_incompat` bit: the image holds special files (FIFOs, sockets,
+/// character and block devices: inodes of those types, with no blocks).
+/// Set by the first one made; a reader that does not know the types would
+/// take such inodes for damage (and a repair would remove them).
+pub const INCOMPAT_SPECIAL_FILES: u32 = 1;
+
 /// Feature bits this version understands. An image with an unknown
 /// incompatible bit is refused; an unknown ro-compat bit allows read-only.
-pub const INCOMPAT_KNOWN: u32 = 0;
+pub const INCOMPAT_KNOWN: u32 = INCOMPAT_SPECIAL_FILES;
 pub const RO_COMPAT_KNOWN: u32 = 0;
 
 /// `state`: set while mounted read-write, cleared by a clean unmount.

@@ -20,7 +20,8 @@
 //! `file.rs`; they may assume they run inside a call.
 
 use super::Volume;
-use crate::errno::Result;
+use super::ops::NewInode;
+use crate::errno::{Errno, Result};
 use crate::format::inode::Inode;
 use crate::format::superblock::Superblock;
 use crate::types::Ino;
@@ -110,7 +111,45 @@ impl Volume {
         gid: u32,
         target: &[u8],
     ) -> Result<Ino> {
-        self.atomic(|v| v.create_op(dir, name, mode, uid, gid, target))
+        let new = NewInode {
+            mode,
+            uid,
+            gid,
+            target,
+            rdev: 0,
+        };
+        self.atomic(|v| v.create_op(dir, name, &new))
+    }
+
+    /// Creates the special file `name` in `dir`: `mode` is S_IFIFO,
+    /// S_IFSOCK, S_IFCHR or S_IFBLK plus permission bits, `rdev` the
+    /// device number of a device. The first one sets the image's
+    /// `INCOMPAT_SPECIAL_FILES` feature. Regular files, directories and
+    /// symlinks are `create`'s.
+    pub fn mknod(
+        &mut self,
+        dir: Ino,
+        name: &[u8],
+        mode: u32,
+        rdev: u64,
+        uid: u32,
+        gid: u32,
+    ) -> Result<Ino> {
+        if !crate::format::inode::is_special_type(mode & libc::S_IFMT) {
+            return Err(Errno::EINVAL);
+        }
+        let rdev = match mode & libc::S_IFMT {
+            libc::S_IFCHR | libc::S_IFBLK => rdev,
+            _ => 0,
+        };
+        let new = NewInode {
+            mode,
+            uid,
+            gid,
+            target: b"",
+            rdev,
+        };
+        self.atomic(|v| v.create_op(dir, name, &new))
     }
 
     /// Adds a hard link `dir/name` to `ino`.

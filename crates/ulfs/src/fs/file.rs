@@ -68,7 +68,11 @@ impl Volume {
         // Linux's atime_needs_update: an atime equal to now is not changed
         // (with the coarse clock, reads after writes in one tick change
         // nothing).
-        if needs_atime_update(inode, now) && inode.atime != now && self.writable().is_ok() {
+        if !self.no_atime
+            && needs_atime_update(inode, now)
+            && inode.atime != now
+            && self.writable().is_ok()
+        {
             self.open.decoded_mut(id).atime = now;
             self.open_changed(id, now)?;
         }
@@ -224,7 +228,11 @@ impl Volume {
 
     fn accessed(&mut self, ino: Ino, mut inode: Inode) -> Result<()> {
         let now = self.now();
-        if needs_atime_update(&inode, now) && inode.atime != now && self.writable().is_ok() {
+        if !self.no_atime
+            && needs_atime_update(&inode, now)
+            && inode.atime != now
+            && self.writable().is_ok()
+        {
             inode.atime = now;
             self.put_inode(ino, &inode)?;
             self.commit()?;

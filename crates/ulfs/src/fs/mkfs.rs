@@ -494,6 +494,7 @@ impl Volume {
             hash_key: (k0, k1),
             dev,
             fixed_time: opts.fixed_time,
+            no_atime: false,
             call: None,
         }
     }

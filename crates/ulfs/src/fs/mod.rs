@@ -64,11 +64,19 @@ pub struct Volume {
     /// Stamps every change with this time instead of the clock
     /// (`MountOptions::fixed_time`).
     fixed_time: Option<crate::types::Timespec>,
+    /// Reads leave atime alone (`set_no_atime`: a `noatime` mount).
+    no_atime: bool,
     /// The call in progress: what to restore if it fails (`calls.rs`).
     call: Option<calls::CallStart>,
 }
 
 impl Volume {
+    /// `noatime`: reads and listings no longer move atime (a FUSE mount
+    /// asked so; the kernel cannot do it for the file system).
+    pub fn set_no_atime(&mut self, on: bool) {
+        self.no_atime = on;
+    }
+
     pub fn root(&self) -> Ino {
         self.sb.root_ino
     }

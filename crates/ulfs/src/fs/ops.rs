@@ -10,7 +10,8 @@
 use super::Volume;
 use crate::errno::{Errno, Result};
 use crate::format::BLOCK_SIZE;
-use crate::format::inode::{FLAG_INLINE, INLINE_MAX, Inode};
+use crate::format::inode::{FLAG_INLINE, INLINE_MAX, Inode, is_special_type};
+use crate::format::superblock::INCOMPAT_SPECIAL_FILES;
 use crate::types::*;
 
 /// `d_type` of a mode.
@@ -19,12 +20,29 @@ pub fn dtype_of(mode: u32) -> u8 {
         libc::S_IFDIR => DT_DIR,
         libc::S_IFREG => DT_REG,
         libc::S_IFLNK => DT_LNK,
+        libc::S_IFIFO => libc::DT_FIFO,
+        libc::S_IFSOCK => libc::DT_SOCK,
+        libc::S_IFCHR => libc::DT_CHR,
+        libc::S_IFBLK => libc::DT_BLK,
         _ => DT_UNKNOWN,
     }
 }
 
 /// Bounds the walk up parent pointers (rename loop check, getcwd).
 pub(crate) const MAX_TREE_DEPTH: usize = 1 << 16;
+
+/// What `create_op` makes: any type but a directory's contents.
+#[derive(Clone, Copy)]
+pub(super) struct NewInode<'a> {
+    /// Type and permission bits.
+    pub mode: u32,
+    pub uid: u32,
+    pub gid: u32,
+    /// A symlink's target; empty for other types.
+    pub target: &'a [u8],
+    /// A device's number; 0 for other types.
+    pub rdev: u64,
+}
 
 impl Volume {
     /// A directory's inode, or ENOTDIR.
@@ -92,19 +110,23 @@ impl Volume {
         Ok(self.open_inode(id)?.size)
     }
 
-    /// Creates `name` in `dir` with the given mode (S_IFREG, S_IFDIR or
-    /// S_IFLNK plus permission bits). For a symlink, `target` is its content.
-    pub(super) fn create_op(
-        &mut self,
-        dir: Ino,
-        name: &[u8],
-        mode: u32,
-        uid: u32,
-        gid: u32,
-        target: &[u8],
-    ) -> Result<Ino> {
+    /// Creates `name` in `dir` as `new` says: its type and permission
+    /// bits, owner, a symlink's target, a device's number.
+    pub(super) fn create_op(&mut self, dir: Ino, name: &[u8], new: &NewInode) -> Result<Ino> {
+        let NewInode {
+            mode,
+            uid,
+            gid,
+            target,
+            rdev,
+        } = *new;
         self.writable()?;
         super::dir::check_name(name)?;
+        let ty = mode & libc::S_IFMT;
+        let special = is_special_type(ty);
+        if !special && !matches!(ty, libc::S_IFREG | libc::S_IFDIR | libc::S_IFLNK) {
+            return Err(Errno::EINVAL);
+        }
         let mut d = self.dir_inode(dir)?;
         if d.nlink == 0 {
             return Err(Errno::ENOENT); // the directory was removed
@@ -133,6 +155,15 @@ impl Volume {
             parent: if is_dir { dir } else { 0 },
             ..Default::default()
         };
+        if special {
+            inode.rdev = rdev;
+            // The first special file marks the image, so that a reader
+            // without them refuses it rather than take them for damage.
+            if self.sb.feat_incompat & INCOMPAT_SPECIAL_FILES == 0 {
+                self.sb.feat_incompat |= INCOMPAT_SPECIAL_FILES;
+                self.sb_dirty = true;
+            }
+        }
         if mode & libc::S_IFMT == libc::S_IFLNK && target.len() <= INLINE_MAX {
             inode.flags |= FLAG_INLINE;
             inode.inline[..target.len()].copy_from_slice(target);

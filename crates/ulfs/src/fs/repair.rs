@@ -76,6 +76,7 @@ use super::dtype_of;
 use crate::errno::{Errno, Result};
 use crate::format::dirnode::*;
 use crate::format::inode::Inode;
+use crate::format::superblock::INCOMPAT_SPECIAL_FILES;
 use crate::format::*;
 use crate::types::{DT_DIR, Ino};
 pub(crate) use index::{shown, valid_name};
@@ -622,6 +623,15 @@ impl Volume {
                     continue;
                 }
             };
+            if inode.is_special() && self.sb.feat_incompat & INCOMPAT_SPECIAL_FILES == 0 {
+                // Kept, and the image marked as holding special files, so
+                // that a reader without them refuses it (FORMAT.md §4).
+                self.sb.feat_incompat |= INCOMPAT_SPECIAL_FILES;
+                self.sb_dirty = true;
+                log.fix(format!(
+                    "inode {ino} is a special file: the image's special-files feature set"
+                ));
+            }
             r.facts.insert(
                 ino,
                 Facts {

@@ -18,7 +18,7 @@
 use super::{FsckOptions, FsckReport};
 use crate::format::inode::Inode;
 use crate::format::superblock::{
-    RO_COMPAT_KNOWN, SB_PRIMARY, SB_SECONDARY, STATE_CLEAN, Superblock,
+    INCOMPAT_SPECIAL_FILES, RO_COMPAT_KNOWN, SB_PRIMARY, SB_SECONDARY, STATE_CLEAN, Superblock,
 };
 use crate::format::*;
 use crate::fs::Volume;
@@ -280,6 +280,13 @@ impl<'a> Checker<'a> {
                     Ok(i) => {
                         if sealed {
                             self.sealed.insert(ino);
+                        }
+                        if i.is_special() && self.vol.sb.feat_incompat & INCOMPAT_SPECIAL_FILES == 0
+                        {
+                            self.problem(format!(
+                                "inode {ino} is a special file, but the superblock does not \
+                                 have the special-files feature"
+                            ));
                         }
                         live.push((ino, i));
                     }

@@ -338,6 +338,12 @@ impl Fs {
         if st.is_symlink() {
             return Err(Errno::ELOOP);
         }
+        // FIFOs, sockets and devices (made through `ulfs mount`) are names
+        // only: a pipe or a device needs the kernel, and in process there
+        // is none to give. ENXIO, as Linux says for a socket.
+        if st.is_special() {
+            return Err(Errno::ENXIO);
+        }
         if st.is_dir() && (wants_write || flags & (libc::O_CREAT | libc::O_TRUNC) != 0) {
             return Err(Errno::EISDIR);
         }
@@ -768,11 +774,13 @@ impl Fs {
     }
 
     /// `mknodat(2)`. A regular file (type `S_IFREG` or 0) is made empty, as
-    /// by `open(O_CREAT | O_EXCL)`; `dev` is then ignored. ulfs does not
-    /// store FIFOs, sockets or device nodes: EPERM, Linux's answer for a
-    /// file system without `mknod`, after the checks that come first
-    /// (EEXIST for a name in use). `S_IFDIR` is EPERM and any other type
-    /// EINVAL, before the path is looked at, as Linux.
+    /// by `open(O_CREAT | O_EXCL)`; `dev` is then ignored. FIFOs, sockets
+    /// and device nodes are refused in process: the image can hold them
+    /// (`ulfs mount` makes them, `Volume::mknod`), but a program here
+    /// could not open one (a pipe or a device needs the kernel), so EPERM,
+    /// Linux's answer for a file system without `mknod`, after the checks
+    /// that come first (EEXIST for a name in use). `S_IFDIR` is EPERM and
+    /// any other type EINVAL, before the path is looked at, as Linux.
     pub fn mknodat(
         &mut self,
         dirfd: Fd,

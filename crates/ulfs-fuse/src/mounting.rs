@@ -1,0 +1,131 @@
+//! Putting the FUSE connection on the mount point and taking it off.
+//!
+//! As root the server mounts itself: it opens /dev/fuse and calls
+//! mount(2) with the type `fuse.ulfs`, and hands the descriptor to
+//! `fuser::Session::from_fd`, so fuser owns no mount. fuser's own mount
+//! (`Session::new`) unmounts by path when its session is dropped, and a
+//! session ends as soon as the kernel's unmount has sent DESTROY, before
+//! the connection is marked dead: its check passes, and `umount2(path)`
+//! then unmounts whatever is mounted there now (the file system the ulfs
+//! mount was stacked on: seen in review, its files gone from view). Other
+//! users go through fusermount3 (via `Session::new`), which refuses to
+//! unmount anything but a FUSE mount of the same user.
+//!
+//! Unmounting on a signal is lazy (MNT_DETACH, `fusermount3 -u -z`): a
+//! plain unmount fails while files are open and the signal would be lost;
+//! detached, the mount is gone from view at once and the session ends,
+//! committing everything, when the last open file is closed.
+
+use std::ffi::CString;
+use std::fs::OpenOptions;
+use std::os::fd::OwnedFd;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
+
+/// The mount flags and options of `cfg`, as mount(2) takes them.
+pub struct KernelMount {
+    pub flags: libc::c_ulong,
+    pub allow_other: bool,
+}
+
+/// Mounts a new FUSE connection of type `fuse.ulfs` on `mountpoint` as
+/// root; returns the /dev/fuse descriptor for `Session::from_fd`.
+pub fn mount_as_root(
+    source: &Path,
+    mountpoint: &Path,
+    km: &KernelMount,
+) -> Result<OwnedFd, String> {
+    let dev = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(libc::O_CLOEXEC)
+        .open("/dev/fuse")
+        .map_err(|e| format!("/dev/fuse: {e} (is the fuse module loaded?)"))?;
+    let fd: OwnedFd = dev.into();
+    use std::os::fd::AsRawFd;
+    let mut data = format!(
+        "fd={},rootmode=40000,user_id=0,group_id=0,default_permissions",
+        fd.as_raw_fd()
+    );
+    if km.allow_other {
+        data.push_str(",allow_other");
+    }
+    let c = |p: &[u8]| CString::new(p).map_err(|_| "a path with a NUL byte".to_string());
+    let (src, dst) = (
+        c(source.as_os_str().as_bytes())?,
+        c(mountpoint.as_os_str().as_bytes())?,
+    );
+    let (fstype, data) = (c(b"fuse.ulfs")?, c(data.as_bytes())?);
+    // SAFETY: every pointer is a valid NUL-terminated string that lives
+    // across the call.
+    let r = unsafe {
+        libc::mount(
+            src.as_ptr(),
+            dst.as_ptr(),
+            fstype.as_ptr(),
+            km.flags,
+            data.as_ptr().cast(),
+        )
+    };
+    if r != 0 {
+        return Err(format!(
+            "cannot mount on {}: {}",
+            mountpoint.display(),
+            std::io::Error::last_os_error()
+        ));
+    }
+    Ok(fd)
+}
+
+/// Whether `mountpoint` is now a `fuse.ulfs` mount of `source` (the fifth,
+/// ninth and tenth fields of /proc/self/mountinfo), so that an unmount
+/// never reaches a mount that is not ours.
+pub fn is_ours(source: &Path, mountpoint: &Path) -> bool {
+    let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else {
+        return false;
+    };
+    let (want_dir, want_src) = (escape(mountpoint), escape(source));
+    info.lines().any(|l| {
+        let f: Vec<&str> = l.split(' ').collect();
+        let sep = f.iter().position(|&x| x == "-");
+        f.get(4) == Some(&want_dir.as_str())
+            && sep.is_some_and(|s| {
+                f.get(s + 1).is_some_and(|t| t.starts_with("fuse"))
+                    && f.get(s + 2) == Some(&want_src.as_str())
+            })
+    })
+}
+
+/// mountinfo's escaping of space, tab, newline and backslash.
+fn escape(p: &Path) -> String {
+    let mut s = String::new();
+    for &b in p.as_os_str().as_bytes() {
+        match b {
+            b' ' | b'\t' | b'\n' | b'\\' => s.push_str(&format!("\\{b:03o}")),
+            _ => s.push(b as char),
+        }
+    }
+    s
+}
+
+/// Detaches `mountpoint` if it is still our mount: as root with
+/// umount2(MNT_DETACH), otherwise with `fusermount3 -u -z`.
+pub fn detach(source: &Path, mountpoint: &Path) {
+    if !is_ours(source, mountpoint) {
+        return;
+    }
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        if let Ok(dst) = CString::new(mountpoint.as_os_str().as_bytes()) {
+            // SAFETY: a valid NUL-terminated path.
+            unsafe { libc::umount2(dst.as_ptr(), libc::MNT_DETACH) };
+        }
+    } else {
+        let _ = std::process::Command::new("fusermount3")
+            .arg("-u")
+            .arg("-z")
+            .arg(mountpoint)
+            .status();
+    }
+}
