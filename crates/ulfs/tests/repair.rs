@@ -1530,3 +1530,35 @@ fn copy_for_a_file_sharing_a_block_the_repair_changes_keeps_what_the_file_read()
         assert_eq!(repair(&img).exit_code(), 0, "{mode:?}");
     }
 }
+
+/// A special file in an image whose superblock lacks the special-files
+/// feature bit (an older writer, or a damaged field): fsck says so, and
+/// the repair sets the bit and keeps the file, never the other way round.
+#[test]
+fn a_special_file_without_its_feature_bit_gets_the_bit() {
+    let (_d, img) = image(16 << 20);
+    let mut v = ulfs::fs::Volume::mount(&img, MountOptions::default()).unwrap();
+    let root = v.root();
+    v.mknod(root, b"fifo", libc::S_IFIFO | 0o644, 0, 0, 0)
+        .unwrap();
+    v.unmount().unwrap();
+    drop(v);
+    assert!(problems(&img).is_empty());
+    let mut raw = Raw::read(&img);
+    for sb in [0u32, 1] {
+        let off = sb as usize * BS + 20;
+        assert_eq!(raw.u32(off), 1, "the feature bit in superblock copy {sb}");
+        raw.put32(off, 0);
+        raw.seal(sb);
+    }
+    raw.write(&img);
+    let seen = problems(&img);
+    assert!(
+        seen.iter().any(|p| p.contains("special-files feature")),
+        "{seen:?}"
+    );
+    repair_ok(&img);
+    assert_eq!(Raw::read(&img).u32(20), 1, "the bit is set again");
+    let mut fs = Fs::mount(&img, MountOptions::default()).unwrap();
+    assert!(fs.stat("/fifo").unwrap().is_special());
+}
