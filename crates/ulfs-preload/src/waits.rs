@@ -45,31 +45,71 @@ fn before_child_wait(options: c_int) {
     }
 }
 
+/// A wait for a child (`wait`, `waitpid`, `wait3`, `wait4`; `call` makes
+/// it with the options given). The image is handed over first. With more
+/// than one thread, another thread may mount it again during the wait,
+/// and then, once the threads that used it are done, nothing would hand
+/// it over while the child waits for it (a child that needs the image
+/// then waited out its 10 s and failed): so the wait goes in slices
+/// (`WNOHANG`, then a short sleep, growing to `RECHECK_MS`), handing the
+/// image over whenever another process waits for it.
+fn wait_child(options: c_int, mut call: impl FnMut(c_int) -> pid_t) -> pid_t {
+    before_child_wait(options);
+    if options & libc::WNOHANG != 0 || crate::owner::single_threaded() {
+        return call(options);
+    }
+    let mut slice_us: i64 = 200;
+    loop {
+        let r = call(options | libc::WNOHANG);
+        // A child's change (> 0) or an error (ECHILD, EINTR, ...).
+        if r != 0 {
+            return r;
+        }
+        if held_here() && crate::shared::wanted() {
+            let errno = crate::errno();
+            give_way();
+            crate::set_errno(errno);
+        }
+        let pause = timespec {
+            tv_sec: 0,
+            tv_nsec: slice_us * 1000,
+        };
+        // The system call itself: the library's own `nanosleep` is the
+        // program's sliced one.
+        // SAFETY: a valid timespec; a null remainder is allowed.
+        unsafe {
+            libc::syscall(
+                libc::SYS_nanosleep,
+                &pause as *const timespec,
+                std::ptr::null_mut::<timespec>(),
+            )
+        };
+        slice_us = (slice_us * 2).min(RECHECK_MS as i64 * 1000);
+    }
+}
+
 /// `wait(2)`.
 #[unsafe(no_mangle)]
 pub extern "C" fn wait(status: *mut c_int) -> pid_t {
-    before_child_wait(0);
-    let f = real!(wait: unsafe extern "C" fn(*mut c_int) -> pid_t);
-    // SAFETY: the program's own arguments.
-    unsafe { f(status) }
+    let f = real!(waitpid: unsafe extern "C" fn(pid_t, *mut c_int, c_int) -> pid_t);
+    // SAFETY: the program's own arguments (`wait` is `waitpid(-1, .., 0)`).
+    wait_child(0, |o| unsafe { f(-1, status, o) })
 }
 
 /// `waitpid(2)`.
 #[unsafe(no_mangle)]
 pub extern "C" fn waitpid(pid: pid_t, status: *mut c_int, options: c_int) -> pid_t {
-    before_child_wait(options);
     let f = real!(waitpid: unsafe extern "C" fn(pid_t, *mut c_int, c_int) -> pid_t);
     // SAFETY: the program's own arguments.
-    unsafe { f(pid, status, options) }
+    wait_child(options, |o| unsafe { f(pid, status, o) })
 }
 
 /// `wait3(2)`.
 #[unsafe(no_mangle)]
 pub extern "C" fn wait3(status: *mut c_int, options: c_int, usage: *mut libc::rusage) -> pid_t {
-    before_child_wait(options);
     let f = real!(wait3: unsafe extern "C" fn(*mut c_int, c_int, *mut libc::rusage) -> pid_t);
     // SAFETY: the program's own arguments.
-    unsafe { f(status, options, usage) }
+    wait_child(options, |o| unsafe { f(status, o, usage) })
 }
 
 /// `wait4(2)`.
@@ -80,11 +120,10 @@ pub extern "C" fn wait4(
     options: c_int,
     usage: *mut libc::rusage,
 ) -> pid_t {
-    before_child_wait(options);
     let f =
         real!(wait4: unsafe extern "C" fn(pid_t, *mut c_int, c_int, *mut libc::rusage) -> pid_t);
     // SAFETY: the program's own arguments.
-    unsafe { f(pid, status, options, usage) }
+    wait_child(options, |o| unsafe { f(pid, status, o, usage) })
 }
 
 /// `waitid(2)`.
