@@ -437,3 +437,99 @@ fn noatime_and_sync_are_kept() {
     assert!(m.unmount().success());
     assert_clean(&image);
 }
+
+/// `-o allow_other` as root: another real user (uid 65534, through
+/// setpriv) reads a 0644 file, is refused a 0600 one and cannot write
+/// into a 0755 directory of root's: the kernel checks the modes and
+/// owners the image stores.
+#[test]
+fn another_user_meets_the_modes_in_the_image() {
+    let Some((_dir, image, mnt)) = setup("another_user_meets_the_modes_in_the_image") else {
+        return;
+    };
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return skip(
+            "another_user_meets_the_modes_in_the_image",
+            "needs root to act as a second user",
+        );
+    }
+    let m = FuseMount::start(&ulfs(), &image, &mnt, &["allow_other"]).unwrap();
+    std::fs::set_permissions(&mnt, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::write(mnt.join("open"), b"for all").unwrap();
+    std::fs::write(mnt.join("secret"), b"root only").unwrap();
+    std::fs::set_permissions(mnt.join("open"), std::fs::Permissions::from_mode(0o644)).unwrap();
+    std::fs::set_permissions(mnt.join("secret"), std::fs::Permissions::from_mode(0o600)).unwrap();
+    let as_nobody = |script: String| {
+        Command::new("setpriv")
+            .args([
+                "--reuid=65534",
+                "--regid=65534",
+                "--clear-groups",
+                "sh",
+                "-c",
+            ])
+            .arg(script)
+            .output()
+            .unwrap()
+    };
+    let read = as_nobody(format!("cat {}", mnt.join("open").display()));
+    assert_eq!(
+        read.stdout,
+        b"for all",
+        "{}",
+        String::from_utf8_lossy(&read.stderr)
+    );
+    let denied = as_nobody(format!("cat {}", mnt.join("secret").display()));
+    assert!(!denied.status.success());
+    assert!(String::from_utf8_lossy(&denied.stderr).contains("Permission denied"));
+    let write = as_nobody(format!("echo x > {}", mnt.join("new").display()));
+    assert!(!write.status.success());
+    assert!(!mnt.join("new").exists());
+    assert!(m.unmount().success());
+    assert_clean(&image);
+}
+
+/// fio through the mount: random writes verified with crc32c, twice over
+/// (the second run reads back what the first left after a remount).
+#[test]
+fn fio_verifies_what_it_wrote() {
+    let Some((dir, image, mnt)) = setup("fio_verifies_what_it_wrote") else {
+        return;
+    };
+    let fio = |mnt: &Path, rw: &str, verify_only: bool| {
+        let mut c = Command::new("fio");
+        c.args([
+            "--name=ulfs",
+            "--size=16m",
+            "--bs=4k",
+            "--ioengine=psync",
+            "--verify=crc32c",
+            "--do_verify=1",
+            "--randseed=1234",
+            &format!("--rw={rw}"),
+            &format!("--directory={}", mnt.display()),
+            &format!("--output={}", dir.path().join("fio.out").display()),
+        ]);
+        if verify_only {
+            c.arg("--verify_only");
+        }
+        // fio leaves a verify state file in its working directory.
+        c.current_dir(dir.path());
+        let out = c.output().unwrap();
+        let log = std::fs::read_to_string(dir.path().join("fio.out")).unwrap_or_default();
+        assert!(
+            out.status.success() && !log.contains("verify: bad"),
+            "fio {rw}: {}{log}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    let m = FuseMount::start(&ulfs(), &image, &mnt, &[]).unwrap();
+    fio(&mnt, "randwrite", false);
+    assert!(m.unmount().success());
+    assert_clean(&image);
+    let m = FuseMount::start(&ulfs(), &image, &mnt, &[]).unwrap();
+    fio(&mnt, "randwrite", true);
+    assert!(m.unmount().success());
+    assert_clean(&image);
+}
