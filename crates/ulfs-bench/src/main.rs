@@ -10,6 +10,7 @@
 mod catalog;
 mod cgroup;
 mod experiments;
+mod fuse_worker;
 mod host;
 mod measure;
 mod plot;

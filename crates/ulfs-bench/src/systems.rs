@@ -57,8 +57,8 @@ impl System {
     }
 }
 
-/// Why ulfs-fuse is skipped until `ulfs mount` exists.
-const FUSE_MISSING: &str = "missing: `ulfs mount` (FUSE) is not built yet";
+/// Why ulfs-fuse does not run whole programs (yet).
+const FUSE_MISSING: &str = "missing: whole programs through `ulfs mount` are not measured yet";
 
 /// Where an experiment's files live: memory (`/dev/shm`, against
 /// host-tmpfs) or the disk (ext4, for the durable experiments).
@@ -139,10 +139,6 @@ impl Place {
     /// A new image for a ulfs system (nothing for a host system, whose
     /// workloads leave their directory as they found it).
     pub fn prepare(&self, system: System) -> Result<(), String> {
-        // Not an image of gigabytes for a system that cannot run.
-        if system == System::UlfsFuse {
-            return Err(FUSE_MISSING.into());
-        }
         if system.image_mode().is_some() {
             self.make_image(system)?;
         }
@@ -212,7 +208,12 @@ impl Place {
                 c.args([WORKER_ARG, "posix", "/ulfs/w"]);
                 c
             }
-            System::UlfsFuse => return Err(FUSE_MISSING.into()),
+            System::UlfsFuse => {
+                let ulfs = self.tools.ulfs.as_ref().map_err(Clone::clone)?;
+                let mut c = self.worker("fuse", &self.image_path(system)?);
+                c.env(crate::fuse_worker::ULFS_ENV, ulfs);
+                c
+            }
         };
         // Only the system under test may be preloaded into a worker.
         cmd.env_remove("LD_PRELOAD");
@@ -265,7 +266,7 @@ impl Place {
     /// be charged for.
     pub fn prepare_in(&self, system: System, group: &Cgroup) -> Result<(), String> {
         if system == System::UlfsFuse {
-            return Err(FUSE_MISSING.into());
+            return Err("missing: the memory of `ulfs mount`'s server is not measured yet".into());
         }
         let Some(mode) = system.image_mode() else {
             return Ok(());

@@ -90,8 +90,9 @@ pub fn serve(kind: &str, place: &Path) -> i32 {
         "posix" => unsafe { ulfs_bench_worker_posix(c.as_ptr()) },
         // SAFETY: as above.
         "ulfs" => unsafe { ulfs_bench_worker_ulfs(c.as_ptr()) },
+        "fuse" => crate::fuse_worker::serve(place),
         _ => {
-            eprintln!("ulfs-bench worker: posix or ulfs, not {kind:?}");
+            eprintln!("ulfs-bench worker: posix, ulfs or fuse, not {kind:?}");
             2
         }
     }

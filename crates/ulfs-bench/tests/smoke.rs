@@ -136,7 +136,8 @@ fn a_quick_run_writes_every_figure_or_says_why_not() {
         let f: Vec<&str> = line.splitn(3, ',').collect();
         assert_eq!(f.len(), 3, "{line}");
         // The reasons a run on a root machine with everything installed
-        // may give: no FUSE peer yet, the OOM killer under fig. 9's
+        // may give: ulfs-fuse's whole programs and memory (not measured
+        // yet; its other cells are), the OOM killer under fig. 9's
         // tightest limits, or a process there that thrashes without end.
         // Elsewhere (not root, no cgroups, programs not installed) what
         // is missing is said, and is a skip of this test's strictness;
