@@ -75,7 +75,7 @@ fn mounted(image: &Path) -> Result<(PathBuf, std::process::Child), String> {
         .spawn()
         .map_err(|e| format!("ulfs mount: {e}"))?;
     let start = Instant::now();
-    while !is_fuse_mount(&mnt) {
+    while !ulfs_fuse::is_fuse_mount(&mnt) {
         if let Ok(Some(status)) = server.try_wait() {
             return Err(format!("ulfs mount ended ({status})"));
         }
@@ -86,14 +86,4 @@ fn mounted(image: &Path) -> Result<(PathBuf, std::process::Child), String> {
         std::thread::sleep(Duration::from_millis(5));
     }
     Ok((mnt, server))
-}
-
-fn is_fuse_mount(dir: &Path) -> bool {
-    let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-    let want = dir.to_string_lossy();
-    info.lines().any(|l| {
-        let f: Vec<&str> = l.split(' ').collect();
-        let fstype = f.iter().position(|&x| x == "-").and_then(|s| f.get(s + 1));
-        f.get(4) == Some(&want.as_ref()) && fstype.is_some_and(|t| t.starts_with("fuse"))
-    })
 }

@@ -5,7 +5,7 @@
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use ulfs_testkit::fuse_mount::{FuseMount, is_mounted, unavailable};
+use ulfs_testkit::fuse_mount::{FuseMount, Scratch, is_mounted};
 use ulfs_testkit::skip::skip;
 
 fn ulfs() -> PathBuf {
@@ -19,31 +19,11 @@ fn run(args: &[&std::ffi::OsStr]) -> Output {
 /// A fresh image and an empty mount point in a temporary directory, or
 /// None (the test skipped) without FUSE.
 fn setup(test: &str) -> Option<(tempfile::TempDir, PathBuf, PathBuf)> {
-    if let Some(why) = unavailable() {
-        skip(test, &why);
-        return None;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let image = dir.path().join("img");
-    let mnt = dir.path().join("mnt");
-    std::fs::create_dir(&mnt).unwrap();
-    let out = run(&["mkfs".as_ref(), image.as_os_str(), "64M".as_ref()]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Some((dir, image, mnt))
+    Scratch::new(test, &ulfs(), "64M").map(|s| (s.dir, s.image, s.mnt))
 }
 
 fn assert_clean(image: &Path) {
-    let out = run(&["fsck".as_ref(), image.as_os_str()]);
-    assert!(
-        out.status.success(),
-        "fsck: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    ulfs_testkit::fuse_mount::assert_clean(&ulfs(), image)
 }
 
 fn sh(script: &str) {

@@ -10,56 +10,19 @@ use std::os::unix::fs::FileExt;
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use ulfs_testkit::fuse_mount::{FuseMount, unavailable};
-use ulfs_testkit::skip::skip;
+use ulfs_testkit::fuse_mount::{FuseMount, Scratch};
+use ulfs_testkit::rng::Rng;
 
 fn ulfs() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_ulfs"))
 }
 
 fn setup(test: &str) -> Option<(tempfile::TempDir, PathBuf, PathBuf)> {
-    if let Some(why) = unavailable() {
-        skip(test, &why);
-        return None;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let image = dir.path().join("img");
-    let mnt = dir.path().join("mnt");
-    fs::create_dir(&mnt).unwrap();
-    let out = Command::new(ulfs())
-        .args(["mkfs".as_ref(), image.as_os_str(), "128M".as_ref()])
-        .output()
-        .unwrap();
-    assert!(out.status.success());
-    Some((dir, image, mnt))
+    Scratch::new(test, &ulfs(), "128M").map(|s| (s.dir, s.image, s.mnt))
 }
 
 fn assert_clean(image: &Path) {
-    let out = Command::new(ulfs())
-        .arg("fsck")
-        .arg(image)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "fsck: {}",
-        String::from_utf8_lossy(&out.stdout)
-    );
-}
-
-/// xorshift64*: the same sequence for a seed, on every machine.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
+    ulfs_testkit::fuse_mount::assert_clean(&ulfs(), image)
 }
 
 const NAMES: [&str; 10] = [
@@ -222,12 +185,12 @@ fn random_operations_through_the_mount_agree_with_tmpfs() {
         .unwrap_or(0x5eed_2026_1124);
     let model = model_dir();
     let m = FuseMount::start(&ulfs(), &image, &mnt, &[]).unwrap();
-    let mut rng = Rng(seed | 1);
+    let mut rng = Rng::new(seed);
     for i in 0..ops {
         let op = rng.below(15);
         let a = NAMES[rng.below(NAMES.len() as u64) as usize];
         let b = NAMES[rng.below(NAMES.len() as u64) as usize];
-        let (x, y) = (rng.next(), rng.next());
+        let (x, y) = (rng.next_u64(), rng.next_u64());
         let want = apply(model.path(), op, a, b, x, y);
         let got = apply(&mnt, op, a, b, x, y);
         assert_eq!(

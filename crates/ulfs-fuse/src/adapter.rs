@@ -207,6 +207,14 @@ impl Drop for UlfsFuse {
     }
 }
 
+/// Answers a request that returns nothing but success or an errno.
+fn empty(reply: ReplyEmpty, r: Result<()>) {
+    match r {
+        Ok(()) => reply.ok(),
+        Err(e) => reply.error(errno(e)),
+    }
+}
+
 fn errno(e: Errno) -> FuseErrno {
     FuseErrno::from_i32(e.0)
 }
@@ -412,24 +420,24 @@ impl Filesystem for UlfsFuse {
 
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         let parent = self.map.to_ulfs(parent);
-        match self.with(|st| {
-            st.vol.unlink(parent, name.as_bytes())?;
-            self.settle(st, true)
-        }) {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(errno(e)),
-        }
+        empty(
+            reply,
+            self.with(|st| {
+                st.vol.unlink(parent, name.as_bytes())?;
+                self.settle(st, true)
+            }),
+        )
     }
 
     fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         let parent = self.map.to_ulfs(parent);
-        match self.with(|st| {
-            st.vol.rmdir(parent, name.as_bytes())?;
-            self.settle(st, true)
-        }) {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(errno(e)),
-        }
+        empty(
+            reply,
+            self.with(|st| {
+                st.vol.rmdir(parent, name.as_bytes())?;
+                self.settle(st, true)
+            }),
+        )
     }
 
     fn symlink(
@@ -582,10 +590,7 @@ impl Filesystem for UlfsFuse {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
-        match self.with(|st| st.close_handle(fh)) {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(errno(e)),
-        }
+        empty(reply, self.with(|st| st.close_handle(fh)))
     }
 
     fn fsync(
@@ -596,10 +601,7 @@ impl Filesystem for UlfsFuse {
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
-        match self.with(|st| st.vol.sync()) {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(errno(e)),
-        }
+        empty(reply, self.with(|st| st.vol.sync()))
     }
 
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
@@ -677,10 +679,7 @@ impl Filesystem for UlfsFuse {
         _flags: OpenFlags,
         reply: ReplyEmpty,
     ) {
-        match self.with(|st| st.close_handle(fh)) {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(errno(e)),
-        }
+        empty(reply, self.with(|st| st.close_handle(fh)))
     }
 
     fn fsyncdir(
@@ -691,10 +690,7 @@ impl Filesystem for UlfsFuse {
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
-        match self.with(|st| st.vol.sync()) {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(errno(e)),
-        }
+        empty(reply, self.with(|st| st.vol.sync()))
     }
 
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
@@ -755,13 +751,13 @@ impl Filesystem for UlfsFuse {
         reply: ReplyEmpty,
     ) {
         let ino = self.map.to_ulfs(ino);
-        match self.with(|st| {
-            st.vol.fallocate_ino(ino, mode, offset, length)?;
-            self.settle(st, false)
-        }) {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(errno(e)),
-        }
+        empty(
+            reply,
+            self.with(|st| {
+                st.vol.fallocate_ino(ino, mode, offset, length)?;
+                self.settle(st, false)
+            }),
+        )
     }
 
     fn lseek(

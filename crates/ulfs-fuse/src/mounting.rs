@@ -78,23 +78,37 @@ pub fn mount_as_root(
     Ok(fd)
 }
 
-/// Whether `mountpoint` is now a `fuse.ulfs` mount of `source` (the fifth,
-/// ninth and tenth fields of /proc/self/mountinfo), so that an unmount
-/// never reaches a mount that is not ours.
-pub fn is_ours(source: &Path, mountpoint: &Path) -> bool {
+/// The FUSE mounts on `mountpoint` now, as their sources: the fifth,
+/// ninth (type `fuse` or `fuse.*`) and tenth fields of
+/// /proc/self/mountinfo, paths escaped as mountinfo escapes them.
+fn fuse_sources_on(mountpoint: &Path) -> Vec<String> {
     let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else {
-        return false;
+        return Vec::new();
     };
-    let (want_dir, want_src) = (escape(mountpoint), escape(source));
-    info.lines().any(|l| {
-        let f: Vec<&str> = l.split(' ').collect();
-        let sep = f.iter().position(|&x| x == "-");
-        f.get(4) == Some(&want_dir.as_str())
-            && sep.is_some_and(|s| {
-                f.get(s + 1).is_some_and(|t| t.starts_with("fuse"))
-                    && f.get(s + 2) == Some(&want_src.as_str())
-            })
-    })
+    let want_dir = escape(mountpoint);
+    info.lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split(' ').collect();
+            let sep = f.iter().position(|&x| x == "-")?;
+            let fuse = f
+                .get(sep + 1)
+                .is_some_and(|t| *t == "fuse" || t.starts_with("fuse."));
+            (f.get(4) == Some(&want_dir.as_str()) && fuse)
+                .then(|| f.get(sep + 2).unwrap_or(&"").to_string())
+        })
+        .collect()
+}
+
+/// Whether a FUSE file system is mounted on `dir` now (a mount it is
+/// stacked on, of another type, does not count).
+pub fn is_fuse_mount(dir: &Path) -> bool {
+    !fuse_sources_on(dir).is_empty()
+}
+
+/// Whether `mountpoint` is now a FUSE mount of `source`, so that an
+/// unmount never reaches a mount that is not ours.
+pub fn is_ours(source: &Path, mountpoint: &Path) -> bool {
+    fuse_sources_on(mountpoint).contains(&escape(source))
 }
 
 /// mountinfo's escaping of space, tab, newline and backslash.

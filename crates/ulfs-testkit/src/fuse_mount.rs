@@ -23,20 +23,54 @@ pub fn unavailable() -> Option<String> {
     None
 }
 
-/// Whether a FUSE file system is mounted on `dir` now (in
-/// /proc/self/mountinfo, the fifth field and the type after ` - `; paths
-/// with spaces are escaped there, so tests use plain ones). Another kind
-/// of mount on `dir` (one the FUSE mount is stacked on) does not count.
+/// Whether a FUSE file system is mounted on `dir` now (one it is stacked
+/// on does not count): `ulfs_fuse::is_fuse_mount`.
 pub fn is_mounted(dir: &Path) -> bool {
-    let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else {
-        return false;
-    };
-    let want = dir.to_string_lossy();
-    info.lines().any(|l| {
-        let f: Vec<&str> = l.split(' ').collect();
-        let fstype = f.iter().position(|&x| x == "-").and_then(|s| f.get(s + 1));
-        f.get(4) == Some(&want.as_ref()) && fstype.is_some_and(|t| t.starts_with("fuse"))
-    })
+    ulfs_fuse::is_fuse_mount(dir)
+}
+
+/// A test's scratch directory with a fresh image (`img`, of `size` as
+/// `ulfs mkfs` takes it) and an empty mount point (`mnt`), or None, the
+/// test skipped with the reason, where FUSE mounts cannot be tested.
+pub struct Scratch {
+    pub dir: tempfile::TempDir,
+    pub image: PathBuf,
+    pub mnt: PathBuf,
+}
+
+impl Scratch {
+    pub fn new(test: &str, ulfs: &Path, size: &str) -> Option<Scratch> {
+        if let Some(why) = unavailable() {
+            crate::skip::skip(test, &why);
+            return None;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let (image, mnt) = (dir.path().join("img"), dir.path().join("mnt"));
+        std::fs::create_dir(&mnt).unwrap();
+        let out = Command::new(ulfs)
+            .arg("mkfs")
+            .arg(&image)
+            .arg(size)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Some(Scratch { dir, image, mnt })
+    }
+}
+
+/// `ulfs fsck image` (`ulfs`: the binary) says clean.
+pub fn assert_clean(ulfs: &Path, image: &Path) {
+    let out = Command::new(ulfs).arg("fsck").arg(image).output().unwrap();
+    assert!(
+        out.status.success(),
+        "fsck: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 pub struct FuseMount {

@@ -10,6 +10,7 @@
 //!   image, with or without resealing the block's checksum;
 //! - [`page_cache`]: the host's page cache as the memory budget's tests
 //!   see it (resident pages of a file, dropping them);
+//! - [`rng`]: a deterministic random generator (xorshift64*);
 //! - [`skip`]: a test that cannot run here says so (and fails where every
 //!   test is required);
 //! - [`fuse_mount`]: an image mounted with `ulfs mount --foreground` for
@@ -25,6 +26,7 @@ pub mod fuse_mount;
 pub mod harness;
 mod host_model;
 pub mod page_cache;
+pub mod rng;
 pub mod sample;
 pub mod skip;
 pub mod snapshot;

@@ -9,20 +9,10 @@
 use std::sync::mpsc;
 use std::time::Duration;
 use ulfs::{Errno, Fs, FsckOptions, MkfsOptions, MountOptions, fsck, mkfs};
+use ulfs_testkit::rng::Rng;
 
 #[path = "common/damage.rs"]
 mod damage;
-
-/// xorshift64*: a tiny deterministic generator, enough to pick bytes.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-}
 
 /// A temporary directory on tmpfs when there is one: these tests commit
 /// (and so flush the image) often, which a disk makes slow.
@@ -152,15 +142,15 @@ fn random_damage_never_crashes() {
     let mut mounted = 0;
     for round in 0..rounds {
         let mut bytes = pristine.clone();
-        for _ in 0..1 + rng.next() % 8 {
-            let b = meta[(rng.next() % meta.len() as u64) as usize];
-            let at = b * 4096 + (rng.next() % 4096) as usize;
+        for _ in 0..1 + rng.next_u64() % 8 {
+            let b = meta[(rng.next_u64() % meta.len() as u64) as usize];
+            let at = b * 4096 + (rng.next_u64() % 4096) as usize;
             // Mix single-bit flips with wild values in integer fields.
-            match rng.next() % 3 {
-                0 => bytes[at] ^= 1 << (rng.next() % 8),
-                1 => bytes[at] = rng.next() as u8,
+            match rng.next_u64() % 3 {
+                0 => bytes[at] ^= 1 << (rng.next_u64() % 8),
+                1 => bytes[at] = rng.next_u64() as u8,
                 _ => {
-                    let v = rng.next().to_le_bytes();
+                    let v = rng.next_u64().to_le_bytes();
                     let end = (at + 4).min(bytes.len());
                     bytes[at..end].copy_from_slice(&v[..end - at]);
                 }
@@ -224,10 +214,10 @@ fn damaged_journal_never_crashes_replay() {
     let crashed = dir.path().join("crashed.img");
     for _ in 0..80 {
         let mut bytes = pristine.clone();
-        for _ in 0..1 + rng.next() % 4 {
-            let b = journal[(rng.next() % journal.len() as u64) as usize];
-            let at = b * 4096 + (rng.next() % 64) as usize;
-            bytes[at] ^= 1 << (rng.next() % 8);
+        for _ in 0..1 + rng.next_u64() % 4 {
+            let b = journal[(rng.next_u64() % journal.len() as u64) as usize];
+            let at = b * 4096 + (rng.next_u64() % 64) as usize;
+            bytes[at] ^= 1 << (rng.next_u64() % 8);
         }
         std::fs::write(&crashed, &bytes).unwrap();
         let _ = fsck(&crashed, &mut FsckOptions::default());
@@ -378,9 +368,9 @@ fn crafted_rounds(pristine: &[u8], dir: &std::path::Path, seed: u64, rounds: usi
     let mut errors: std::collections::BTreeMap<String, u32> = Default::default();
     for round in 0..rounds {
         let mut bytes = pristine.to_vec();
-        let n = 1 + rng.next() % 2;
+        let n = 1 + rng.next_u64() % 2;
         let what: Vec<String> = (0..n)
-            .map(|_| damage::damage_sealed(&mut bytes, &mut || rng.next()))
+            .map(|_| damage::damage_sealed(&mut bytes, &mut || rng.next_u64()))
             .collect();
         let what = format!("round {round}, seed {seed:#x}: {}", what.join("; "));
         std::fs::write(&img, &bytes).unwrap();
@@ -473,7 +463,7 @@ fn crafted_journal_records_with_valid_checksums_never_crash() {
     let rounds = round_count(400);
     for round in 0..rounds {
         let mut scratch = bytes.clone();
-        let what = damage::damage_sealed(&mut scratch, &mut || rng.next());
+        let what = damage::damage_sealed(&mut scratch, &mut || rng.next_u64());
         let mut img = pristine.clone();
         for &b in &journal {
             img[b * 4096..(b + 1) * 4096].copy_from_slice(&scratch[b * 4096..(b + 1) * 4096]);
