@@ -240,6 +240,20 @@ pub(crate) enum Command {
         #[arg(short = 'f', long)]
         foreground: bool,
     },
+    /// Unmount what `ulfs mount` mounted, and wait until the image is free
+    ///
+    /// `fusermount3 -u DIR`, then waits (up to 60 s) until the server has
+    /// committed the journal, marked the image clean and let go of it, so
+    /// the image can be used as soon as this returns. Refused (busy) while
+    /// files are open there, unless --lazy.
+    Umount {
+        /// The mount point
+        mountpoint: PathBuf,
+        /// Detach at once even with files open; the server ends when the
+        /// last one is closed (nothing is waited for)
+        #[arg(short = 'z', long)]
+        lazy: bool,
+    },
     /// Run the benchmarks: the ULFS paper's experiments against host file
     /// systems, with plots and a report (`ulfs bench --help` for options)
     ///
@@ -367,6 +381,7 @@ fn run(command: Command) -> CliResult {
             fail_fast,
         } => export::run(&image, &imgpath::from_arg(&src), &hostdir, fail_fast),
         Command::Fsck { image, repair } => fsck::run(&image, repair),
+        Command::Umount { mountpoint, lazy } => mount::umount(&mountpoint, lazy),
         Command::Mount {
             image,
             mountpoint,

@@ -176,3 +176,63 @@ fn detach() {
         }
     }
 }
+
+/// How long `ulfs umount` waits for the server to let go of the image.
+const RELEASE_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// `ulfs umount DIR`: `fusermount3 -u DIR`, then waits until the server
+/// has let go of the image (committed, marked clean, exited), so the
+/// image can be used at once: `fusermount3 -u` returns as soon as the
+/// kernel has detached the mount, a moment before. `lazy`: `-u -z`,
+/// detached even with files open; nothing to wait for then (the server
+/// ends when the last one is closed).
+pub fn umount(dir: &Path, lazy: bool) -> CliResult {
+    let ctx = || format!("umount: {}", dir.display());
+    let dir = absolute(dir).map_err(|e| CliError::io(ctx(), &e))?;
+    let image = ulfs_fuse::fuse_mount_source(&dir)
+        .ok_or_else(|| CliError::new(ctx(), "not a FUSE mount point"))?;
+    let mut cmd = std::process::Command::new("fusermount3");
+    cmd.arg("-u");
+    if lazy {
+        cmd.arg("-z");
+    }
+    let out = cmd
+        .arg(&dir)
+        .output()
+        .map_err(|e| CliError::new(ctx(), format!("fusermount3: {e} (Debian package fuse3)")))?;
+    if !out.status.success() {
+        let why = String::from_utf8_lossy(&out.stderr);
+        return Err(CliError::new(
+            ctx(),
+            why.trim().trim_start_matches("fusermount3: "),
+        ));
+    }
+    if lazy || !image.is_file() {
+        return Ok(());
+    }
+    // The server holds the image's lock until it has unmounted the volume.
+    let start = std::time::Instant::now();
+    loop {
+        let free = std::fs::File::open(&image).is_ok_and(|f| match f.try_lock() {
+            Ok(()) => {
+                let _ = f.unlock();
+                true
+            }
+            Err(_) => false,
+        });
+        if free {
+            return Ok(());
+        }
+        if start.elapsed() > RELEASE_WAIT {
+            return Err(CliError::new(
+                ctx(),
+                format!(
+                    "unmounted, but the server still holds {} after {} s",
+                    image.display(),
+                    RELEASE_WAIT.as_secs()
+                ),
+            ));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}

@@ -248,6 +248,28 @@ fn the_daemon_mounts_refuses_a_second_writer_and_stops_cleanly() {
     );
     wait_released(&image);
     assert_clean(&image);
+    // `ulfs umount` returns once the server has let go: the image is
+    // usable at once, and holds what was written.
+    let out = run(&["mount".as_ref(), image.as_os_str(), mnt.as_os_str()]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::fs::write(mnt.join("g"), b"then ulfs umount").unwrap();
+    let out = run(&["umount".as_ref(), mnt.as_os_str()]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!is_mounted(&mnt));
+    assert_clean(&image);
+    let out = run(&["cat".as_ref(), image.as_os_str(), "/g".as_ref()]);
+    assert_eq!(out.stdout, b"then ulfs umount");
+    let out = run(&["umount".as_ref(), mnt.as_os_str()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not a FUSE mount point"));
     // In the foreground, SIGTERM unmounts and the server exits 0.
     let m = FuseMount::start(&ulfs(), &image, &mnt, &[]).unwrap();
     assert_eq!(std::fs::read(mnt.join("f")).unwrap(), b"daemon");

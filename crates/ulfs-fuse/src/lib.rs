@@ -16,7 +16,7 @@ mod mounting;
 mod options;
 
 pub use adapter::{Committer, UlfsFuse};
-pub use mounting::is_fuse_mount;
+pub use mounting::{fuse_mount_source, is_fuse_mount};
 pub use options::MountConfig;
 
 use std::path::Path;

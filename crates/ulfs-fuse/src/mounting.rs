@@ -99,6 +99,32 @@ fn fuse_sources_on(mountpoint: &Path) -> Vec<String> {
         .collect()
 }
 
+/// The source (for `ulfs mount`, the image's path) of the topmost FUSE
+/// mount on `dir`, unescaped; None when there is none.
+pub fn fuse_mount_source(dir: &Path) -> Option<std::path::PathBuf> {
+    let src = fuse_sources_on(dir).pop()?;
+    use std::os::unix::ffi::OsStringExt;
+    Some(std::ffi::OsString::from_vec(unescape(&src)).into())
+}
+
+/// mountinfo's `\ooo` escapes undone.
+fn unescape(s: &str) -> Vec<u8> {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let oct = |c: u8| c.is_ascii_digit() && c < b'8';
+        if b[i] == b'\\' && i + 3 < b.len() && b[i + 1..i + 4].iter().all(|&c| oct(c)) {
+            out.push((b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0'));
+            i += 4;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    out
+}
+
 /// Whether a FUSE file system is mounted on `dir` now (a mount it is
 /// stacked on, of another type, does not count).
 pub fn is_fuse_mount(dir: &Path) -> bool {
@@ -141,5 +167,31 @@ pub fn detach(source: &Path, mountpoint: &Path) {
             .arg("-z")
             .arg(mountpoint)
             .status();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mountinfo_escapes_go_there_and_back() {
+        for p in [
+            "/plain/path",
+            "/with space/and\\backslash",
+            "/tab\there",
+            "/new\nline",
+        ] {
+            let p = Path::new(p);
+            assert_eq!(
+                unescape(&escape(p)),
+                p.as_os_str().as_bytes(),
+                "{}",
+                p.display()
+            );
+        }
+        assert_eq!(unescape("/a\\040b"), b"/a b");
+        // Not an escape: left as it is.
+        assert_eq!(unescape("/a\\9x"), b"/a\\9x");
     }
 }
