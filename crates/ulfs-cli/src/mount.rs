@@ -31,9 +31,9 @@ pub fn run(args: &Args) -> CliResult {
             .map_err(|m| CliError::new(ctx(), m).with_code(crate::EXIT_USAGE))?;
     }
     // The server outlives the caller's working directory (it moves to /).
-    let image = absolute(args.image)
+    let image = std::path::absolute(args.image)
         .map_err(|e| CliError::io(format!("mount: {}", args.image.display()), &e))?;
-    let mountpoint = absolute(args.mountpoint)
+    let mountpoint = std::path::absolute(args.mountpoint)
         .map_err(|e| CliError::io(format!("mount: {}", args.mountpoint.display()), &e))?;
     let at = || format!("mount: {}", mountpoint.display());
     match std::fs::metadata(&mountpoint) {
@@ -95,10 +95,6 @@ pub fn as_mount_helper() -> Option<crate::Command> {
         options,
         foreground: false,
     })
-}
-
-fn absolute(p: &Path) -> std::io::Result<PathBuf> {
-    std::path::absolute(p)
 }
 
 /// Forks a server that mounts and serves; returns when it says the mount
@@ -188,7 +184,7 @@ const RELEASE_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
 /// ends when the last one is closed).
 pub fn umount(dir: &Path, lazy: bool) -> CliResult {
     let ctx = || format!("umount: {}", dir.display());
-    let dir = absolute(dir).map_err(|e| CliError::io(ctx(), &e))?;
+    let dir = std::path::absolute(dir).map_err(|e| CliError::io(ctx(), &e))?;
     let image = ulfs_fuse::fuse_mount_source(&dir)
         .ok_or_else(|| CliError::new(ctx(), "not a FUSE mount point"))?;
     let mut cmd = std::process::Command::new("fusermount3");

@@ -145,8 +145,12 @@ impl UlfsFuse {
         f(&mut st)
     }
 
-    fn entry(&self, st: &State, ino: Ino, reply: ReplyEntry) {
-        match entry_attr(st, ino, self.map, &self.cfg) {
+    /// Answers with the entry of the inode `f` gives (looked up, made or
+    /// linked) or with its error; EIO once the volume is unmounted.
+    fn reply_entry(&self, reply: ReplyEntry, f: impl FnOnce(&mut State) -> Result<Ino>) {
+        let mut st = self.lock();
+        let r = if st.gone { Err(Errno::EIO) } else { f(&mut st) };
+        match r.and_then(|ino| entry_attr(&st, ino, self.map, &self.cfg)) {
             Ok((attr, generation)) => reply.entry(&TTL, &attr, generation),
             Err(e) => reply.error(errno(e)),
         }
@@ -164,18 +168,13 @@ impl UlfsFuse {
         reply: ReplyEntry,
     ) {
         let parent = self.map.to_ulfs(parent);
-        let mut st = self.lock();
-        if st.gone {
-            return reply.error(FuseErrno::EIO);
-        }
-        let made = st
-            .vol
-            .create(parent, name.as_bytes(), mode, req.uid(), req.gid(), target)
-            .and_then(|ino| self.settle(&mut st, true).map(|()| ino));
-        match made {
-            Ok(ino) => self.entry(&st, ino, reply),
-            Err(e) => reply.error(errno(e)),
-        }
+        self.reply_entry(reply, |st| {
+            let ino = st
+                .vol
+                .create(parent, name.as_bytes(), mode, req.uid(), req.gid(), target)?;
+            self.settle(st, true)?;
+            Ok(ino)
+        })
     }
 }
 
@@ -294,14 +293,7 @@ impl Filesystem for UlfsFuse {
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         let parent = self.map.to_ulfs(parent);
-        let st = self.lock();
-        if st.gone {
-            return reply.error(FuseErrno::EIO);
-        }
-        match st.vol.lookup(parent, name.as_bytes()) {
-            Ok(ino) => self.entry(&st, ino, reply),
-            Err(e) => reply.error(errno(e)),
-        }
+        self.reply_entry(reply, |st| st.vol.lookup(parent, name.as_bytes()))
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
@@ -387,22 +379,11 @@ impl Filesystem for UlfsFuse {
         // FIFOs, sockets and devices are names and metadata in the image;
         // the kernel itself serves what opening one means.
         let parent = self.map.to_ulfs(parent);
-        let mut st = self.lock();
-        if st.gone {
-            return reply.error(FuseErrno::EIO);
-        }
-        let made = st.vol.mknod(
-            parent,
-            name.as_bytes(),
-            kind | perm,
-            rdev as u64,
-            req.uid(),
-            req.gid(),
-        );
-        match made {
-            Ok(ino) => self.entry(&st, ino, reply),
-            Err(e) => reply.error(errno(e)),
-        }
+        self.reply_entry(reply, |st| {
+            let (uid, gid) = (req.uid(), req.gid());
+            st.vol
+                .mknod(parent, name.as_bytes(), kind | perm, rdev as u64, uid, gid)
+        })
     }
 
     fn mkdir(
@@ -468,10 +449,7 @@ impl Filesystem for UlfsFuse {
                 .rename(from, name.as_bytes(), to, newname.as_bytes(), flags.bits())?;
             self.settle(st, true)
         });
-        match r {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(errno(e)),
-        }
+        empty(reply, r)
     }
 
     fn link(
@@ -483,37 +461,22 @@ impl Filesystem for UlfsFuse {
         reply: ReplyEntry,
     ) {
         let (ino, dir) = (self.map.to_ulfs(ino), self.map.to_ulfs(newparent));
-        let mut st = self.lock();
-        if st.gone {
-            return reply.error(FuseErrno::EIO);
-        }
-        let linked = st
-            .vol
-            .link(ino, dir, newname.as_bytes())
-            .and_then(|()| self.settle(&mut st, true));
-        match linked {
-            Ok(()) => self.entry(&st, ino, reply),
-            Err(e) => reply.error(errno(e)),
-        }
+        self.reply_entry(reply, |st| {
+            st.vol.link(ino, dir, newname.as_bytes())?;
+            self.settle(st, true)?;
+            Ok(ino)
+        })
     }
 
-    fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+    fn open(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        // O_TRUNC never comes here: without FUSE_ATOMIC_O_TRUNC (not
+        // asked for) the kernel truncates with a setattr first.
         let ino = self.map.to_ulfs(ino);
         let r = self.with(|st| {
-            let s = st.vol.stat_ino(ino)?;
-            if s.is_dir() {
+            if st.vol.stat_ino(ino)?.is_dir() {
                 return Err(Errno::EISDIR);
             }
-            let fh = st.open_handle(ino);
-            if flags.0 & libc::O_TRUNC != 0 && s.size > 0 {
-                // The kernel sends O_TRUNC with the open when it has
-                // atomic_o_trunc; without it, a setattr comes first.
-                if let Err(e) = st.vol.truncate_ino(ino, 0) {
-                    let _ = st.close_handle(fh);
-                    return Err(e);
-                }
-            }
-            Ok(fh)
+            Ok(st.open_handle(ino))
         });
         match r {
             Ok(fh) => reply.opened(fh, FopenFlags::empty()),

@@ -1226,29 +1226,10 @@ fn owner() -> (u32, u32) {
 /// Copies a cached `struct stat` to the caller's, memory to memory: `*st`
 /// written through `MaybeUninit::write` went through a stack temporary,
 /// and reading 144 bytes just stored there stalled on every wide load
-/// (12.5 ns a call instead of 3). On x86-64 the copy is nine 16-byte
-/// moves inline, where `copy_nonoverlapping` calls glibc's memcpy (Rust
-/// `fstat_libc` 3.5 ns instead of 3.1).
+/// (12.5 ns a call instead of 3).
 #[inline(always)]
 fn copy_stat(st: &libc::stat, out: &mut std::mem::MaybeUninit<libc::stat>) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_storeu_si128};
-        const CHUNKS: usize = std::mem::size_of::<libc::stat>() / 16;
-        const _: () = assert!(std::mem::size_of::<libc::stat>() == CHUNKS * 16);
-        let from = (st as *const libc::stat).cast::<__m128i>();
-        let to = out.as_mut_ptr().cast::<__m128i>();
-        for i in 0..CHUNKS {
-            // SAFETY: both point to one whole `struct stat` (CHUNKS * 16
-            // bytes, checked above), the unaligned forms need no alignment,
-            // and SSE2 is part of x86-64.
-            unsafe { _mm_storeu_si128(to.add(i), _mm_loadu_si128(from.add(i))) };
-        }
-    }
-    #[cfg(not(target_arch = "x86_64"))]
     // SAFETY: both are valid for one `struct stat` and cannot overlap (one
     // is borrowed shared, the other exclusively).
-    unsafe {
-        std::ptr::copy_nonoverlapping(st, out.as_mut_ptr(), 1)
-    };
+    unsafe { std::ptr::copy_nonoverlapping(st, out.as_mut_ptr(), 1) };
 }
