@@ -412,6 +412,9 @@ fn noatime_and_sync_are_kept() {
         mnt.join("f").display()
     ));
     std::fs::create_dir(mnt.join("d")).unwrap();
+    let fifo = std::ffi::CString::new(mnt.join("p").to_str().unwrap()).unwrap();
+    // SAFETY: a valid C string.
+    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) }, 0);
     let _ = std::fs::read(mnt.join("f")).unwrap();
     // SAFETY: kill has no memory-safety preconditions.
     assert_eq!(unsafe { libc::kill(m.pid() as i32, libc::SIGKILL) }, 0);
@@ -428,7 +431,7 @@ fn noatime_and_sync_are_kept() {
     ]);
     let listing = String::from_utf8_lossy(&out.stdout);
     assert!(
-        listing.contains(" d") && listing.contains(" f"),
+        listing.contains(" d") && listing.contains(" f") && listing.contains(" p"),
         "{listing}"
     );
     let m = FuseMount::start(&ulfs(), &image, &mnt, &["ro"]).unwrap();

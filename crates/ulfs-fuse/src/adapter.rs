@@ -381,8 +381,11 @@ impl Filesystem for UlfsFuse {
         let parent = self.map.to_ulfs(parent);
         self.reply_entry(reply, |st| {
             let (uid, gid) = (req.uid(), req.gid());
-            st.vol
-                .mknod(parent, name.as_bytes(), kind | perm, rdev as u64, uid, gid)
+            let ino = st
+                .vol
+                .mknod(parent, name.as_bytes(), kind | perm, rdev as u64, uid, gid)?;
+            self.settle(st, true)?;
+            Ok(ino)
         })
     }
 
