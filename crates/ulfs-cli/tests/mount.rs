@@ -213,6 +213,72 @@ fn posix_semantics_hold_through_the_mount() {
     assert_eq!(out.stdout.len(), 5000);
 }
 
+/// What the kernel reaches without opening it (an `O_PATH` descriptor, a
+/// working directory) outlives its last name, with nlink 0, as on ext4;
+/// and its blocks come back once the kernel lets go of it (its forget).
+#[test]
+fn unlinked_inodes_the_kernel_still_holds_answer_until_it_forgets_them() {
+    let Some((_dir, image, mnt)) =
+        setup("unlinked_inodes_the_kernel_still_holds_answer_until_it_forgets_them")
+    else {
+        return;
+    };
+    let m = FuseMount::start(&ulfs(), &image, &mnt, &[]).unwrap();
+    let free_blocks = || {
+        let c = std::ffi::CString::new(mnt.to_str().unwrap()).unwrap();
+        // SAFETY: a valid C string and a zeroed statvfs to fill.
+        let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+        assert_eq!(unsafe { libc::statvfs(c.as_ptr(), &mut st) }, 0);
+        st.f_bfree
+    };
+    let file = mnt.join("f");
+    // Made empty first: its inode's block is not freed with it.
+    std::fs::write(&file, b"").unwrap();
+    let empty = free_blocks();
+    std::fs::write(&file, vec![5u8; 4 << 20]).unwrap();
+    let path = std::ffi::CString::new(file.to_str().unwrap()).unwrap();
+    // SAFETY: a valid C string; the descriptor is closed below.
+    let fd = unsafe { libc::open(path.as_ptr(), libc::O_PATH) };
+    assert!(fd >= 0);
+    std::fs::remove_file(&file).unwrap();
+    // SAFETY: a zeroed stat for fstat to fill.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    let r = unsafe { libc::fstat(fd, &mut st) };
+    let err = std::io::Error::last_os_error();
+    assert_eq!(r, 0, "fstat of an unlinked O_PATH descriptor: {err}");
+    assert_eq!((st.st_nlink, st.st_size), (0, 4 << 20));
+    assert!(free_blocks() < empty, "the blocks are still held");
+    // SAFETY: fd is ours.
+    unsafe { libc::close(fd) };
+    // The kernel forgets the inode when it lets go of it; the server then
+    // frees it.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while free_blocks() < empty && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert_eq!(free_blocks(), empty, "the unlinked file's blocks came back");
+    // A directory removed while a process works in it.
+    let d = mnt.join("d");
+    std::fs::create_dir(&d).unwrap();
+    let out = Command::new("sh")
+        .current_dir(&d)
+        .arg("-c")
+        .arg(format!(
+            "rmdir {d} && sleep 1.2 && stat -c %h . && ls -a . | wc -l",
+            d = d.display()
+        ))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "0\n0\n");
+    assert!(m.unmount().success());
+    assert_clean(&image);
+}
+
 /// `ulfs mount` without --foreground returns once the mount is ready and
 /// leaves a server behind; an image in use is refused with the usual
 /// error; SIGTERM to the server unmounts cleanly; bad input is refused
@@ -416,6 +482,8 @@ fn noatime_and_sync_are_kept() {
     // SAFETY: a valid C string.
     assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) }, 0);
     let _ = std::fs::read(mnt.join("f")).unwrap();
+    // Made by open(O_CREAT) and never written: the create alone is synced.
+    std::fs::File::create(mnt.join("e")).unwrap();
     // SAFETY: kill has no memory-safety preconditions.
     assert_eq!(unsafe { libc::kill(m.pid() as i32, libc::SIGKILL) }, 0);
     let _ = m.wait();
@@ -431,7 +499,7 @@ fn noatime_and_sync_are_kept() {
     ]);
     let listing = String::from_utf8_lossy(&out.stdout);
     assert!(
-        listing.contains(" d") && listing.contains(" f") && listing.contains(" p"),
+        [" d", " e", " f", " p"].iter().all(|n| listing.contains(n)),
         "{listing}"
     );
     let m = FuseMount::start(&ulfs(), &image, &mnt, &["ro"]).unwrap();

@@ -9,12 +9,15 @@
 //! most repeated requests without asking.
 //!
 //! **Lifetimes.** Each open handle (open, create, opendir) holds an open
-//! reference on its inode, so a file unlinked while open lives until its
-//! last release, as on any POSIX file system. The kernel's lookup counts
-//! are not references: an inode no handle holds is freed by its last
-//! unlink, and a later request for it finds ENOENT; a reused inode slot
-//! has a new generation number, so the kernel never mistakes it for the
-//! old file.
+//! reference on its inode, and every entry sent to the kernel (lookup,
+//! create, mkdir, mknod, symlink, link, readdirplus) one lookup, which the
+//! kernel gives back with forget; the volume keeps the two apart
+//! (`Volume::remember`/`forget`). An inode unlinked while either is held
+//! lives on, so a file unlinked while open or while reached by an
+//! `O_PATH` descriptor or a working directory still answers, with nlink 0,
+//! as on any Linux file system; the last of them frees it. A reused inode
+//! slot has a new generation number, so the kernel never mistakes it for
+//! the old file.
 //!
 //! **Permissions** are the kernel's (`default_permissions` is always on):
 //! it checks the modes and owners the image stores before it asks.
@@ -146,12 +149,16 @@ impl UlfsFuse {
     }
 
     /// Answers with the entry of the inode `f` gives (looked up, made or
-    /// linked) or with its error; EIO once the volume is unmounted.
+    /// linked) or with its error; EIO once the volume is unmounted. The
+    /// kernel holds one more lookup of an inode it is sent.
     fn reply_entry(&self, reply: ReplyEntry, f: impl FnOnce(&mut State) -> Result<Ino>) {
         let mut st = self.lock();
         let r = if st.gone { Err(Errno::EIO) } else { f(&mut st) };
-        match r.and_then(|ino| entry_attr(&st, ino, self.map, &self.cfg)) {
-            Ok((attr, generation)) => reply.entry(&TTL, &attr, generation),
+        match r.and_then(|ino| Ok((ino, entry_attr(&st, ino, self.map, &self.cfg)?))) {
+            Ok((ino, (attr, generation))) => {
+                st.vol.remember(ino);
+                reply.entry(&TTL, &attr, generation)
+            }
             Err(e) => reply.error(errno(e)),
         }
     }
@@ -294,6 +301,15 @@ impl Filesystem for UlfsFuse {
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         let parent = self.map.to_ulfs(parent);
         self.reply_entry(reply, |st| st.vol.lookup(parent, name.as_bytes()))
+    }
+
+    // batch_forget: fuser's default calls this for each inode (its
+    // ForgetOne type is not exported, so it cannot be overridden).
+    fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
+        let ino = self.map.to_ulfs(ino);
+        // No reply: a failure to free an orphan leaves it on the orphan
+        // list, for the unmount or the next mount to free.
+        let _ = self.with(|st| st.vol.forget(ino, nlookup));
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
@@ -622,12 +638,27 @@ impl Filesystem for UlfsFuse {
                 // the kernel's buffer decides how many fit.
                 entries.len() >= 4096
             })?;
+            let mut sent = Vec::with_capacity(entries.len());
             for (ino, next, name) in entries {
                 let (attr, generation) = entry_attr(st, ino, self.map, &self.cfg)?;
-                let name = OsStr::from_bytes(&name);
-                if reply.add(self.map.to_fuse(ino), next, name, &TTL, &attr, generation) {
+                if reply.add(
+                    self.map.to_fuse(ino),
+                    next,
+                    OsStr::from_bytes(&name),
+                    &TTL,
+                    &attr,
+                    generation,
+                ) {
                     break;
                 }
+                // The kernel takes a lookup of every entry it is sent but
+                // "." and "..".
+                if name != b"." && name != b".." {
+                    sent.push(ino);
+                }
+            }
+            for ino in sent {
+                st.vol.remember(ino);
             }
             Ok(())
         });
@@ -695,7 +726,9 @@ impl Filesystem for UlfsFuse {
             let ino = st
                 .vol
                 .create(parent, name.as_bytes(), mode, req.uid(), req.gid(), b"")?;
+            self.settle(st, true)?;
             let (attr, generation) = entry_attr(st, ino, self.map, &self.cfg)?;
+            st.vol.remember(ino);
             Ok((attr, generation, st.open_handle(ino)))
         });
         match r {

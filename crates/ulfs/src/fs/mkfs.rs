@@ -488,6 +488,7 @@ impl Volume {
             alloc_group: 0,
             alloc_word: 0,
             open: Default::default(),
+            kernel_refs: Default::default(),
             read_only,
             was_clean,
             replayed: Default::default(),

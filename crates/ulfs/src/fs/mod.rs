@@ -13,6 +13,7 @@ mod calls;
 mod dir;
 mod file;
 mod inodes;
+mod kernel_refs;
 mod mkfs;
 mod mount;
 mod open_inodes;
@@ -50,6 +51,9 @@ pub struct Volume {
     /// here, not in a descriptor table, because several tables (server
     /// clients) can hold the same inode.
     open: open_inodes::OpenInodes,
+    /// The lookups a kernel client holds (`kernel_refs.rs`): like open
+    /// references, they keep an unlinked inode alive.
+    kernel_refs: kernel_refs::KernelRefs,
     read_only: bool,
     /// Journal mode: commit the running transaction at this many blocks...
     commit_blocks: usize,

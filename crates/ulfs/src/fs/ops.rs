@@ -311,9 +311,9 @@ impl Volume {
     }
 
     /// Frees an inode with no links now, or makes it an orphan until its
-    /// last open reference goes.
+    /// last open reference and the kernel's last lookup of it go.
     fn release_if_unused(&mut self, ino: Ino) -> Result<()> {
-        if self.open_refs(ino) > 0 {
+        if self.open_refs(ino) > 0 || self.kernel_refs.held(ino) {
             let mut t = self.inode(ino)?;
             t.next_orphan = self.sb.orphan_head;
             self.put_inode(ino, &t)?;
@@ -336,12 +336,19 @@ impl Volume {
         self.free_inode(ino)
     }
 
-    /// Drops an open reference; the last one frees an unlinked inode.
+    /// Drops an open reference; the last one frees an unlinked inode the
+    /// kernel does not know.
     pub(super) fn close_ref_op(&mut self, ino: Ino) -> Result<()> {
         if !self.drop_open_ref(ino)? {
             return Ok(());
         }
-        if self.read_only {
+        self.free_if_orphan(ino)
+    }
+
+    /// Frees `ino`, which nothing holds open, if it has no link left and
+    /// the kernel does not know it.
+    pub(super) fn free_if_orphan(&mut self, ino: Ino) -> Result<()> {
+        if self.read_only || self.kernel_refs.held(ino) {
             return Ok(());
         }
         let t = self.inode(ino)?;
