@@ -279,6 +279,100 @@ fn unlinked_inodes_the_kernel_still_holds_answer_until_it_forgets_them() {
     assert_clean(&image);
 }
 
+/// Several request loops at once (`threads=4`): readers bypassing the
+/// page cache (O_DIRECT, so every read reaches the server, where reads
+/// share the volume) see exactly what was written while a writer makes,
+/// fills and removes files and a lister walks the directory; reads still
+/// move atime (relatime, recorded after the shared read).
+#[test]
+fn concurrent_readers_writers_and_listers_see_consistent_files() {
+    use std::io::{Read, Write};
+    use std::os::unix::fs::OpenOptionsExt;
+    let Some((_dir, image, mnt)) =
+        setup("concurrent_readers_writers_and_listers_see_consistent_files")
+    else {
+        return;
+    };
+    let m = FuseMount::start(&ulfs(), &image, &mnt, &["threads=4"]).unwrap();
+    const READERS: usize = 4;
+    const SIZE: usize = 4 << 20;
+    let pattern = |r: usize, i: usize| (i / 4096 * 7 + r * 31) as u8;
+    for r in 0..READERS {
+        let bytes: Vec<u8> = (0..SIZE).map(|i| pattern(r, i)).collect();
+        std::fs::write(mnt.join(format!("r{r}")), bytes).unwrap();
+    }
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    let before = std::fs::metadata(mnt.join("r0")).unwrap();
+    std::thread::scope(|scope| {
+        for r in 0..READERS {
+            let path = mnt.join(format!("r{r}"));
+            scope.spawn(move || {
+                // O_DIRECT wants an aligned buffer: a 4 KiB-aligned part
+                // of a larger one.
+                let mut raw = vec![0u8; (256 << 10) + 4096];
+                let skew = raw.as_ptr().align_offset(4096);
+                let buf = &mut raw[skew..skew + (256 << 10)];
+                for _ in 0..3 {
+                    let mut f = std::fs::OpenOptions::new()
+                        .read(true)
+                        .custom_flags(libc::O_DIRECT)
+                        .open(&path)
+                        .unwrap();
+                    let mut at = 0;
+                    loop {
+                        let n = f.read(buf).unwrap();
+                        if n == 0 {
+                            break;
+                        }
+                        for (k, b) in buf[..n].iter().enumerate() {
+                            assert_eq!(*b, pattern(r, at + k), "reader {r} at {}", at + k);
+                        }
+                        at += n;
+                    }
+                    assert_eq!(at, SIZE, "reader {r}");
+                }
+            });
+        }
+        let churn = mnt.join("churn");
+        std::fs::create_dir(&churn).unwrap();
+        let writer_dir = churn.clone();
+        scope.spawn(move || {
+            for i in 0..200 {
+                let p = writer_dir.join(format!("w{i}"));
+                let mut f = std::fs::File::create(&p).unwrap();
+                f.write_all(&vec![i as u8; 20_000]).unwrap();
+                drop(f);
+                assert_eq!(std::fs::read(&p).unwrap(), vec![i as u8; 20_000]);
+                if i % 2 == 0 {
+                    std::fs::remove_file(&p).unwrap();
+                }
+            }
+        });
+        scope.spawn(move || {
+            for _ in 0..200 {
+                for e in std::fs::read_dir(&churn).unwrap() {
+                    // A name listed may be gone by the time it is looked at.
+                    let Ok(e) = e else { continue };
+                    if let Ok(meta) = e.metadata() {
+                        assert!(meta.len() <= 20_000);
+                    }
+                }
+            }
+        });
+    });
+    let names = std::fs::read_dir(mnt.join("churn")).unwrap().count();
+    assert_eq!(names, 100, "the odd-numbered files stay");
+    let after = std::fs::metadata(mnt.join("r0")).unwrap();
+    assert!(
+        after.atime() > before.atime() && after.atime() >= after.mtime(),
+        "a read moved atime: {} -> {}",
+        before.atime(),
+        after.atime()
+    );
+    assert!(m.unmount().success());
+    assert_clean(&image);
+}
+
 /// `ulfs mount` without --foreground returns once the mount is ready and
 /// leaves a server behind; an image in use is refused with the usual
 /// error; SIGTERM to the server unmounts cleanly; bad input is refused

@@ -2,11 +2,18 @@
 //! kernel asks (lookup, getattr, read, rename, ...) becomes the volume's
 //! inode-level call of the same meaning, and its `Errno` the reply.
 //!
-//! **What is serialized.** Every request takes one mutex over the volume:
-//! the volume's calls take `&mut self` (a read moves atime, and the data
-//! path keeps decoded inodes), so requests are served one at a time, by
-//! one event loop. The kernel's caches (attributes, entries, pages) answer
-//! most repeated requests without asking.
+//! **What is serialized.** The mount runs several request loops
+//! (`threads=`, one per core by default). Requests that only read the
+//! volume (lookup, getattr, read, readdir, readdirplus, readlink, statfs,
+//! lseek) share it under a read lock and run side by side; every request
+//! that changes it (a write, a create, a setattr, an open or release,
+//! which take and drop open references) has it to itself, because the
+//! volume's changes are transactions on one running journal transaction
+//! and its write path keeps decoded inodes (`&mut self`). A read that
+//! makes atime due (relatime: the first read after a change) records it
+//! afterwards, under the write lock; reads after it find nothing to do.
+//! The kernel's caches (attributes, entries, pages) answer most repeated
+//! requests without asking.
 //!
 //! **Lifetimes.** Each open handle (open, create, opendir) holds an open
 //! reference on its inode, and every entry sent to the kernel (lookup,
@@ -23,6 +30,7 @@
 //! it checks the modes and owners the image stores before it asks.
 
 use crate::attr::{InoMap, file_attr, file_type_of_dtype, kernel_time};
+use crate::handles::{Handle, Handles};
 use crate::options::MountConfig;
 use fuser::{
     CopyFileRangeFlags, Errno as FuseErrno, FileHandle, Filesystem, FopenFlags, Generation,
@@ -33,9 +41,9 @@ use fuser::{
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, SystemTime};
-use ulfs::fs::{OpenId, SetTime, Volume};
+use ulfs::fs::{SetTime, Volume};
 use ulfs::{Errno, Ino, Result};
 
 /// How long the kernel may trust an answer. One mount is the only writer
@@ -51,58 +59,58 @@ const MAX_WRITE: u32 = 1 << 20;
 /// The most one copy_file_range request copies.
 const COPY_MAX: u64 = 16 << 20;
 
-/// An open handle: the inode it holds a reference on.
-struct Handle {
-    ino: Ino,
-    open: OpenId,
-}
-
-struct State {
+/// The volume, and whether it is still mounted.
+struct Core {
     vol: Volume,
-    handles: Vec<Option<Handle>>,
-    free_handles: Vec<usize>,
     /// The volume was unmounted (`destroy`); later requests get EIO.
     gone: bool,
 }
 
+type Shared = Arc<RwLock<Core>>;
+
 pub struct UlfsFuse {
-    state: Arc<Mutex<State>>,
+    core: Shared,
+    handles: RwLock<Handles>,
     map: InoMap,
     cfg: MountConfig,
 }
 
-/// Commits the volume from outside the request loop: on a timer, so that
+/// Commits the volume from outside the request loops: on a timer, so that
 /// an idle mount's changes are as durable as the commit interval says
 /// (fuser has no SYNCFS request: sync(2) does not reach the server), and
 /// before a signal's unmount.
 #[derive(Clone)]
-pub struct Committer(Arc<Mutex<State>>);
+pub struct Committer(Shared);
 
 impl Committer {
     /// Commits the running transaction if it is due; false once the
     /// volume is unmounted.
     pub fn commit_if_due(&self) -> bool {
-        let mut st = lock(&self.0);
-        if st.gone {
+        let mut core = write(&self.0);
+        if core.gone {
             return false;
         }
-        let _ = st.vol.commit();
+        let _ = core.vol.commit();
         true
     }
 
     /// Makes everything done so far durable (as fsync).
     pub fn sync(&self) {
-        let mut st = lock(&self.0);
-        if !st.gone {
-            let _ = st.vol.sync();
+        let mut core = write(&self.0);
+        if !core.gone {
+            let _ = core.vol.sync();
         }
     }
 }
 
-fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
-    // A panic while serving a request leaves the volume as the call left
-    // it (undone by its journal when it was a call); go on.
-    state.lock().unwrap_or_else(|p| p.into_inner())
+// A panic while serving a request leaves the volume as the call left it
+// (undone by its journal when it was a call); go on past the poison.
+fn write<T>(lock: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
+    lock.write().unwrap_or_else(|p| p.into_inner())
+}
+
+fn read<T>(lock: &RwLock<T>) -> RwLockReadGuard<'_, T> {
+    lock.read().unwrap_or_else(|p| p.into_inner())
 }
 
 impl UlfsFuse {
@@ -110,55 +118,82 @@ impl UlfsFuse {
         let map = InoMap { root: vol.root() };
         vol.set_no_atime(cfg.no_atime());
         UlfsFuse {
-            state: Arc::new(Mutex::new(State {
-                vol,
-                handles: Vec::new(),
-                free_handles: Vec::new(),
-                gone: false,
-            })),
+            core: Arc::new(RwLock::new(Core { vol, gone: false })),
+            handles: RwLock::new(Handles::default()),
             map,
             cfg,
         }
     }
 
     pub fn committer(&self) -> Committer {
-        Committer(self.state.clone())
-    }
-
-    fn lock(&self) -> MutexGuard<'_, State> {
-        lock(&self.state)
+        Committer(self.core.clone())
     }
 
     /// `-o sync` (every change) and `-o dirsync` (changes of names): the
     /// change is durable before the request is answered. The kernel passes
     /// these flags on to no FUSE file system, so the server keeps them.
-    fn settle(&self, st: &mut State, names: bool) -> Result<()> {
+    fn settle(&self, vol: &mut Volume, names: bool) -> Result<()> {
         if self.cfg.sync_writes() || (names && self.cfg.sync_dirs()) {
-            st.vol.sync()?;
+            vol.sync()?;
         }
         Ok(())
     }
 
-    /// Runs `f` on the volume, or EIO once it is unmounted.
-    fn with<T>(&self, f: impl FnOnce(&mut State) -> Result<T>) -> Result<T> {
-        let mut st = self.lock();
-        if st.gone {
+    /// Runs `f` with the volume to itself, or EIO once it is unmounted.
+    fn with<T>(&self, f: impl FnOnce(&mut Volume) -> Result<T>) -> Result<T> {
+        let mut core = write(&self.core);
+        if core.gone {
             return Err(Errno::EIO);
         }
-        f(&mut st)
+        f(&mut core.vol)
     }
 
-    /// Answers with the entry of the inode `f` gives (looked up, made or
-    /// linked) or with its error; EIO once the volume is unmounted. The
-    /// kernel holds one more lookup of an inode it is sent.
-    fn reply_entry(&self, reply: ReplyEntry, f: impl FnOnce(&mut State) -> Result<Ino>) {
-        let mut st = self.lock();
-        let r = if st.gone { Err(Errno::EIO) } else { f(&mut st) };
-        match r.and_then(|ino| Ok((ino, entry_attr(&st, ino, self.map, &self.cfg)?))) {
-            Ok((ino, (attr, generation))) => {
-                st.vol.remember(ino);
-                reply.entry(&TTL, &attr, generation)
-            }
+    /// Runs `f` on the volume shared with other readers, or EIO once it
+    /// is unmounted.
+    fn with_shared<T>(&self, f: impl FnOnce(&Volume) -> Result<T>) -> Result<T> {
+        let core = read(&self.core);
+        if core.gone {
+            return Err(Errno::EIO);
+        }
+        f(&core.vol)
+    }
+
+    fn handle(&self, fh: FileHandle) -> Result<Handle> {
+        read(&self.handles).get(fh)
+    }
+
+    /// A handle holding an open reference on `ino`.
+    fn open_handle(&self, vol: &mut Volume, ino: Ino) -> FileHandle {
+        let open = vol.open_ref(ino);
+        write(&self.handles).insert(Handle { ino, open })
+    }
+
+    fn close_handle(&self, fh: FileHandle) -> Result<()> {
+        let mut core = write(&self.core);
+        let h = write(&self.handles).remove(fh)?;
+        if core.gone {
+            return Err(Errno::EIO);
+        }
+        core.vol.close_ref(h.ino)
+    }
+
+    /// The entry of `ino` for the kernel, which holds one more lookup of
+    /// it from now on (counted before the reply leaves, so the volume's
+    /// count is never below the kernel's).
+    fn entry_of(&self, vol: &Volume, ino: Ino) -> Result<(fuser::FileAttr, Generation)> {
+        let entry = entry_attr(vol, ino, self.map, &self.cfg)?;
+        vol.remember(ino);
+        Ok(entry)
+    }
+
+    /// Answers with the entry of the inode `f` makes or links (with the
+    /// volume to itself), or with its error.
+    fn reply_entry(&self, reply: ReplyEntry, f: impl FnOnce(&mut Volume) -> Result<Ino>) {
+        match self.with(|vol| {
+            let ino = f(vol)?;
+            self.entry_of(vol, ino)
+        }) {
+            Ok((attr, generation)) => reply.entry(&TTL, &attr, generation),
             Err(e) => reply.error(errno(e)),
         }
     }
@@ -175,31 +210,40 @@ impl UlfsFuse {
         reply: ReplyEntry,
     ) {
         let parent = self.map.to_ulfs(parent);
-        self.reply_entry(reply, |st| {
-            let ino = st
-                .vol
-                .create(parent, name.as_bytes(), mode, req.uid(), req.gid(), target)?;
-            self.settle(st, true)?;
+        self.reply_entry(reply, |vol| {
+            let ino = vol.create(parent, name.as_bytes(), mode, req.uid(), req.gid(), target)?;
+            self.settle(vol, true)?;
             Ok(ino)
         })
     }
-}
 
-impl UlfsFuse {
+    /// A listing made with the volume shared: records the directory's
+    /// atime first when the listing made it due.
+    fn listed(&self, dir: Ino, r: Result<bool>) -> Result<()> {
+        if r? {
+            self.record_atime(dir);
+        }
+        Ok(())
+    }
+
+    /// Records an atime a shared read found due (see the module comment).
+    /// A failure is the read's business no more: it has its bytes.
+    fn record_atime(&self, ino: Ino) {
+        let _ = self.with(|vol| vol.touch_atime(ino));
+    }
+
     /// Releases every handle the kernel left open and unmounts the volume
     /// (committing its journal, marking the image clean); once.
     fn shut_down(&mut self) {
-        let mut st = lock(&self.state);
-        if st.gone {
+        let mut core = write(&self.core);
+        if core.gone {
             return;
         }
-        st.gone = true;
-        for i in 0..st.handles.len() {
-            if st.handles[i].is_some() {
-                let _ = st.close_handle(FileHandle(i as u64 + 1));
-            }
+        core.gone = true;
+        for h in write(&self.handles).drain() {
+            let _ = core.vol.close_ref(h.ino);
         }
-        if let Err(e) = st.vol.unmount() {
+        if let Err(e) = core.vol.unmount() {
             eprintln!("ulfs mount: unmounting the image: {e}");
         }
     }
@@ -226,51 +270,14 @@ fn errno(e: Errno) -> FuseErrno {
 }
 
 fn entry_attr(
-    st: &State,
+    vol: &Volume,
     ino: Ino,
     map: InoMap,
     cfg: &MountConfig,
 ) -> Result<(fuser::FileAttr, Generation)> {
-    let stat = st.vol.stat_ino(ino)?;
-    let generation = st.vol.generation(ino)?;
+    let stat = vol.stat_ino(ino)?;
+    let generation = vol.generation(ino)?;
     Ok((file_attr(&stat, map, cfg), Generation(generation as u64)))
-}
-
-impl State {
-    fn open_handle(&mut self, ino: Ino) -> FileHandle {
-        let open = self.vol.open_ref(ino);
-        let h = Handle { ino, open };
-        let i = match self.free_handles.pop() {
-            Some(i) => {
-                self.handles[i] = Some(h);
-                i
-            }
-            None => {
-                self.handles.push(Some(h));
-                self.handles.len() - 1
-            }
-        };
-        FileHandle(i as u64 + 1)
-    }
-
-    fn handle(&self, fh: FileHandle) -> Result<&Handle> {
-        (fh.0 as usize)
-            .checked_sub(1)
-            .and_then(|i| self.handles.get(i))
-            .and_then(Option::as_ref)
-            .ok_or(Errno::EBADF)
-    }
-
-    fn close_handle(&mut self, fh: FileHandle) -> Result<()> {
-        let i = (fh.0 as usize).checked_sub(1).ok_or(Errno::EBADF)?;
-        let h = self
-            .handles
-            .get_mut(i)
-            .and_then(Option::take)
-            .ok_or(Errno::EBADF)?;
-        self.free_handles.push(i);
-        self.vol.close_ref(h.ino)
-    }
 }
 
 fn set_time(t: Option<TimeOrNow>) -> SetTime {
@@ -300,7 +307,15 @@ impl Filesystem for UlfsFuse {
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         let parent = self.map.to_ulfs(parent);
-        self.reply_entry(reply, |st| st.vol.lookup(parent, name.as_bytes()))
+        // Shared: a lookup is a read (remember counts under its own lock).
+        let r = self.with_shared(|vol| {
+            let ino = vol.lookup(parent, name.as_bytes())?;
+            self.entry_of(vol, ino)
+        });
+        match r {
+            Ok((attr, generation)) => reply.entry(&TTL, &attr, generation),
+            Err(e) => reply.error(errno(e)),
+        }
     }
 
     // batch_forget: fuser's default calls this for each inode (its
@@ -309,15 +324,15 @@ impl Filesystem for UlfsFuse {
         let ino = self.map.to_ulfs(ino);
         // No reply: a failure to free an orphan leaves it on the orphan
         // list, for the unmount or the next mount to free.
-        let _ = self.with(|st| st.vol.forget(ino, nlookup));
+        let _ = self.with(|vol| vol.forget(ino, nlookup));
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
         let ino = self.map.to_ulfs(ino);
-        let r = self.with(|st| match fh.map(|fh| st.handle(fh).map(|h| h.open)) {
-            Some(Ok(open)) => st.vol.stat_open(open),
-            _ => st.vol.stat_ino(ino),
-        });
+        // An open file's newest attributes are its open inode's, which
+        // `stat_ino` answers with: the handle adds nothing.
+        let _ = fh;
+        let r = self.with_shared(|vol| vol.stat_ino(ino));
         match r {
             Ok(s) => reply.attr(&TTL, &file_attr(&s, self.map, &self.cfg)),
             Err(e) => reply.error(errno(e)),
@@ -343,25 +358,25 @@ impl Filesystem for UlfsFuse {
         reply: ReplyAttr,
     ) {
         let ino = self.map.to_ulfs(ino);
-        let r = self.with(|st| {
+        let r = self.with(|vol| {
             // The kernel sends what one call changed; POSIX orders a
             // truncate's size before the times it also sets.
             if let Some(size) = size {
-                st.vol.truncate_ino(ino, size)?;
+                vol.truncate_ino(ino, size)?;
             }
             if uid.is_some() || gid.is_some() {
-                st.vol.set_owner(ino, uid, gid)?;
+                vol.set_owner(ino, uid, gid)?;
             }
             // After the owner: a chown drops set-ID bits, and the kernel
             // sends the mode it wants kept with the same request.
             if let Some(mode) = mode {
-                st.vol.set_mode(ino, mode)?;
+                vol.set_mode(ino, mode)?;
             }
             if atime.is_some() || mtime.is_some() {
-                st.vol.set_times(ino, set_time(atime), set_time(mtime))?;
+                vol.set_times(ino, set_time(atime), set_time(mtime))?;
             }
-            self.settle(st, true)?;
-            st.vol.stat_ino(ino)
+            self.settle(vol, true)?;
+            vol.stat_ino(ino)
         });
         match r {
             Ok(s) => reply.attr(&TTL, &file_attr(&s, self.map, &self.cfg)),
@@ -371,7 +386,7 @@ impl Filesystem for UlfsFuse {
 
     fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
         let ino = self.map.to_ulfs(ino);
-        match self.with(|st| st.vol.readlink_ino(ino)) {
+        match self.with_shared(|vol| vol.readlink_ino(ino)) {
             Ok(t) => reply.data(&t),
             Err(e) => reply.error(errno(e)),
         }
@@ -395,12 +410,10 @@ impl Filesystem for UlfsFuse {
         // FIFOs, sockets and devices are names and metadata in the image;
         // the kernel itself serves what opening one means.
         let parent = self.map.to_ulfs(parent);
-        self.reply_entry(reply, |st| {
+        self.reply_entry(reply, |vol| {
             let (uid, gid) = (req.uid(), req.gid());
-            let ino = st
-                .vol
-                .mknod(parent, name.as_bytes(), kind | perm, rdev as u64, uid, gid)?;
-            self.settle(st, true)?;
+            let ino = vol.mknod(parent, name.as_bytes(), kind | perm, rdev as u64, uid, gid)?;
+            self.settle(vol, true)?;
             Ok(ino)
         })
     }
@@ -422,9 +435,9 @@ impl Filesystem for UlfsFuse {
         let parent = self.map.to_ulfs(parent);
         empty(
             reply,
-            self.with(|st| {
-                st.vol.unlink(parent, name.as_bytes())?;
-                self.settle(st, true)
+            self.with(|vol| {
+                vol.unlink(parent, name.as_bytes())?;
+                self.settle(vol, true)
             }),
         )
     }
@@ -433,9 +446,9 @@ impl Filesystem for UlfsFuse {
         let parent = self.map.to_ulfs(parent);
         empty(
             reply,
-            self.with(|st| {
-                st.vol.rmdir(parent, name.as_bytes())?;
-                self.settle(st, true)
+            self.with(|vol| {
+                vol.rmdir(parent, name.as_bytes())?;
+                self.settle(vol, true)
             }),
         )
     }
@@ -463,10 +476,9 @@ impl Filesystem for UlfsFuse {
         reply: ReplyEmpty,
     ) {
         let (from, to) = (self.map.to_ulfs(parent), self.map.to_ulfs(newparent));
-        let r = self.with(|st| {
-            st.vol
-                .rename(from, name.as_bytes(), to, newname.as_bytes(), flags.bits())?;
-            self.settle(st, true)
+        let r = self.with(|vol| {
+            vol.rename(from, name.as_bytes(), to, newname.as_bytes(), flags.bits())?;
+            self.settle(vol, true)
         });
         empty(reply, r)
     }
@@ -480,9 +492,9 @@ impl Filesystem for UlfsFuse {
         reply: ReplyEntry,
     ) {
         let (ino, dir) = (self.map.to_ulfs(ino), self.map.to_ulfs(newparent));
-        self.reply_entry(reply, |st| {
-            st.vol.link(ino, dir, newname.as_bytes())?;
-            self.settle(st, true)?;
+        self.reply_entry(reply, |vol| {
+            vol.link(ino, dir, newname.as_bytes())?;
+            self.settle(vol, true)?;
             Ok(ino)
         })
     }
@@ -491,11 +503,11 @@ impl Filesystem for UlfsFuse {
         // O_TRUNC never comes here: without FUSE_ATOMIC_O_TRUNC (not
         // asked for) the kernel truncates with a setattr first.
         let ino = self.map.to_ulfs(ino);
-        let r = self.with(|st| {
-            if st.vol.stat_ino(ino)?.is_dir() {
+        let r = self.with(|vol| {
+            if vol.stat_ino(ino)?.is_dir() {
                 return Err(Errno::EISDIR);
             }
-            Ok(st.open_handle(ino))
+            Ok(self.open_handle(vol, ino))
         });
         match r {
             Ok(fh) => reply.opened(fh, FopenFlags::empty()),
@@ -515,12 +527,19 @@ impl Filesystem for UlfsFuse {
         reply: ReplyData,
     ) {
         let mut buf = vec![0u8; size as usize];
-        let r = self.with(|st| {
-            let open = st.handle(fh)?.open;
-            st.vol.read_open(open, &mut buf, offset)
+        let r = self.with_shared(|vol| {
+            let h = self.handle(fh)?;
+            let (n, atime_due) = vol.read_shared(h.ino, &mut buf, offset)?;
+            Ok((h.ino, n, atime_due))
         });
         match r {
-            Ok(n) => reply.data(&buf[..n]),
+            Ok((ino, n, atime_due)) => {
+                // Before the reply: a stat after this read sees its atime.
+                if atime_due {
+                    self.record_atime(ino);
+                }
+                reply.data(&buf[..n])
+            }
             Err(e) => reply.error(errno(e)),
         }
     }
@@ -537,10 +556,10 @@ impl Filesystem for UlfsFuse {
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
-        let r = self.with(|st| {
-            let open = st.handle(fh)?.open;
-            let n = st.vol.write_open(open, data, offset)?;
-            self.settle(st, false)?;
+        let r = self.with(|vol| {
+            let open = self.handle(fh)?.open;
+            let n = vol.write_open(open, data, offset)?;
+            self.settle(vol, false)?;
             Ok(n)
         });
         match r {
@@ -572,7 +591,7 @@ impl Filesystem for UlfsFuse {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
-        empty(reply, self.with(|st| st.close_handle(fh)))
+        empty(reply, self.close_handle(fh))
     }
 
     fn fsync(
@@ -583,16 +602,16 @@ impl Filesystem for UlfsFuse {
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
-        empty(reply, self.with(|st| st.vol.sync()))
+        empty(reply, self.with(|vol| vol.sync()))
     }
 
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
         let ino = self.map.to_ulfs(ino);
-        let r = self.with(|st| {
-            if !st.vol.stat_ino(ino)?.is_dir() {
+        let r = self.with(|vol| {
+            if !vol.stat_ino(ino)?.is_dir() {
                 return Err(Errno::ENOTDIR);
             }
-            Ok(st.open_handle(ino))
+            Ok(self.open_handle(vol, ino))
         });
         match r {
             Ok(fh) => reply.opened(fh, FopenFlags::empty()),
@@ -609,13 +628,13 @@ impl Filesystem for UlfsFuse {
         mut reply: ReplyDirectory,
     ) {
         let dir = self.map.to_ulfs(ino);
-        let r = self.with(|st| {
-            list_dir(st, dir, offset, |ino, next, dtype, name| {
+        let r = self.with_shared(|vol| {
+            list_dir(vol, dir, offset, |ino, next, dtype, name| {
                 let name = OsStr::from_bytes(name);
                 reply.add(self.map.to_fuse(ino), next, file_type_of_dtype(dtype), name)
             })
         });
-        match r {
+        match self.listed(dir, r) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(errno(e)),
         }
@@ -630,9 +649,9 @@ impl Filesystem for UlfsFuse {
         mut reply: ReplyDirectoryPlus,
     ) {
         let dir = self.map.to_ulfs(ino);
-        let r = self.with(|st| {
+        let r = self.with_shared(|vol| {
             let mut entries = Vec::new();
-            list_dir(st, dir, offset, |ino, next, _, name| {
+            let atime_due = list_dir(vol, dir, offset, |ino, next, _, name| {
                 entries.push((ino, next, name.to_vec()));
                 // Attributes are looked up below, outside the listing;
                 // the kernel's buffer decides how many fit.
@@ -640,7 +659,7 @@ impl Filesystem for UlfsFuse {
             })?;
             let mut sent = Vec::with_capacity(entries.len());
             for (ino, next, name) in entries {
-                let (attr, generation) = entry_attr(st, ino, self.map, &self.cfg)?;
+                let (attr, generation) = entry_attr(vol, ino, self.map, &self.cfg)?;
                 if reply.add(
                     self.map.to_fuse(ino),
                     next,
@@ -658,11 +677,11 @@ impl Filesystem for UlfsFuse {
                 }
             }
             for ino in sent {
-                st.vol.remember(ino);
+                vol.remember(ino);
             }
-            Ok(())
+            Ok(atime_due)
         });
-        match r {
+        match self.listed(dir, r) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(errno(e)),
         }
@@ -676,7 +695,7 @@ impl Filesystem for UlfsFuse {
         _flags: OpenFlags,
         reply: ReplyEmpty,
     ) {
-        empty(reply, self.with(|st| st.close_handle(fh)))
+        empty(reply, self.close_handle(fh))
     }
 
     fn fsyncdir(
@@ -687,11 +706,11 @@ impl Filesystem for UlfsFuse {
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
-        empty(reply, self.with(|st| st.vol.sync()))
+        empty(reply, self.with(|vol| vol.sync()))
     }
 
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
-        match self.with(|st| Ok(st.vol.statfs())) {
+        match self.with_shared(|vol| Ok(vol.statfs())) {
             Ok(s) => reply.statfs(
                 s.blocks,
                 s.bfree,
@@ -722,14 +741,11 @@ impl Filesystem for UlfsFuse {
             return reply.error(FuseErrno::EPERM);
         }
         let mode = libc::S_IFREG | (mode & 0o7777 & !umask);
-        let r = self.with(|st| {
-            let ino = st
-                .vol
-                .create(parent, name.as_bytes(), mode, req.uid(), req.gid(), b"")?;
-            self.settle(st, true)?;
-            let (attr, generation) = entry_attr(st, ino, self.map, &self.cfg)?;
-            st.vol.remember(ino);
-            Ok((attr, generation, st.open_handle(ino)))
+        let r = self.with(|vol| {
+            let ino = vol.create(parent, name.as_bytes(), mode, req.uid(), req.gid(), b"")?;
+            self.settle(vol, true)?;
+            let (attr, generation) = self.entry_of(vol, ino)?;
+            Ok((attr, generation, self.open_handle(vol, ino)))
         });
         match r {
             Ok((attr, generation, fh)) => {
@@ -752,9 +768,9 @@ impl Filesystem for UlfsFuse {
         let ino = self.map.to_ulfs(ino);
         empty(
             reply,
-            self.with(|st| {
-                st.vol.fallocate_ino(ino, mode, offset, length)?;
-                self.settle(st, false)
+            self.with(|vol| {
+                vol.fallocate_ino(ino, mode, offset, length)?;
+                self.settle(vol, false)
             }),
         )
     }
@@ -776,14 +792,13 @@ impl Filesystem for UlfsFuse {
             return reply.error(FuseErrno::ENOSYS);
         }
         let ino = self.map.to_ulfs(ino);
-        let r = self.with(|st| {
+        let r = self.with_shared(|vol| {
             if offset < 0 {
                 return Err(Errno::ENXIO);
             }
             match whence {
                 libc::SEEK_DATA | libc::SEEK_HOLE => {
-                    st.vol
-                        .seek_data_hole(ino, offset as u64, whence == libc::SEEK_DATA)
+                    vol.seek_data_hole(ino, offset as u64, whence == libc::SEEK_DATA)
                 }
                 _ => Err(Errno::EINVAL),
             }
@@ -810,8 +825,8 @@ impl Filesystem for UlfsFuse {
         // Copied inside the volume, a piece at a time, with no trip of the
         // bytes through the kernel; the kernel caps `len` to what fits the
         // reply (an u32).
-        let r = self.with(|st| {
-            let (src, dst) = (st.handle(fh_in)?.open, st.handle(fh_out)?.open);
+        let r = self.with(|vol| {
+            let (src, dst) = (self.handle(fh_in)?.open, self.handle(fh_out)?.open);
             // At most COPY_MAX a request, so that other requests wait no
             // longer than that copy; a short count makes the caller go on.
             let len = len.min(COPY_MAX);
@@ -819,17 +834,17 @@ impl Filesystem for UlfsFuse {
             let mut done = 0u64;
             while done < len {
                 let want = (len - done).min(buf.len() as u64) as usize;
-                let n = st.vol.read_open(src, &mut buf[..want], offset_in + done)?;
+                let n = vol.read_open(src, &mut buf[..want], offset_in + done)?;
                 if n == 0 {
                     break;
                 }
-                let w = st.vol.write_open(dst, &buf[..n], offset_out + done)?;
+                let w = vol.write_open(dst, &buf[..n], offset_out + done)?;
                 done += w as u64;
                 if w < n {
                     break;
                 }
             }
-            self.settle(st, false)?;
+            self.settle(vol, false)?;
             Ok(done)
         });
         match r {
@@ -842,35 +857,36 @@ impl Filesystem for UlfsFuse {
 /// Lists `dir` from the FUSE offset `offset` as `getdents64` does: `.` at
 /// offset 0, `..` at 1, then entries in hash order, each with the offset
 /// of the next (its key + 1). `add` returns true when the reply is full.
+/// Returns whether the listing made the directory's atime due.
 fn list_dir(
-    st: &mut State,
+    vol: &Volume,
     dir: Ino,
     offset: u64,
     mut add: impl FnMut(Ino, u64, u8, &[u8]) -> bool,
-) -> Result<()> {
-    let d = st.vol.stat_ino(dir)?;
+) -> Result<bool> {
+    let d = vol.stat_ino(dir)?;
     if !d.is_dir() {
         return Err(Errno::ENOTDIR);
     }
     if d.nlink == 0 {
-        return Ok(());
+        return Ok(false);
     }
     let mut cookie = offset;
     if cookie == 0 {
         if add(dir, 1, libc::DT_DIR, b".") {
-            return Ok(());
+            return vol.atime_due(dir);
         }
         cookie = 1;
     }
     if cookie == 1 {
-        let parent = st.vol.parent_of(dir)?;
+        let parent = vol.parent_of(dir)?;
         if add(parent, 2, libc::DT_DIR, b"..") {
-            return Ok(());
+            return vol.atime_due(dir);
         }
         cookie = 2;
     }
-    st.vol.read_dir(dir, cookie, |item| {
+    vol.read_dir(dir, cookie, |item| {
         !add(item.ino, item.key + 1, item.dtype, item.name)
     })?;
-    st.vol.touch_atime(dir)
+    vol.atime_due(dir)
 }

@@ -12,6 +12,7 @@
 
 mod adapter;
 mod attr;
+mod handles;
 mod mounting;
 mod options;
 

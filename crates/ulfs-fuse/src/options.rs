@@ -21,7 +21,13 @@ pub struct MountConfig {
     pub umask: Option<u32>,
     /// Kernel flags passed on as they are (noatime, nosuid, ...).
     pub kernel: Vec<MountOption>,
+    /// `threads=N`: request loops serving the mount (default: one per
+    /// core, at least 2 and at most 8).
+    pub threads: Option<usize>,
 }
+
+/// The most request loops `threads=` may ask for.
+const MAX_THREADS: usize = 64;
 
 impl MountConfig {
     /// Adds the options of one `-o` argument (comma-separated).
@@ -50,6 +56,15 @@ impl MountConfig {
             // file systems work.
             ("default_permissions", None) => {}
             ("writeback_cache", None) => self.writeback_cache = true,
+            ("threads", v) => {
+                let n = v
+                    .and_then(|v| v.parse::<usize>().ok())
+                    .filter(|n| (1..=MAX_THREADS).contains(n))
+                    .ok_or_else(|| {
+                        format!("mount option threads= needs a number from 1 to {MAX_THREADS}, got {opt:?}")
+                    })?;
+                self.threads = Some(n);
+            }
             ("uid", v) => self.uid = Some(id(v)?),
             ("gid", v) => self.gid = Some(id(v)?),
             ("umask", Some(v)) => {
@@ -114,6 +129,17 @@ impl MountConfig {
         self.sync_writes() || self.kernel.contains(&MountOption::DirSync)
     }
 
+    /// How many request loops serve the mount: `threads=`, or one per
+    /// core (at least 2, so a request waiting on the disk or on the
+    /// volume's lock does not hold up the next one; at most 8).
+    pub fn threads(&self) -> usize {
+        self.threads.unwrap_or_else(|| {
+            std::thread::available_parallelism()
+                .map_or(2, |n| n.get())
+                .clamp(2, 8)
+        })
+    }
+
     /// Whether reads leave atime alone (`noatime`).
     pub fn no_atime(&self) -> bool {
         self.kernel.contains(&MountOption::NoAtime)
@@ -137,6 +163,10 @@ impl MountConfig {
         if self.allow_other {
             c.acl = SessionACL::All;
         }
+        c.n_threads = Some(self.threads());
+        // Each loop reads its own clone of /dev/fuse's descriptor, so the
+        // loops do not contend for one.
+        c.clone_fd = true;
         c
     }
 }
@@ -172,6 +202,11 @@ mod tests {
         let c = parsed("ro,allow_other,default_permissions,uid=1000,gid=100,umask=022").unwrap();
         assert!(c.read_only && c.allow_other);
         assert_eq!((c.uid, c.gid, c.umask), (Some(1000), Some(100), Some(0o22)));
+        assert_eq!(
+            parsed("threads=3").unwrap().fuser_config("/i").n_threads,
+            Some(3)
+        );
+        assert!((2..=8).contains(&parsed("").unwrap().threads()));
         let c = parsed("rw,noatime,nosuid,writeback_cache,defaults,noauto").unwrap();
         assert!(!c.read_only && c.writeback_cache);
         assert_eq!(c.kernel, vec![MountOption::NoAtime, MountOption::NoSuid]);
@@ -184,6 +219,9 @@ mod tests {
         assert!(parsed("umask=999").unwrap_err().contains("umask="));
         assert!(parsed("umask=17777").is_err());
         assert!(parsed("ro=1").is_err());
+        assert!(parsed("threads=0").unwrap_err().contains("threads="));
+        assert!(parsed("threads=65").is_err());
+        assert!(parsed("threads").is_err());
     }
 
     #[test]

@@ -46,6 +46,45 @@ impl Volume {
         Ok(n)
     }
 
+    /// `read` with shared access to the volume, so that several threads
+    /// may read at once (`ulfs mount`'s request loops under a read lock).
+    /// atime is left alone: the second value says whether the read made
+    /// it due (relatime: the first read after a change, or a day after the
+    /// last update), for the caller to record with `touch_atime` once it
+    /// has the volume to itself.
+    pub fn read_shared(&self, ino: Ino, buf: &mut [u8], off: u64) -> Result<(usize, bool)> {
+        let inode = self.inode(ino)?;
+        if !inode.is_reg() {
+            return Err(if inode.is_dir() {
+                Errno::EISDIR
+            } else {
+                Errno::EINVAL
+            });
+        }
+        let read = self.copy_out(&inode, buf, off);
+        if crate::store::fault::fault_count() != 0 && self.j.store().faulted() {
+            return Err(Errno::EIO);
+        }
+        Ok((read?, self.atime_due_for(&inode)))
+    }
+
+    /// Whether reading or listing `ino` now would move its atime
+    /// (`touch_atime` moves it); for callers that defer the update.
+    pub fn atime_due(&self, ino: Ino) -> Result<bool> {
+        Ok(self.atime_due_for(&self.inode(ino)?))
+    }
+
+    /// Linux's relatime rule, and no update on a volume that cannot
+    /// change (read-only, or turned so after a failure).
+    fn atime_due_for(&self, inode: &Inode) -> bool {
+        if self.no_atime || self.writable().is_err() {
+            return false;
+        }
+        let now = self.now();
+        // An atime equal to now is not changed (atime_needs_update).
+        needs_atime_update(inode, now) && inode.atime != now
+    }
+
     /// `read` of an open file: works on its decoded inode, and touches no
     /// slot (the atime change stays in the open inode until written back).
     pub fn read_open(&mut self, id: OpenId, buf: &mut [u8], off: u64) -> Result<usize> {
@@ -226,13 +265,8 @@ impl Volume {
     }
 
     fn accessed(&mut self, ino: Ino, mut inode: Inode) -> Result<()> {
-        let now = self.now();
-        if !self.no_atime
-            && needs_atime_update(&inode, now)
-            && inode.atime != now
-            && self.writable().is_ok()
-        {
-            inode.atime = now;
+        if self.atime_due_for(&inode) {
+            inode.atime = self.now();
             self.put_inode(ino, &inode)?;
             self.commit()?;
         }
@@ -515,7 +549,7 @@ impl Volume {
     }
 
     /// SEEK_DATA / SEEK_HOLE from `off`, as Linux reports them.
-    pub fn seek_data_hole(&mut self, ino: Ino, off: u64, data: bool) -> Result<u64> {
+    pub fn seek_data_hole(&self, ino: Ino, off: u64, data: bool) -> Result<u64> {
         let inode = self.inode(ino)?;
         if off >= inode.size {
             return Err(Errno::ENXIO);

@@ -24,29 +24,45 @@ use crate::txn::IdHasher;
 use crate::types::Ino;
 use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
+use std::sync::Mutex;
 
+type Counts = HashMap<Ino, u64, BuildHasherDefault<IdHasher>>;
+
+/// Behind a mutex: lookups are answered under shared access to the volume
+/// (several request loops at once), and each adds to a count. Calls that
+/// have the volume to themselves reach the counts without locking.
 #[derive(Default)]
 pub(crate) struct KernelRefs {
-    counts: HashMap<Ino, u64, BuildHasherDefault<IdHasher>>,
+    counts: Mutex<Counts>,
 }
 
 impl KernelRefs {
-    pub(crate) fn held(&self, ino: Ino) -> bool {
-        self.counts.contains_key(&ino)
+    fn counts(&mut self) -> &mut Counts {
+        self.counts.get_mut().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(crate) fn held(&mut self, ino: Ino) -> bool {
+        self.counts().contains_key(&ino)
     }
 }
 
 impl Volume {
     /// The kernel was sent an entry for `ino` (lookup, create, link,
-    /// readdirplus): one more lookup it will forget.
-    pub fn remember(&mut self, ino: Ino) {
-        *self.kernel_refs.counts.entry(ino).or_insert(0) += 1;
+    /// readdirplus): one more lookup it will forget. Takes the volume
+    /// shared: lookups are reads.
+    pub fn remember(&self, ino: Ino) {
+        let mut counts = self
+            .kernel_refs
+            .counts
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        *counts.entry(ino).or_insert(0) += 1;
     }
 
     /// The kernel forgot `n` lookups of `ino`. The last one frees an
     /// inode that has no link and no open reference left.
     pub fn forget(&mut self, ino: Ino, n: u64) -> Result<()> {
-        let counts = &mut self.kernel_refs.counts;
+        let counts = self.kernel_refs.counts();
         let Some(count) = counts.get_mut(&ino) else {
             return Ok(());
         };
@@ -63,8 +79,8 @@ impl Volume {
 
     /// How many lookups of `ino` the kernel holds (tests).
     #[cfg(test)]
-    pub(crate) fn kernel_lookups(&self, ino: Ino) -> u64 {
-        self.kernel_refs.counts.get(&ino).copied().unwrap_or(0)
+    pub(crate) fn kernel_lookups(&mut self, ino: Ino) -> u64 {
+        self.kernel_refs.counts().get(&ino).copied().unwrap_or(0)
     }
 }
 

@@ -74,6 +74,14 @@ pub struct Volume {
     call: Option<calls::CallStart>,
 }
 
+// Reads may share a volume between threads (`read_shared`, `lookup`,
+// `stat_ino`, `read_dir`, `remember` under a read lock in `ulfs mount`):
+// whatever a `&self` call keeps for itself is atomic or locked.
+const _: fn() = || {
+    fn shared_between_threads<T: Sync + Send>() {}
+    shared_between_threads::<Volume>();
+};
+
 impl Volume {
     /// `noatime`: reads and listings no longer move atime (a FUSE mount
     /// asked so; the kernel cannot do it for the file system).

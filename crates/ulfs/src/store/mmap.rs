@@ -20,14 +20,16 @@ use super::{BlockStore, MemoryBudget};
 use crate::errno::{Errno, Result};
 use crate::format::{BLOCK_SIZE, Bid, Block};
 use memmap2::{Mmap, MmapMut, MmapOptions};
-use std::cell::{Cell, RefCell};
 use std::fs::{File, OpenOptions};
 use std::io::{Seek, SeekFrom};
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
 use std::path::Path;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering::Relaxed};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
 enum Tracking {
     Off,
     /// An `Auto` budget under a memory limit: what the limit leaves free
@@ -35,6 +37,29 @@ enum Tracking {
     /// the group's `memory.stat`, which mount time need not pay).
     Undecided,
     On,
+}
+
+/// `Tracking` in an atomic byte: read on every access of file data, by
+/// several threads when reads share the volume; relaxed, a plain load.
+struct TrackingCell(AtomicU8);
+
+impl TrackingCell {
+    fn new(t: Tracking) -> TrackingCell {
+        TrackingCell(AtomicU8::new(t as u8))
+    }
+
+    #[inline]
+    fn get(&self) -> Tracking {
+        match self.0.load(Relaxed) {
+            0 => Tracking::Off,
+            1 => Tracking::Undecided,
+            _ => Tracking::On,
+        }
+    }
+
+    fn set(&self, t: Tracking) {
+        self.0.store(t as u8, Relaxed);
+    }
 }
 
 enum Mapping {
@@ -53,18 +78,21 @@ pub struct MmapStore {
     blocks: u64,
     /// Whether file data is tracked for a memory budget: a plain load on
     /// every access of file data, so no budget costs next to nothing.
-    tracking: Cell<Tracking>,
-    /// The budget's bookkeeping while `tracking` is `On`. A RefCell: a
-    /// read of file data (`data`, through `&self`) is tracked too.
-    residency: RefCell<Residency>,
+    tracking: TrackingCell,
+    /// The budget's bookkeeping while `tracking` is `On`. Behind a mutex:
+    /// a read of file data (`data`, through `&self`) is tracked too, and
+    /// reads may run side by side; taken only under a budget, and with
+    /// `try_lock`: a touch that finds it busy goes untracked, as a nested
+    /// one always did.
+    residency: Mutex<Residency>,
     /// The limit an `Undecided` budget is taken from.
-    limit: RefCell<Option<super::budget::CgroupLimit>>,
+    limit: Mutex<Option<super::budget::CgroupLimit>>,
     /// A writeback the budget waited for failed. The kernel reports a
     /// writeback error once per open file description, and the budget's
     /// `sync_file_range` took it, so msync will not: every later flush
     /// fails with EIO instead (and the volume turns read-only, as after a
     /// failed msync).
-    writeback_failed: Cell<bool>,
+    writeback_failed: AtomicBool,
 }
 
 /// Size in bytes of a regular file or block device.
@@ -193,10 +221,10 @@ impl MmapStore {
             map,
             file,
             blocks,
-            tracking: Cell::new(Tracking::Off),
-            residency: RefCell::new(Residency::new(0)),
-            limit: RefCell::new(None),
-            writeback_failed: Cell::new(false),
+            tracking: TrackingCell::new(Tracking::Off),
+            residency: Mutex::new(Residency::new(0)),
+            limit: Mutex::new(None),
+            writeback_failed: AtomicBool::new(false),
         })
     }
 
@@ -205,7 +233,7 @@ impl MmapStore {
     #[inline(never)]
     fn note_data(&self, bid: Bid, write: bool) {
         if self.tracking.get() == Tracking::Undecided {
-            let limit = self.limit.borrow_mut().take();
+            let limit = self.limit.lock().ok().and_then(|mut l| l.take());
             self.start_tracking(limit.and_then(|l| l.budget()));
         }
         // After a fault the mapping may hold the zero pages the SIGBUS
@@ -217,7 +245,7 @@ impl MmapStore {
         if self.tracking.get() != Tracking::On {
             return;
         }
-        let Ok(mut r) = self.residency.try_borrow_mut() else {
+        let Ok(mut r) = self.residency.try_lock() else {
             return;
         };
         r.touch(bid, write, |a| self.carry_out(a));
@@ -237,7 +265,7 @@ impl MmapStore {
         let bytes = bytes.filter(|_| !self.faulted() && (self.is_read_only() || can_sync()));
         let advice = match bytes {
             Some(b) => {
-                if let Ok(mut r) = self.residency.try_borrow_mut() {
+                if let Ok(mut r) = self.residency.try_lock() {
                     *r = Residency::new(b.div_ceil(BLOCK_SIZE as u64));
                 }
                 self.tracking.set(Tracking::On);
@@ -308,7 +336,7 @@ impl MmapStore {
                         // Not known written: nothing is dropped, now or
                         // later (a failed page is clean but holds the only
                         // copy of its bytes), and the error is kept.
-                        self.writeback_failed.set(true);
+                        self.writeback_failed.store(true, Relaxed);
                         self.start_tracking(None);
                         return;
                     }
@@ -386,7 +414,7 @@ impl BlockStore for MmapStore {
             // decided at the first access of file data.
             MemoryBudget::Auto => match super::budget::cgroup_limit() {
                 Some(limit) => {
-                    *self.limit.borrow_mut() = Some(limit);
+                    *self.limit.get_mut().unwrap_or_else(|p| p.into_inner()) = Some(limit);
                     self.tracking.set(Tracking::Undecided);
                     self.advise_whole(libc::MADV_RANDOM);
                 }
@@ -406,7 +434,7 @@ impl BlockStore for MmapStore {
             Mapping::ReadWrite(m) => m.flush().map_err(|_| Errno::EIO),
         };
         if flushed.is_err() {
-            self.writeback_failed.set(true);
+            self.writeback_failed.store(true, Relaxed);
             self.start_tracking(None);
         }
         if self.faulted() {
@@ -429,7 +457,7 @@ impl BlockStore for MmapStore {
             Mapping::ReadWrite(_) => Err(Errno::EUCLEAN),
         };
         if flushed == Err(Errno::EIO) {
-            self.writeback_failed.set(true);
+            self.writeback_failed.store(true, Relaxed);
             self.start_tracking(None);
         }
         if self.faulted() {
@@ -440,7 +468,7 @@ impl BlockStore for MmapStore {
 
     #[inline]
     fn faulted(&self) -> bool {
-        self.fault.faulted() || self.writeback_failed.get()
+        self.fault.faulted() || self.writeback_failed.load(Relaxed)
     }
 }
 

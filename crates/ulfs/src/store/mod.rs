@@ -31,8 +31,10 @@ use crate::format::{Bid, Block};
 /// written blocks may reach the medium, each possibly torn at 512-byte
 /// sector granularity (this is what a MAP_SHARED mapping gives: the kernel
 /// writes dirty pages back when it likes). Ids are checked: past the end is
-/// EUCLEAN, writing a read-only store is EROFS.
-pub trait BlockStore: Send {
+/// EUCLEAN, writing a read-only store is EROFS. `Sync`: a volume may be
+/// read by several threads at once under a shared lock (`ulfs mount`), so
+/// whatever a `&self` method keeps for itself must be safe to share.
+pub trait BlockStore: Send + Sync {
     fn blocks(&self) -> u64;
     fn is_read_only(&self) -> bool;
     fn block(&self, bid: Bid) -> Result<&Block>;

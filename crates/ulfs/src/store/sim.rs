@@ -27,7 +27,7 @@ pub enum Fate {
     Torn(u8),
 }
 
-type FlushHook = Box<dyn FnMut(&SimDisk) + Send>;
+type FlushHook = Box<dyn FnMut(&SimDisk) + Send + Sync>;
 
 pub struct SimDisk {
     durable: Vec<u8>,
@@ -38,7 +38,7 @@ pub struct SimDisk {
     fail_flushes: bool,
     hook: Option<FlushHook>,
     /// Blocks read so far (tests of what a mount reads).
-    reads: std::cell::Cell<u64>,
+    reads: std::sync::atomic::AtomicU64,
 }
 
 impl SimDisk {
@@ -58,7 +58,7 @@ impl SimDisk {
             read_only: false,
             fail_flushes: false,
             hook: None,
-            reads: std::cell::Cell::new(0),
+            reads: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
@@ -84,7 +84,7 @@ impl SimDisk {
     }
 
     pub fn blocks_read(&self) -> u64 {
-        self.reads.get()
+        self.reads.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     pub fn flush_count(&self) -> u64 {
@@ -118,7 +118,7 @@ impl SimDisk {
     }
 
     /// Called with the disk just before each flush takes effect.
-    pub fn on_flush(&mut self, hook: impl FnMut(&SimDisk) + Send + 'static) {
+    pub fn on_flush(&mut self, hook: impl FnMut(&SimDisk) + Send + Sync + 'static) {
         self.hook = Some(Box::new(hook));
     }
 
@@ -164,7 +164,8 @@ impl BlockStore for SimDisk {
 
     fn block(&self, bid: Bid) -> Result<&Block> {
         let r = self.range(bid)?;
-        self.reads.set(self.reads.get() + 1);
+        self.reads
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Ok(self.written[r].try_into().expect("block-sized slice"))
     }
 

@@ -17,15 +17,19 @@
 //! dirty set (in_place.rs), which `Journal::meta` asks before checking.
 
 use crate::format::Bid;
-use std::cell::Cell;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 /// Slots in the table (a power of two): 64 KiB.
 const SLOTS: usize = 1 << 13;
 
 pub(super) struct Verified {
     /// `bid + 1` of the block checked in each slot; 0 for none. Empty when
-    /// checksums are not verified at all.
-    slots: Box<[Cell<u64>]>,
+    /// checksums are not verified at all. Atomic so that reads under a
+    /// shared lock (`ulfs mount`'s request loops) may check and remember
+    /// blocks side by side; relaxed, since a slot only ever holds an id
+    /// that was checked, and a lost update only means one more check
+    /// (plain loads and stores on x86).
+    slots: Box<[AtomicU64]>,
 }
 
 impl Verified {
@@ -34,7 +38,7 @@ impl Verified {
     pub fn new(enabled: bool) -> Verified {
         let slots = if enabled { SLOTS } else { 0 };
         Verified {
-            slots: (0..slots).map(|_| Cell::new(0)).collect(),
+            slots: (0..slots).map(|_| AtomicU64::new(0)).collect(),
         }
     }
 
@@ -45,21 +49,22 @@ impl Verified {
     }
 
     #[inline]
-    fn slot(&self, bid: Bid) -> Option<&Cell<u64>> {
+    fn slot(&self, bid: Bid) -> Option<&AtomicU64> {
         self.slots.get(bid as usize & (SLOTS - 1))
     }
 
     /// Whether `bid` was checked (or written) and not evicted since.
     #[inline]
     pub fn contains(&self, bid: Bid) -> bool {
-        self.slot(bid).is_some_and(|s| s.get() == bid as u64 + 1)
+        self.slot(bid)
+            .is_some_and(|s| s.load(Relaxed) == bid as u64 + 1)
     }
 
     /// `bid` holds a valid checksum (checked, or written by us).
     #[inline]
     pub fn insert(&self, bid: Bid) {
         if let Some(s) = self.slot(bid) {
-            s.set(bid as u64 + 1);
+            s.store(bid as u64 + 1, Relaxed);
         }
     }
 
@@ -67,9 +72,9 @@ impl Verified {
     #[inline]
     pub fn remove(&self, bid: Bid) {
         if let Some(s) = self.slot(bid)
-            && s.get() == bid as u64 + 1
+            && s.load(Relaxed) == bid as u64 + 1
         {
-            s.set(0);
+            s.store(0, Relaxed);
         }
     }
 }
