@@ -11,7 +11,9 @@
 //! - [`fs`]: the engine: allocation, inodes, block maps, directories;
 //! - [`posix`]: descriptors, paths, the syscall-shaped [`Fs`] API;
 //! - [`stdapi`]: a `std::fs`-like layer with a thread-safe wrapper;
-//! - [`fsck`]: the checker.
+//! - [`fsck`]: the checker;
+//! - [`v1`]: original ULFS images, read and translated (beside `fs`, which
+//!   mounts them through it).
 
 pub mod errno;
 pub mod error;
@@ -23,6 +25,7 @@ pub mod stdapi;
 pub mod store;
 pub mod txn;
 pub mod types;
+pub mod v1;
 
 pub use errno::{Errno, Result};
 pub use error::Error;

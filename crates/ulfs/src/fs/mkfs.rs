@@ -489,6 +489,7 @@ impl Volume {
             alloc_word: 0,
             open: Default::default(),
             kernel_refs: Default::default(),
+            v1: None,
             read_only,
             was_clean,
             replayed: Default::default(),

@@ -72,6 +72,9 @@ pub struct Volume {
     no_atime: bool,
     /// The call in progress: what to restore if it fails (`calls.rs`).
     call: Option<calls::CallStart>,
+    /// The volume is the translation of an original ULFS image (`v1/`):
+    /// what that image records.
+    v1: Option<crate::v1::Facts>,
 }
 
 // Reads may share a volume between threads (`read_shared`, `lookup`,
@@ -95,6 +98,13 @@ impl Volume {
 
     pub fn is_read_only(&self) -> bool {
         self.read_only
+    }
+
+    /// Makes the volume the read-only translation of an original ULFS
+    /// image (`v1::mount`): every change is EROFS from now on.
+    pub(crate) fn seal_as_v1(&mut self, facts: crate::v1::Facts) {
+        self.read_only = true;
+        self.v1 = Some(facts);
     }
 
     /// The time changes are stamped with: the clock, or the mount's fixed

@@ -98,10 +98,18 @@ pub struct Info {
     /// Journal transactions this mount found committed but not yet
     /// checkpointed, and replayed (in memory only, on a read-only mount).
     pub journal_replayed: u64,
+    /// The image is an original ULFS (v1) image, mounted read-only as a
+    /// translation held in memory; what it records.
+    pub v1: Option<crate::v1::Facts>,
 }
 
 impl Volume {
+    /// Mounts an image. An original ULFS (v1) image is recognised by its
+    /// magic and mounted read-only, as its translation (`v1/`).
     pub fn mount(image: &Path, opts: MountOptions) -> std::result::Result<Volume, Error> {
+        if crate::v1::is_v1_image(image) {
+            return crate::v1::mount(image, &opts);
+        }
         let shown = image.display();
         let file =
             open_locked(image, opts.read_only).map_err(|e| store_error(&shown.to_string(), e))?;
@@ -252,6 +260,7 @@ impl Volume {
             clean: self.was_clean,
             mount_count: sb.mount_count,
             journal_replayed: self.replayed.transactions,
+            v1: self.v1,
         }
     }
 }
