@@ -19,6 +19,7 @@ mod mount;
 mod open_inodes;
 mod ops;
 mod repair;
+mod resize;
 
 pub use attrs::SetTime;
 pub use dir::DirItem;
@@ -28,6 +29,7 @@ pub(crate) use mount::{Reap, store_error};
 pub use open_inodes::OpenId;
 pub use ops::dtype_of;
 pub(crate) use repair::{SharedBefore, ns, orphans};
+pub use resize::{InTheWay, Resized};
 
 use crate::errno::{Errno, Result};
 use crate::format::superblock::{SB_PRIMARY, SB_SECONDARY, Superblock};
