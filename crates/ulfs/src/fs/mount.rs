@@ -145,6 +145,11 @@ impl Volume {
         shown: &str,
         reap: Reap,
     ) -> std::result::Result<Volume, Error> {
+        // An original ULFS image: mounted as its read-only translation
+        // (v1/), whichever door it came through.
+        if looks_like_ulfs_v1(store.block(0).ok()) {
+            return crate::v1::mount_store(store, &opts, shown);
+        }
         store.set_memory_budget(opts.memory_budget);
         let sb = pick_superblock(&*store, |bid| store.block(bid), shown)?;
         let read_only = opts.read_only || sb.feat_ro_compat & !RO_COMPAT_KNOWN != 0;

@@ -230,6 +230,16 @@ fn reset_journal_header(
 /// Repairs the image at `image` in place; see the module comment.
 pub fn fsck_repair(image: impl AsRef<Path>, opts: &mut FsckOptions) -> Result<RepairReport, Error> {
     let image = image.as_ref();
+    if crate::v1::is_v1_image(image) {
+        return Err(Error::new(
+            Errno::EROFS,
+            format!(
+                "{}: an original ULFS (v1) image, which ulfs never writes; \
+                 `ulfs fsck` without --repair checks it, `ulfs convert` makes an ulfs image of it",
+                image.display()
+            ),
+        ));
+    }
     opts.begin("checking");
     let locked = open_locked(image, false)
         .map_err(|e| crate::fs::store_error(&image.display().to_string(), e))?;

@@ -16,12 +16,12 @@
 mod reader;
 mod translate;
 
-pub use reader::{Facts, MAGIC, V1Image, is_v1_image};
+pub use reader::{Facts, MAGIC, V1Image, has_v1_magic, is_v1_image};
 pub use translate::{Copied, translate};
 
 use crate::error::Error;
 use crate::fs::{MkfsOptions, Mode, MountOptions, Volume, format_store, mkfs};
-use crate::store::{MemoryBudget, MmapStore};
+use crate::store::{BlockStore, MemoryBudget, MmapStore};
 use crate::types::Timespec;
 use std::path::Path;
 
@@ -50,10 +50,29 @@ fn stamp(path: &Path) -> Timespec {
 /// Mounts a v1 image as a read-only volume: its translation, in memory.
 /// Every change to it is EROFS; `opts` other than the clock are kept.
 pub fn mount(path: &Path, opts: &MountOptions) -> Result<Volume, Error> {
-    let shown = path.display().to_string();
     let src = V1Image::open(path)?;
+    translated_volume(src, stamp(path), opts, &path.display().to_string())
+}
+
+/// `mount` of the v1 image held by `store` (a store opened for an ulfs
+/// image that turned out to be v1: `ulfs run`'s); every time in the
+/// translation is the epoch, as the store knows no file time.
+pub fn mount_store(
+    store: Box<dyn BlockStore>,
+    opts: &MountOptions,
+    shown: &str,
+) -> Result<Volume, Error> {
+    let src = V1Image::from_store(store, shown)?;
+    translated_volume(src, Timespec::default(), opts, shown)
+}
+
+fn translated_volume(
+    src: V1Image,
+    time: Timespec,
+    opts: &MountOptions,
+    shown: &str,
+) -> Result<Volume, Error> {
     let size = translated_size(&src);
-    let time = stamp(path);
     let file = memory_file(size).map_err(|e| Error::io(format!("{shown}: translating"), e))?;
     let store = MmapStore::from_sparse_file(file)
         .map_err(|e| Error::io(format!("{shown}: translating"), e))?;
@@ -73,7 +92,7 @@ pub fn mount(path: &Path, opts: &MountOptions) -> Result<Volume, Error> {
         memory_budget: MemoryBudget::Unlimited,
         ..*opts
     };
-    let mut vol = Volume::mount_store(store, mount, &shown)?;
+    let mut vol = Volume::mount_store(store, mount, shown)?;
     translate(&src, &mut vol)?;
     vol.sync()
         .map_err(|e| Error::new(e, format!("{shown}: translating: {e}")))?;

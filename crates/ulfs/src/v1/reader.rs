@@ -11,12 +11,12 @@
 //! a loop in the directory tree is the translation's to catch
 //! (`translate.rs`). Errors name the block or inode at fault.
 //!
-//! The image is mapped read-only under a shared lock and never written.
+//! The image is read through a store (opened read-only under a shared
+//! lock when given a path) and never written.
 
 use crate::errno::Errno;
 use crate::error::Error;
-use crate::store::open_locked;
-use memmap2::Mmap;
+use crate::store::{BlockStore, MmapStore};
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
 
@@ -37,6 +37,11 @@ const BIDS_PER_BID_BLOCK: u64 = 1023;
 const TYPE_FREE: u32 = 0;
 const TYPE_DIR: u32 = 4;
 const TYPE_FILE: u32 = 8;
+
+/// Whether a block 0 starts with the v1 superblock's magic.
+pub fn has_v1_magic(block0: &[u8]) -> bool {
+    block0.len() >= 4 && le32(block0, 0) == MAGIC
+}
 
 /// Whether the file at `path` starts with the v1 superblock's magic.
 pub fn is_v1_image(path: &Path) -> bool {
@@ -85,7 +90,7 @@ pub struct Facts {
 }
 
 pub struct V1Image {
-    map: Mmap,
+    store: Box<dyn BlockStore>,
     /// Blocks that may be read: the superblock's count, which the file
     /// must hold whole.
     blocks: u32,
@@ -103,21 +108,24 @@ fn le64(b: &[u8], at: usize) -> u64 {
 }
 
 impl V1Image {
-    /// Opens and checks the superblock and the inode block list.
+    /// Opens the image at `path` read-only and checks it (`from_store`).
     pub fn open(path: &Path) -> Result<V1Image, Error> {
         let shown = path.display().to_string();
-        let file = open_locked(path, true).map_err(|e| Error::io(&shown, e))?;
-        // SAFETY: a read-only private view of a file held under a shared
-        // lock; ulfs writes no v1 image, and every byte read from it is
-        // checked before use (a writer outside ulfs could change bytes
-        // under us, which reads only see as different values).
-        let map = unsafe { Mmap::map(&file) }.map_err(|e| Error::io(&shown, e))?;
+        let store = MmapStore::open(path, true).map_err(|e| Error::io(&shown, e))?;
+        V1Image::from_store(Box::new(store), &shown)
+    }
+
+    /// Checks the superblock and the inode block list of the image in
+    /// `store` (`shown` names it in messages); only reads it.
+    pub fn from_store(store: Box<dyn BlockStore>, shown: &str) -> Result<V1Image, Error> {
+        let shown = shown.to_string();
         let damaged = |what: String| Error::new(Errno::EUCLEAN, format!("{shown}: {what}"));
-        if map.len() < 4 * BS || le32(&map, 0) != MAGIC {
-            return Err(damaged("not an original ULFS (v1) image".into()));
-        }
-        let max_blocks = le32(&map, 4);
-        let file_blocks = (map.len() / BS) as u64;
+        let file_blocks = store.blocks();
+        let sb = match store.block(0) {
+            Ok(b) if file_blocks >= 4 && has_v1_magic(b) => b,
+            _ => return Err(damaged("not an original ULFS (v1) image".into())),
+        };
+        let max_blocks = le32(sb, 4);
         if (max_blocks as u64) > file_blocks {
             return Err(damaged(format!(
                 "the superblock says {max_blocks} blocks, the file holds {file_blocks}: truncated"
@@ -127,7 +135,7 @@ impl V1Image {
             return Err(damaged(format!("the superblock says {max_blocks} blocks")));
         }
         let mut image = V1Image {
-            map,
+            store,
             blocks: max_blocks,
             inode_blocks: HashMap::new(),
             shown,
@@ -153,8 +161,10 @@ impl V1Image {
                 self.blocks
             )));
         }
-        let at = bid as usize * BS;
-        Ok(&self.map[at..at + BS])
+        self.store
+            .block(bid)
+            .map(|b| &b[..])
+            .map_err(|e| self.damaged(format!("{} points to block {bid}: {e}", what())))
     }
 
     /// The inode block list from block 2, each with its first inode number.
@@ -327,8 +337,9 @@ impl V1Image {
         let span = (BS as u64 - 4) * 8;
         let mut map_bid = 1u64;
         while map_bid < self.blocks as u64 {
-            let at = map_bid as usize * BS;
-            let b = &self.map[at..at + BS];
+            let Ok(b) = self.store.block(map_bid as u32) else {
+                break;
+            };
             if le32(b, 0) != u32::MAX {
                 // The map block itself counts as used.
                 used_blocks += 1;
@@ -346,8 +357,9 @@ impl V1Image {
         }
         let mut used_inodes = 0u64;
         for &bid in self.inode_blocks.keys() {
-            let at = bid as usize * BS;
-            let b = &self.map[at..at + BS];
+            let Ok(b) = self.store.block(bid) else {
+                continue;
+            };
             for slot in 0..INODES_PER_BLOCK {
                 let o = INODE_BLOCK_HEADER + slot * INODE_SIZE;
                 if le32(b, o) != TYPE_FREE {
