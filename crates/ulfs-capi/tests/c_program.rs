@@ -117,10 +117,21 @@ fn compile(source: &str, link: Link, out: &Path) {
         }
         Link::Shared => {
             // `-l:NAME` names the exact file, so the .a beside it is not used.
+            // The program records the library's soname (`libulfs_c.so.0`,
+            // crate build.rs), which cargo does not make: a link of that name
+            // beside the program, on its rpath, leads to the library built.
+            let bin_dir = out.parent().expect("output has a directory");
+            let soname = concat!("libulfs_c.so.", env!("CARGO_PKG_VERSION_MAJOR"));
+            std::os::unix::fs::symlink(libs.join("libulfs_c.so"), bin_dir.join(soname))
+                .or_else(|e| match e.kind() {
+                    std::io::ErrorKind::AlreadyExists => Ok(()),
+                    _ => Err(e),
+                })
+                .expect("link the soname beside the program");
             cc.arg("-L")
                 .arg(libs)
                 .arg("-l:libulfs_c.so")
-                .arg(format!("-Wl,-rpath,{}", libs.display()));
+                .arg(format!("-Wl,-rpath,{}", bin_dir.display()));
         }
     }
     let output = cc.output().expect("run the C compiler (cc)");
