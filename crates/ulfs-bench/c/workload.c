@@ -477,6 +477,171 @@ static int do_create(uint64_t n) {
     return 0;
 }
 
+/* `ulfs bench fuse` stamps the first 8 bytes of every 4 KiB block with
+ * the request's salt and the block's number: a block read from the wrong
+ * place, or left from an earlier round, shows. */
+#define BLOCK 4096u
+static inline uint64_t stamp_of(uint64_t salt, uint64_t block) { return salt << 32 | block; }
+
+/* A new file `name` of `mib` MiB written in calls of `call` bytes (a
+ * multiple of BLOCK dividing 1 MiB), each block stamped with `salt`, and
+ * closed without fsync; `*t` is the time from open to close included. */
+static int write_stamped(const char *name, uint64_t mib, size_t call, uint64_t salt, uint64_t *t) {
+    uint64_t blocks = mib * (MIB / BLOCK), per_call = call / BLOCK;
+    b_unlink(name);
+    long err = 0;
+    uint64_t t0 = now_ns();
+    long fd = b_open(name, O_CREAT | O_EXCL | O_WRONLY, 0644);
+    if (fd < 0) return fail(name, fd);
+    for (uint64_t b = 0; b < blocks && !err; b += per_call) {
+        unsigned char *buf = big_w + (b * BLOCK) % MIB;
+        for (uint64_t k = 0; k < per_call; k++) {
+            uint64_t s = stamp_of(salt, b + k);
+            memcpy(buf + k * BLOCK, &s, 8);
+        }
+        long w = b_write((int)fd, buf, call);
+        if (w != (long)call) err = w < 0 ? w : -ENOSPC;
+    }
+    /* Through FUSE with writeback_cache the close is where the gathered
+     * writes are sent: its error is the write's. */
+    long c = b_close((int)fd);
+    *t = now_ns() - t0;
+    if (err) return fail(name, err);
+    if (c < 0) return fail(name, c);
+    return 0;
+}
+
+/* Untimed: every block of `name` read back (1 MiB preads) and its stamp
+ * checked, and nothing past its end. */
+static int check_stamped(const char *name, uint64_t mib, uint64_t salt) {
+    long fd = b_open(name, O_RDONLY, 0);
+    if (fd < 0) return fail(name, fd);
+    long err = 0;
+    uint64_t wrong = 0;
+    for (uint64_t m = 0; m < mib && !err; m++) {
+        long r = b_pread((int)fd, big_r, MIB, (off_t)(m * MIB));
+        if (r != (long)MIB) { err = r < 0 ? r : -EIO; break; }
+        for (uint64_t k = 0; k < MIB / BLOCK; k++) {
+            uint64_t s;
+            memcpy(&s, big_r + k * BLOCK, 8);
+            wrong += s != stamp_of(salt, m * (MIB / BLOCK) + k);
+        }
+    }
+    long tail = err ? 0 : b_pread((int)fd, big_r, BLOCK, (off_t)(mib * MIB));
+    b_close((int)fd);
+    if (err) return fail(name, err);
+    if (tail != 0) return failmsg("%s: %ld bytes past the end of the file", name, tail);
+    if (wrong) return failmsg("%s: %llu blocks do not hold what was written there", name, (unsigned long long)wrong);
+    return 0;
+}
+
+/* `ulfs bench fuse`, the data path: a new file of `mib` MiB written in
+ * 1 MiB calls, read back in 1 MiB calls from a new open, read at `reads`
+ * random 4 KiB blocks (fixed seed) from another new open, then a second
+ * new file of the same size written in 4 KiB calls. Each time covers its
+ * open and close: through FUSE each is a request, and without
+ * FOPEN_KEEP_CACHE an open is where the kernel drops the file's cached
+ * pages. The timed reads check a stamp or two per call; every block is
+ * checked after, untimed. Answers the four times. */
+static int do_seqio(uint64_t mib, uint64_t reads) {
+    if (mib == 0 || reads == 0) return failmsg("seqio: a size and a number of reads");
+    if (need_buffers()) return -1;
+    static uint64_t request;
+    uint64_t salt = ++request * 2, blocks = mib * (MIB / BLOCK);
+    const char *name = "seqio.dat", *small = "seqio-4k.dat";
+    uint64_t tw, tr, trr, tw4;
+    if (write_stamped(name, mib, MIB, salt, &tw)) return -1;
+
+    long err = 0;
+    uint64_t wrong = 0;
+    uint64_t t0 = now_ns();
+    long fd = b_open(name, O_RDONLY, 0);
+    if (fd < 0) return fail(name, fd);
+    for (uint64_t m = 0; m < mib; m++) {
+        long r = b_read((int)fd, big_r, MIB);
+        if (r != (long)MIB) { err = r < 0 ? r : -EIO; break; }
+        uint64_t first, last;
+        memcpy(&first, big_r, 8);
+        memcpy(&last, big_r + MIB - BLOCK, 8);
+        wrong += first != stamp_of(salt, m * (MIB / BLOCK));
+        wrong += last != stamp_of(salt, m * (MIB / BLOCK) + MIB / BLOCK - 1);
+    }
+    b_close((int)fd);
+    tr = now_ns() - t0;
+    if (err) return fail("seqio: read", err);
+
+    uint64_t *picks = malloc(reads * sizeof *picks);
+    if (!picks) return failmsg("out of memory");
+    rng_seed(0xf05e + mib);
+    for (uint64_t i = 0; i < reads; i++) picks[i] = rng_next() % blocks;
+    t0 = now_ns();
+    fd = b_open(name, O_RDONLY, 0);
+    if (fd < 0) { free(picks); return fail(name, fd); }
+    for (uint64_t i = 0; i < reads; i++) {
+        long r = b_pread((int)fd, big_r, BLOCK, (off_t)(picks[i] * BLOCK));
+        if (r != (long)BLOCK) { err = r < 0 ? r : -EIO; break; }
+        uint64_t s;
+        memcpy(&s, big_r, 8);
+        wrong += s != stamp_of(salt, picks[i]);
+    }
+    b_close((int)fd);
+    trr = now_ns() - t0;
+    free(picks);
+    if (err) return fail("seqio: random read", err);
+    if (wrong) return failmsg("seqio: %llu reads found another block's stamp", (unsigned long long)wrong);
+    if (check_stamped(name, mib, salt)) return -1;
+    b_unlink(name);
+
+    if (write_stamped(small, mib, BLOCK, salt + 1, &tw4)) return -1;
+    if (check_stamped(small, mib, salt + 1)) return -1;
+    b_unlink(small);
+    snprintf(reply, sizeof reply, "ok %llu %llu %llu %llu", (unsigned long long)tw, (unsigned long long)tr,
+             (unsigned long long)trr, (unsigned long long)tw4);
+    return 0;
+}
+
+/* `ulfs bench fuse`, names: `n` empty files created in one new directory,
+ * then each stat'ed by name, then each unlinked, in creation order. */
+static int do_metadata(uint64_t n) {
+    const char *dir = "md";
+    char name[48];
+    long r = b_mkdir(dir, 0755);
+    if (r < 0) return fail("metadata: mkdir", r);
+    long err = 0;
+    uint64_t made = 0, wrong = 0;
+    uint64_t t0 = now_ns();
+    for (; made < n; made++) {
+        snprintf(name, sizeof name, "md/f%07llu", (unsigned long long)made);
+        long fd = b_open(name, O_CREAT | O_EXCL | O_WRONLY, 0644);
+        if (fd < 0) { err = fd; break; }
+        b_close((int)fd);
+    }
+    uint64_t tc = now_ns() - t0;
+    struct stat st;
+    t0 = now_ns();
+    for (uint64_t i = 0; i < made && !err; i++) {
+        snprintf(name, sizeof name, "md/f%07llu", (unsigned long long)i);
+        long s = b_stat(name, &st);
+        if (s < 0) { err = s; break; }
+        wrong += !S_ISREG(st.st_mode) || st.st_size != 0;
+    }
+    uint64_t ts = now_ns() - t0;
+    t0 = now_ns();
+    for (uint64_t i = 0; i < made; i++) {
+        snprintf(name, sizeof name, "md/f%07llu", (unsigned long long)i);
+        long u = b_unlink(name);
+        if (u < 0 && !err) err = u;
+    }
+    uint64_t tu = now_ns() - t0;
+    r = b_rmdir(dir);
+    if (err) return fail("metadata", err);
+    if (r < 0) return fail("metadata: rmdir (not empty after every unlink?)", r);
+    if (wrong) return failmsg("metadata: %llu files were not empty regular files", (unsigned long long)wrong);
+    snprintf(reply, sizeof reply, "ok %llu %llu %llu", (unsigned long long)tc, (unsigned long long)ts,
+             (unsigned long long)tu);
+    return 0;
+}
+
 /* N empty files in "mnt" (the mount experiment's image), untimed. */
 static int do_populate(uint64_t n) {
     if (populate("mnt", n)) return -1;
@@ -697,6 +862,8 @@ static void serve(char *line) {
     else if (!strcmp(op, "fsync") && sscanf(line, "%*s %llu", &a) == 1) do_fsync(a);
     else if (!strcmp(op, "open") && sscanf(line, "%*s %llu %llu", &a, &b) == 2) do_open(a, b);
     else if (!strcmp(op, "create") && sscanf(line, "%*s %llu", &a) == 1) do_create(a);
+    else if (!strcmp(op, "seqio") && sscanf(line, "%*s %llu %llu", &a, &b) == 2) do_seqio(a, b);
+    else if (!strcmp(op, "metadata") && sscanf(line, "%*s %llu", &a) == 1) do_metadata(a);
     else if (!strcmp(op, "populate") && sscanf(line, "%*s %llu", &a) == 1) do_populate(a);
     else if (!strcmp(op, "status")) do_status();
     else if (!strcmp(op, "mounted")) do_mounted();

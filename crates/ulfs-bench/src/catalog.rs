@@ -44,6 +44,7 @@ pub struct Figure {
 const JOURNAL: &str = "ulfs-journal";
 const PRELOAD: &str = "ulfs-preload";
 const PRELOAD_EXT4: &str = "ulfs-preload-ext4";
+const FUSE: &str = "ulfs-fuse";
 
 /// A figure as most are: lines on log-log axes, ratios to ulfs-journal.
 /// Entries below override what differs.
@@ -67,6 +68,24 @@ const fn figure(
         focus_smallest: false,
         zero_means: None,
         workload,
+    }
+}
+
+/// A figure of `ulfs bench fuse`: one parameter, so bar groups, on a log
+/// scale (in process and through FUSE differ by orders of magnitude);
+/// ratios to ulfs-fuse, the system the experiment is about.
+const fn fuse_figure(
+    name: &'static str,
+    title: &'static str,
+    x_label: &'static str,
+    y_label: &'static str,
+    workload: &'static str,
+) -> Figure {
+    Figure {
+        log_x: false,
+        shape: Shape::Bars,
+        reference: FUSE,
+        ..figure(name, title, x_label, y_label, workload)
     }
 }
 
@@ -337,6 +356,62 @@ pub static FIGURES: &[Figure] = &[
             "the VmRSS of a new process right after it mounted, read-only, a new sparse image of the given size",
         )
     },
+    fuse_figure(
+        "fuse-seq-write",
+        "ulfs mount: sequential write, 1 MiB calls",
+        "file size (MiB)",
+        "time per MiB",
+        "a new file written in 1 MiB calls and closed, no fsync (open and close timed too); images and tmpfs in memory, ext4 on the disk",
+    ),
+    fuse_figure(
+        "fuse-seq-read",
+        "ulfs mount: sequential read, 1 MiB calls",
+        "file size (MiB)",
+        "time per MiB",
+        "the file just written read back in 1 MiB calls from a new open: the host's page cache holds it, while through FUSE the open drops the kernel's cached pages (no keep_cache), so every byte comes from the server",
+    ),
+    fuse_figure(
+        "fuse-random-read",
+        "ulfs mount: 4 KiB random reads",
+        "file size (MiB)",
+        "time per read",
+        "16,384 preads (4,096 in --quick) of 4 KiB at random block offsets (fixed seed) of that file, from a new open",
+    ),
+    fuse_figure(
+        "fuse-small-write",
+        "ulfs mount: sequential write, 4 KiB calls",
+        "file size (MiB)",
+        "time per MiB",
+        "a new file of the same size written in 4 KiB calls and closed, no fsync: what writeback_cache gathers",
+    ),
+    fuse_figure(
+        "fuse-create",
+        "ulfs mount: create",
+        "files",
+        "time per file",
+        "N empty files created (open with O_CREAT | O_EXCL, close) in one new directory",
+    ),
+    fuse_figure(
+        "fuse-stat",
+        "ulfs mount: stat",
+        "files",
+        "time per file",
+        "each of the N new files stat'ed by name, in creation order",
+    ),
+    fuse_figure(
+        "fuse-unlink",
+        "ulfs mount: unlink",
+        "files",
+        "time per file",
+        "each of the N files unlinked, in creation order",
+    ),
+    fuse_figure(
+        "fuse-tar-extract",
+        "ulfs mount: tar -x of a real tree",
+        "entries in the tree",
+        "time to extract",
+        "GNU tar extracting a tarball of /usr/include (--quick: /usr/include/linux), made at the start of the run and kept in memory, into an empty directory: wall time of the tar process; in process it is `ulfs run` on a new image (its start, mount and final commit included), through FUSE a new mount (its unmount not included)",
+    ),
 ];
 
 #[cfg(test)]
@@ -347,7 +422,7 @@ mod tests {
     /// then the other experiments under these prefixes.
     #[test]
     fn every_figure_name_has_an_agreed_prefix_and_is_unique() {
-        const PREFIXES: [&str; 14] = [
+        const PREFIXES: [&str; 15] = [
             "fig6-",
             "fig7-",
             "fig8-",
@@ -362,6 +437,7 @@ mod tests {
             "open",
             "create",
             "mount",
+            "fuse-",
         ];
         let mut seen = std::collections::HashSet::new();
         for f in FIGURES {

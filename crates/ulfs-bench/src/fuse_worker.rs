@@ -1,8 +1,10 @@
-//! The ulfs-fuse system's worker: the image mounted with `ulfs mount
-//! --foreground` beside it (a directory next to the image), the POSIX
-//! workload run in the mount as on a host file system, and the mount
-//! taken down with `fusermount3 -u` when the sweep ends. So the same C
-//! workload measures the image through the kernel's FUSE path.
+//! The worker of ulfs-fuse and ulfs-fuse-writeback: the image mounted
+//! with `ulfs mount --foreground` beside it (a directory next to the
+//! image; `-o` options from the run, such as `writeback_cache`), the
+//! POSIX workload run in the mount as on a host file system, and the
+//! mount taken down with `fusermount3 -u` when the sweep ends. So the
+//! same C workload measures the image through the kernel's FUSE path, and
+//! other programs (tar) can work in the mount while the worker holds it.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -10,12 +12,24 @@ use std::time::{Duration, Instant};
 
 /// Names the `ulfs` program for the worker (the run knows where it is).
 pub const ULFS_ENV: &str = "ULFS_BENCH_ULFS";
+/// The `-o` options of the mount, when the system has any.
+pub const OPTIONS_ENV: &str = "ULFS_BENCH_FUSE_OPTIONS";
+
+/// Where the image is mounted.
+fn mount_point(image: &Path) -> PathBuf {
+    image.with_extension("mnt")
+}
+
+/// The directory in the mount the workload works in.
+pub fn work_dir(image: &Path) -> PathBuf {
+    mount_point(image).join("w")
+}
 
 /// Serves requests on `image` mounted through FUSE; the exit status.
 pub fn serve(image: &Path) -> i32 {
     match mounted(image) {
         Ok((mnt, mut server)) => {
-            let work = mnt.join("w");
+            let work = work_dir(image);
             let status = match std::fs::create_dir_all(&work) {
                 Ok(()) => crate::worker::serve("posix", &work),
                 Err(e) => {
@@ -60,13 +74,14 @@ fn mounted(image: &Path) -> Result<(PathBuf, std::process::Child), String> {
     if !Path::new("/dev/fuse").exists() {
         return Err("no /dev/fuse on this machine".into());
     }
-    let mnt = image.with_extension("mnt");
+    let mnt = mount_point(image);
     std::fs::create_dir_all(&mnt).map_err(|e| format!("{}: {e}", mnt.display()))?;
-    let mut server = Command::new(ulfs)
-        .arg("mount")
-        .arg("--foreground")
-        .arg(image)
-        .arg(&mnt)
+    let mut mount = Command::new(ulfs);
+    mount.arg("mount").arg("--foreground").arg(image).arg(&mnt);
+    if let Some(options) = std::env::var_os(OPTIONS_ENV) {
+        mount.arg("-o").arg(options);
+    }
+    let mut server = mount
         // Nothing of the run's pipes: the run reads this worker's until
         // they close, and the server may outlive it if it is killed.
         .stdin(Stdio::null())

@@ -34,7 +34,7 @@ const FAMILY: &str = "sans-serif";
 /// colours: the host first (what ulfs is measured against) in warm
 /// colours, then ulfs in its modes in blues and teals, then memcpy in grey
 /// (it is the physical limit, not a competitor).
-const SYSTEMS: [(&str, RGBColor); 11] = [
+const SYSTEMS: [(&str, RGBColor); 12] = [
     ("host-tmpfs", RGBColor(213, 94, 0)),
     ("host-ext4", RGBColor(230, 159, 0)),
     ("ulfs-journal", RGBColor(0, 83, 176)),
@@ -44,6 +44,9 @@ const SYSTEMS: [(&str, RGBColor); 11] = [
     ("ulfs-preload-none", RGBColor(90, 200, 160)),
     ("ulfs-preload-ext4", RGBColor(0, 90, 70)),
     ("ulfs-fuse", RGBColor(110, 70, 190)),
+    // Its own colour: it would take ulfs-fuse's as a variant, and the two
+    // are drawn side by side.
+    ("ulfs-fuse-writeback", RGBColor(200, 120, 210)),
     ("ulfs-server", RGBColor(30, 40, 110)),
     ("memcpy", RGBColor(128, 128, 128)),
 ];
@@ -767,15 +770,16 @@ mod tests {
     fn colours_and_order_are_fixed() {
         assert_eq!(colour("ulfs-preload-journal"), colour("ulfs-preload"));
         assert_ne!(colour("ulfs-journal"), colour("host-tmpfs"));
+        assert_ne!(colour("ulfs-fuse-writeback"), colour("ulfs-fuse"));
         assert_eq!(colour("someone-else"), colour("someone-else"));
         assert_ne!(colour("someone-else"), colour("another"));
-        let mut names: Vec<&str> = "zeta memcpy ulfs-fuse ulfs-preload-none ulfs-preload-journal \
-            ulfs-preload alpha ulfs-none ulfs-journal host-ext4 host-tmpfs"
+        let mut names: Vec<&str> = "zeta memcpy ulfs-fuse-writeback ulfs-fuse ulfs-preload-none \
+            ulfs-preload-journal ulfs-preload alpha ulfs-none ulfs-journal host-ext4 host-tmpfs"
             .split_whitespace()
             .collect();
         sort_systems(&mut names);
         let want = "host-tmpfs host-ext4 ulfs-journal ulfs-none ulfs-preload \
-            ulfs-preload-journal ulfs-preload-none ulfs-fuse memcpy alpha zeta";
+            ulfs-preload-journal ulfs-preload-none ulfs-fuse ulfs-fuse-writeback memcpy alpha zeta";
         assert_eq!(
             names.join(" "),
             want.split_whitespace().collect::<Vec<_>>().join(" ")

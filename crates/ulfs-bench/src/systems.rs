@@ -24,7 +24,11 @@ pub enum System {
     /// `ulfs run` on a journaled image on the ext4 disk, whatever the
     /// experiment's medium: the fair partner of host-ext4.
     UlfsPreloadExt4,
+    /// The POSIX workload in a `ulfs mount` of a journaled image.
     UlfsFuse,
+    /// The same mounted with `-o writeback_cache`: the kernel gathers
+    /// writes in its page cache and sends them in large pieces.
+    UlfsFuseWriteback,
     Memcpy,
 }
 
@@ -40,6 +44,7 @@ impl System {
             System::UlfsPreloadNone => "ulfs-preload-none",
             System::UlfsPreloadExt4 => "ulfs-preload-ext4",
             System::UlfsFuse => "ulfs-fuse",
+            System::UlfsFuseWriteback => "ulfs-fuse-writeback",
             System::Memcpy => "memcpy",
         }
     }
@@ -50,10 +55,16 @@ impl System {
             | System::UlfsJournalNoBudget
             | System::UlfsPreload
             | System::UlfsPreloadExt4
-            | System::UlfsFuse => Some(Mode::Journal),
+            | System::UlfsFuse
+            | System::UlfsFuseWriteback => Some(Mode::Journal),
             System::UlfsNone | System::UlfsPreloadNone => Some(Mode::None),
             _ => None,
         }
+    }
+
+    /// Served through `ulfs mount`.
+    pub fn is_fuse(self) -> bool {
+        matches!(self, System::UlfsFuse | System::UlfsFuseWriteback)
     }
 }
 
@@ -208,10 +219,13 @@ impl Place {
                 c.args([WORKER_ARG, "posix", "/ulfs/w"]);
                 c
             }
-            System::UlfsFuse => {
+            System::UlfsFuse | System::UlfsFuseWriteback => {
                 let ulfs = self.tools.ulfs.as_ref().map_err(Clone::clone)?;
                 let mut c = self.worker("fuse", &self.image_path(system)?);
                 c.env(crate::fuse_worker::ULFS_ENV, ulfs);
+                if system == System::UlfsFuseWriteback {
+                    c.env(crate::fuse_worker::OPTIONS_ENV, "writeback_cache");
+                }
                 c
             }
         };
@@ -225,22 +239,53 @@ impl Place {
     /// work in. Host systems and ulfs-preload only: the ulfs API systems
     /// cannot serve another program's calls.
     pub fn program(&self, system: System, program: &Path) -> Result<(Command, PathBuf), String> {
+        if matches!(
+            system,
+            System::UlfsPreload | System::UlfsPreloadNone | System::UlfsPreloadExt4
+        ) {
+            self.prepare(system)?;
+        }
+        self.program_again(system, program)
+    }
+
+    /// Like [`Place::program`], on what an earlier call left (ulfs-preload:
+    /// its image as the last program left it), to look at it.
+    pub fn program_again(
+        &self,
+        system: System,
+        program: &Path,
+    ) -> Result<(Command, PathBuf), String> {
         match system {
             System::HostTmpfs | System::HostExt4 => {
                 let dir = self.home(system)?.join(system.name());
                 std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
                 Ok((Command::new(program), dir))
             }
-            System::UlfsPreload | System::UlfsPreloadNone | System::UlfsPreloadExt4 => {
-                self.prepare(system)?;
-                Ok((
-                    self.under_ulfs_run(system, program)?,
-                    PathBuf::from("/ulfs"),
-                ))
-            }
-            System::UlfsFuse => Err(FUSE_MISSING.into()),
+            System::UlfsPreload | System::UlfsPreloadNone | System::UlfsPreloadExt4 => Ok((
+                self.under_ulfs_run(system, program)?,
+                PathBuf::from("/ulfs"),
+            )),
+            System::UlfsFuse | System::UlfsFuseWriteback => Err(FUSE_MISSING.into()),
             _ => Err(format!("{} cannot run another program", system.name())),
         }
+    }
+
+    /// A new image for a FUSE system, mounted by its worker (which holds
+    /// the mount until it finishes), and the directory in the mount that
+    /// other programs are to work in: how a whole program (tar) runs
+    /// through `ulfs mount`. Returns once the mount is up.
+    pub fn mounted(&self, system: System) -> Result<(Worker, PathBuf), String> {
+        if !system.is_fuse() {
+            return Err(format!(
+                "{} is not served through ulfs mount",
+                system.name()
+            ));
+        }
+        let image = self.image_path(system)?;
+        let mut worker = self.start(system)?;
+        // The worker answers once it has mounted and entered the mount.
+        worker.ask("status")?;
+        Ok((worker, crate::fuse_worker::work_dir(&image)))
     }
 
     /// `ulfs run IMAGE --at /ulfs -- program`, arguments to follow.
@@ -265,7 +310,7 @@ impl Place {
     /// whole size (on tmpfs, memory), and that memory is the system's to
     /// be charged for.
     pub fn prepare_in(&self, system: System, group: &Cgroup) -> Result<(), String> {
-        if system == System::UlfsFuse {
+        if system.is_fuse() {
             return Err("missing: the memory of `ulfs mount`'s server is not measured yet".into());
         }
         let Some(mode) = system.image_mode() else {

@@ -5,9 +5,11 @@
 //! An experiment is one selectable unit (`fig6`, `open`, ...); it fills
 //! one or more figures of `catalog.rs`. Each module owns a family:
 //! `paper` (the ULFS paper's micro-benchmarks), `memory` (figs 8 and 9),
-//! `programs` (real libraries and programs: gdbm, SQLite, PostMark) and
-//! `metadata` (fsync loop, open, create, mount).
+//! `programs` (real libraries and programs: gdbm, SQLite, PostMark),
+//! `metadata` (fsync loop, open, create, mount) and `fuse` (`ulfs mount`
+//! against the host's file systems and ulfs in process).
 
+mod fuse;
 mod memory;
 mod metadata;
 mod paper;
@@ -80,6 +82,7 @@ pub static EXPERIMENTS: &[Experiment] = &[
     metadata::OPEN,
     metadata::CREATE,
     metadata::MOUNT,
+    fuse::FUSE,
 ];
 
 /// The state of a run: where files go, what was measured, what was not.

@@ -88,7 +88,7 @@ pub const POSTMARK: Experiment = Experiment {
     run: postmark,
 };
 
-fn which(program: &str) -> Option<PathBuf> {
+pub(super) fn which(program: &str) -> Option<PathBuf> {
     std::env::var_os("PATH")?
         .to_str()?
         .split(':')
