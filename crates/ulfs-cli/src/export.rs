@@ -84,7 +84,7 @@ pub fn run(image_path: &Path, src: &[u8], host_dir: &Path, fail_fast: bool) -> C
                 b"",
                 exporter.owner_of(&top),
                 Some(top.mode & 0o7777),
-                times(&top),
+                Some(times(&top)),
             );
             if let Err(e) = set {
                 exporter.fail(CliError::io(format!("export: {}", host_dir.display()), &e));
@@ -246,7 +246,7 @@ impl Exporter<'_> {
             let target = fs.readlinkat(dir, name).map_err(Failure::Image)?;
             host.symlink_at(&target, base).map_err(Failure::Host)?;
             return host
-                .set_attrs_at(base, owner, None, times(st))
+                .set_attrs_at(base, owner, None, Some(times(st)))
                 .map(|()| false)
                 .map_err(Failure::Host);
         }
@@ -271,8 +271,13 @@ impl Exporter<'_> {
         let written = copied?;
         file.set_len(st.size).map_err(Failure::Host)?;
         self.progress.add(st.size.saturating_sub(written));
-        hostfs::set_fd_attrs(file.as_raw_fd(), owner, Some(st.mode & 0o7777), times(st))
-            .map_err(Failure::Host)?;
+        hostfs::set_fd_attrs(
+            file.as_raw_fd(),
+            owner,
+            Some(st.mode & 0o7777),
+            Some(times(st)),
+        )
+        .map_err(Failure::Host)?;
         if st.nlink > 1 {
             self.links.insert(st.ino, (file, st.nlink - 1));
         }
@@ -378,10 +383,12 @@ impl walk::Visit for Exporter<'_> {
         match fs.fstat(fd) {
             Ok(st) => {
                 let owner = self.owner_of(&st);
-                let set =
-                    self.stack
-                        .top()
-                        .set_attrs_at(b"", owner, Some(st.mode & 0o7777), times(&st));
+                let set = self.stack.top().set_attrs_at(
+                    b"",
+                    owner,
+                    Some(st.mode & 0o7777),
+                    Some(times(&st)),
+                );
                 if let Err(e) = set {
                     let msg = format!("export: {}", host_at(self));
                     self.fail(CliError::io(msg, &e));

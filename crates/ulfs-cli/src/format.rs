@@ -1,5 +1,5 @@
-//! Human-readable rendering shared by `ls` and `info`: mode strings,
-//! timestamps, byte counts and UUIDs.
+//! Human-readable rendering shared by `ls`, `info`, `stat` and `du`: mode
+//! strings, timestamps, byte counts, file types and UUIDs.
 //!
 //! These follow the conventions users already read fluently (`ls -l` mode
 //! letters, `--time-style=long-iso` dates, binary units), so the output of
@@ -41,17 +41,22 @@ pub fn mode_string(mode: u32) -> String {
     s
 }
 
-/// `YYYY-MM-DD HH:MM` in the local time zone, like `ls --time-style=long-iso`.
-pub fn local_time(t: Timespec) -> String {
-    let secs = t.sec as libc::time_t;
+/// `t` broken down in the local time zone; `None` for times too far out
+/// of range to break down (a hostile image).
+fn local_tm(sec: i64) -> Option<libc::tm> {
+    let secs = libc::time_t::try_from(sec).ok()?;
     // SAFETY: `tm` is a plain C struct (all-zero is valid) and localtime_r
     // only writes into the struct we pass; it is the reentrant variant.
     let mut tm: libc::tm = unsafe { std::mem::zeroed() };
     let ok = unsafe { !libc::localtime_r(&secs, &mut tm).is_null() };
-    if !ok {
-        // Far out-of-range times (a hostile image) cannot be broken down.
+    ok.then_some(tm)
+}
+
+/// `YYYY-MM-DD HH:MM` in the local time zone, like `ls --time-style=long-iso`.
+pub fn local_time(t: Timespec) -> String {
+    let Some(tm) = local_tm(t.sec) else {
         return format!("@{}", t.sec);
-    }
+    };
     format!(
         "{:04}-{:02}-{:02} {:02}:{:02}",
         tm.tm_year as i64 + 1900,
@@ -60,6 +65,72 @@ pub fn local_time(t: Timespec) -> String {
         tm.tm_hour,
         tm.tm_min
     )
+}
+
+/// `YYYY-MM-DD HH:MM:SS.NNNNNNNNN +HHMM` in the local time zone, as
+/// stat(1) prints times: nothing of the stored time is lost.
+pub fn full_local_time(t: Timespec) -> String {
+    let Some(tm) = local_tm(t.sec) else {
+        return format!("@{}.{:09}", t.sec, t.nsec);
+    };
+    let off = tm.tm_gmtoff;
+    let sign = if off < 0 { '-' } else { '+' };
+    let off = off.unsigned_abs();
+    format!(
+        "{:04}-{:02}-{:02} {:02}:{:02}:{:02}.{:09} {sign}{:02}{:02}",
+        tm.tm_year as i64 + 1900,
+        tm.tm_mon + 1,
+        tm.tm_mday,
+        tm.tm_hour,
+        tm.tm_min,
+        tm.tm_sec,
+        t.nsec,
+        off / 3600,
+        off % 3600 / 60
+    )
+}
+
+/// What stat(1) calls a file type (`%F`).
+pub fn type_words(mode: u32, size: u64) -> &'static str {
+    match mode & libc::S_IFMT {
+        libc::S_IFREG if size == 0 => "regular empty file",
+        libc::S_IFREG => "regular file",
+        libc::S_IFDIR => "directory",
+        libc::S_IFLNK => "symbolic link",
+        libc::S_IFIFO => "fifo",
+        libc::S_IFSOCK => "socket",
+        libc::S_IFCHR => "character special file",
+        libc::S_IFBLK => "block special file",
+        _ => "weird file",
+    }
+}
+
+/// `4.0K`, `12M`: du(1)'s `-h` (powers of 1024, rounded up, one decimal
+/// below 10); plain bytes below 1 KiB.
+pub fn du_human(n: u64) -> String {
+    const UNITS: [char; 6] = ['K', 'M', 'G', 'T', 'P', 'E'];
+    if n < 1024 {
+        return n.to_string();
+    }
+    let mut unit = 0;
+    let mut scale = 1024u128;
+    while (n as u128) >= scale * 1024 && unit + 1 < UNITS.len() {
+        scale *= 1024;
+        unit += 1;
+    }
+    let n = n as u128;
+    // Tenths, rounded up, as du rounds sizes up.
+    let tenths = (n * 10).div_ceil(scale);
+    if tenths < 100 {
+        format!("{}.{}{}", tenths / 10, tenths % 10, UNITS[unit])
+    } else {
+        let whole = n.div_ceil(scale);
+        if whole >= 1024 && unit + 1 < UNITS.len() {
+            format!("1.0{}", UNITS[unit + 1])
+        } else {
+            format!("{whole}{}", UNITS[unit])
+        }
+    }
 }
 
 /// `64.0 MiB`: one decimal, binary units; plain bytes below 1 KiB.
@@ -110,6 +181,25 @@ mod tests {
         assert_eq!(human_bytes(512), "512 B");
         assert_eq!(human_bytes(64 << 20), "64.0 MiB");
         assert_eq!(human_bytes(1536), "1.5 KiB");
+    }
+
+    #[test]
+    fn du_sizes() {
+        assert_eq!(du_human(0), "0");
+        assert_eq!(du_human(1023), "1023");
+        assert_eq!(du_human(4096), "4.0K");
+        assert_eq!(du_human(4097), "4.1K");
+        assert_eq!(du_human(12 << 10), "12K");
+        assert_eq!(du_human((10 << 20) - 1), "10M");
+        assert_eq!(du_human(1536 << 20), "1.5G");
+        assert_eq!(du_human((1 << 20) - 1), "1.0M");
+    }
+
+    #[test]
+    fn type_words_as_stat() {
+        assert_eq!(type_words(libc::S_IFREG | 0o644, 0), "regular empty file");
+        assert_eq!(type_words(libc::S_IFREG | 0o644, 1), "regular file");
+        assert_eq!(type_words(libc::S_IFLNK | 0o777, 3), "symbolic link");
     }
 
     #[test]

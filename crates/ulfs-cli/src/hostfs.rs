@@ -66,6 +66,20 @@ pub fn can_chown() -> bool {
     unsafe { libc::geteuid() == 0 }
 }
 
+/// The process's umask, read without changing it (umask(2) can only swap
+/// it, a race with any other thread); 022, the usual one, where /proc does
+/// not say.
+pub fn umask() -> u32 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("Umask:"))
+                .and_then(|v| u32::from_str_radix(v.trim(), 8).ok())
+        })
+        .unwrap_or(0o022)
+}
+
 /// -1 from a libc call becomes the errno it set.
 fn cvt(r: libc::c_int) -> io::Result<libc::c_int> {
     if r < 0 {
@@ -297,13 +311,14 @@ impl DirRef<'_> {
     }
 
     /// Owner (when `owner` is given), mode (not for symlinks), then times
-    /// of the entry `name`, or of this directory itself for an empty name.
+    /// (when given) of the entry `name`, or of this directory itself for an
+    /// empty name.
     pub fn set_attrs_at(
         &self,
         name: &[u8],
         owner: Option<(u32, u32)>,
         mode: Option<u32>,
-        times: [Timespec; 2],
+        times: Option<[Timespec; 2]>,
     ) -> io::Result<()> {
         let c = cname(name)?;
         let flags = libc::AT_SYMLINK_NOFOLLOW;
@@ -319,6 +334,9 @@ impl DirRef<'_> {
             // callers pass no mode for symlinks).
             cvt(unsafe { libc::fchmodat(self.raw(), c.as_ptr(), mode, 0) })?;
         }
+        let Some(times) = times else {
+            return Ok(());
+        };
         let ts = timespecs(times);
         // SAFETY: a NUL-terminated name and two valid timespecs.
         cvt(unsafe { libc::utimensat(self.raw(), c.as_ptr(), ts.as_ptr(), flags) }).map(drop)
@@ -332,12 +350,12 @@ fn timespecs(times: [Timespec; 2]) -> [libc::timespec; 2] {
     })
 }
 
-/// Owner (when given), mode (when given), then times of an open host file.
+/// Owner, mode, then times (each when given) of an open host file.
 pub fn set_fd_attrs(
     fd: libc::c_int,
     owner: Option<(u32, u32)>,
     mode: Option<u32>,
-    times: [Timespec; 2],
+    times: Option<[Timespec; 2]>,
 ) -> io::Result<()> {
     if let Some((uid, gid)) = owner {
         // SAFETY: fchown of a descriptor the caller holds.
@@ -347,6 +365,9 @@ pub fn set_fd_attrs(
         // SAFETY: fchmod of a descriptor the caller holds.
         cvt(unsafe { libc::fchmod(fd, mode) })?;
     }
+    let Some(times) = times else {
+        return Ok(());
+    };
     let ts = timespecs(times);
     // SAFETY: two valid timespecs for a descriptor the caller holds.
     cvt(unsafe { libc::futimens(fd, ts.as_ptr()) }).map(drop)
@@ -409,7 +430,9 @@ mod tests {
             },
         ];
         let host = HostDir::open(dir.path()).unwrap();
-        host.as_dir().set_attrs_at(b"l", None, None, t).unwrap();
+        host.as_dir()
+            .set_attrs_at(b"l", None, None, Some(t))
+            .unwrap();
         let st = host.as_dir().stat_at(b"l").unwrap();
         assert_eq!(stat_times(&st), t);
         assert_eq!(host.as_dir().readlink_at(b"l").unwrap(), b"nowhere");

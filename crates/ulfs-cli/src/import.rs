@@ -14,12 +14,15 @@
 //! any file whose length differed from its stat size. A failing entry is
 //! reported and the import goes on with the rest, exiting non-zero at the
 //! end (`--fail-fast` stops at the first).
+//!
+//! A single file (or a symlink to one) is imported as DEST/<its name>, the
+//! mirror of what export does with a single file.
 
 use std::collections::HashMap;
 use std::fs::File;
 use std::io;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{FileExt, MetadataExt};
+use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
 use std::path::Path;
 
 use ulfs::{Errno, Fd, Fs, Timespec};
@@ -36,6 +39,10 @@ const CHUNK: usize = 1 << 20;
 
 pub fn run(image_path: &Path, host_dir: &Path, dest: &[u8], fail_fast: bool) -> CliResult {
     let host_ctx = |p: &Path| format!("import: {}", p.display());
+    let meta = std::fs::metadata(host_dir).map_err(|e| CliError::io(host_ctx(host_dir), &e))?;
+    if !meta.is_dir() {
+        return import_file(image_path, host_dir, dest);
+    }
     // The operand itself may be a symlink to the directory to import.
     let open_top = || HostDir::open(host_dir).map_err(|e| CliError::io(host_ctx(host_dir), &e));
     let top = open_top()?;
@@ -89,6 +96,87 @@ pub fn run(image_path: &Path, host_dir: &Path, dest: &[u8], fail_fast: bool) -> 
         importer.fs.sync().map_err(img_err)
     })?;
     failures.finish()
+}
+
+/// Imports the one file `src` as DEST/<its name>, keeping its mode,
+/// owner and times, read to its end as every imported file is.
+fn import_file(image_path: &Path, src: &Path, dest: &[u8]) -> CliResult {
+    let host_err = |e: &io::Error| CliError::io(format!("import: {}", src.display()), e);
+    let name = src
+        .file_name()
+        .map(|n| n.as_bytes().to_vec())
+        .ok_or_else(|| host_err(&io::Error::from_raw_os_error(libc::EINVAL)))?;
+    // Checked before opening: opening a fifo to read would wait for a writer.
+    let kind = std::fs::metadata(src).map_err(|e| host_err(&e))?;
+    // O_NONBLOCK too, should a fifo take the file's place in between.
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(src)
+        .map_err(|e| host_err(&e))?;
+    let meta = file.metadata().map_err(|e| host_err(&e))?;
+    if !kind.is_file() || !meta.is_file() {
+        return Err(CliError::new(
+            format!("import: {}", src.display()),
+            "not a regular file or a directory (ulfs stores only files, directories and symlinks)",
+        ));
+    }
+    let image = std::fs::metadata(image_path).ok();
+    if image.is_some_and(|m| (m.dev(), m.ino()) == (meta.dev(), meta.ino())) {
+        return Err(CliError::new(
+            format!("import: {}", src.display()),
+            "is the image itself",
+        ));
+    }
+    let target = imgpath::join(dest, &name);
+    let img_err = |e: Errno| CliError::errno(format!("import: {}", show(&target)), e);
+    image::with_fs("import", image_path, Access::ReadWrite, |fs| {
+        let dest_err = |e: Errno| CliError::errno(format!("import: {}", show(dest)), e);
+        dir::mkdir_p(fs, dest, 0o755).map_err(dest_err)?;
+        let dir = fs
+            .open(dest, libc::O_RDONLY | libc::O_DIRECTORY, 0)
+            .map_err(dest_err)?;
+        let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL;
+        let opened =
+            remove_non_dir(fs, dir, &name).and_then(|()| fs.openat(dir, &name, flags, 0o600));
+        let _ = fs.close(dir);
+        let fd = opened.map_err(img_err)?;
+        let mut buf = vec![0u8; CHUNK];
+        let mut progress = Progress::new("importing", Unit::Bytes, meta.len());
+        let copied = copy_to_end(fs, &mut buf, &mut progress, &file, fd, meta.len());
+        progress.finish();
+        let done = match copied {
+            Ok(len) => {
+                if len != meta.len() {
+                    eprintln!(
+                        "ulfs: import: {}: read {len} bytes where stat said {} (the file \
+                         changed while read, or its size is not its length); stored as read",
+                        src.display(),
+                        meta.len()
+                    );
+                }
+                let times = [
+                    Timespec {
+                        sec: meta.atime(),
+                        nsec: meta.atime_nsec(),
+                    },
+                    Timespec {
+                        sec: meta.mtime(),
+                        nsec: meta.mtime_nsec(),
+                    },
+                ];
+                fs.fchown(fd, meta.uid(), meta.gid())
+                    .and_then(|()| fs.fchmod(fd, meta.mode() & 0o7777))
+                    .and_then(|()| fs.futimens(fd, Some(times)))
+                    .map_err(img_err)
+            }
+            Err(Failure::Image(e)) => Err(img_err(e)),
+            Err(Failure::Host(e)) => Err(host_err(&e)),
+        };
+        let closed = fs.close(fd).map_err(img_err);
+        done.and(closed)?;
+        fs.sync().map_err(img_err)
+    })
 }
 
 fn times_of(st: &HostStat) -> [Timespec; 2] {

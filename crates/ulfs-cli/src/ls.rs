@@ -1,4 +1,5 @@
-//! `ulfs ls`: list image directories like `ls -1`, `ls -l` and `ls -R`.
+//! `ulfs ls`: list image directories like `ls -1`, `ls -l` and `ls -R`, or
+//! as JSON (`--json`, json.rs) so scripts need not parse text.
 //!
 //! Names are written as raw bytes (they are bytes in the image) and sorted
 //! bytewise, so output is stable and can be compared with `LC_ALL=C ls`.
@@ -14,12 +15,21 @@ use ulfs::{Errno, Fd, Fs, Stat};
 use crate::error::{CliError, CliResult, Failures};
 use crate::format::{local_time, mode_string};
 use crate::image::{self, Access};
-use crate::imgpath::show;
+use crate::imgpath::{self, show};
+use crate::json;
 use crate::walk::{self, At, Item};
 
 pub struct Options {
     pub long: bool,
     pub recursive: bool,
+    /// One JSON array of every entry listed (with -R, of the whole tree).
+    pub json: bool,
+}
+
+/// Where listed entries go: text lines, or elements of one JSON array.
+enum Out<'a, W: Write> {
+    Text(&'a mut W),
+    Json(json::ArrayWriter<&'a mut W>),
 }
 
 pub fn run(image_path: &Path, path: &[u8], opts: &Options) -> CliResult {
@@ -27,7 +37,21 @@ pub fn run(image_path: &Path, path: &[u8], opts: &Options) -> CliResult {
     let mut out = BufWriter::new(stdout.lock());
     let mut failures = Failures::default();
     image::with_fs("ls", image_path, Access::ReadOnly, |fs| {
-        list(fs, path, opts, &mut out, &mut failures).map_err(|e| stdout_error(&e))?;
+        let listed = if opts.json {
+            // The array is written even when the operand fails, so stdout
+            // is always one valid JSON document.
+            json::ArrayWriter::new(&mut out).and_then(|w| {
+                let mut sink = Out::Json(w);
+                list(fs, path, opts, &mut sink, &mut failures)?;
+                match sink {
+                    Out::Json(w) => w.finish().map(drop),
+                    Out::Text(_) => Ok(()),
+                }
+            })
+        } else {
+            list(fs, path, opts, &mut Out::Text(&mut out), &mut failures)
+        };
+        listed.map_err(|e| stdout_error(&e))?;
         out.flush().map_err(|e| stdout_error(&e))
     })?;
     failures.finish()
@@ -37,11 +61,11 @@ fn stdout_error(e: &std::io::Error) -> CliError {
     CliError::io("ls: stdout", e)
 }
 
-fn list(
+fn list<W: Write>(
     fs: &mut Fs,
     path: &[u8],
     opts: &Options,
-    out: &mut impl Write,
+    out: &mut Out<W>,
     failures: &mut Failures,
 ) -> std::io::Result<()> {
     let ctx = |p: &[u8]| format!("ls: {}", show(p));
@@ -55,13 +79,16 @@ fn list(
     // Like ls: a symlink operand to a directory is listed as the directory,
     // except in long mode where the link itself is shown.
     let is_dir = stat.is_dir()
-        || (stat.is_symlink() && !opts.long && fs.stat(path).is_ok_and(|s| s.is_dir()));
+        || (stat.is_symlink()
+            && !opts.long
+            && !opts.json
+            && fs.stat(path).is_ok_and(|s| s.is_dir()));
     if !is_dir {
         let item = Item {
             name: path.to_vec(),
             stat,
         };
-        return write_items(fs, libc::AT_FDCWD, &[item], opts, out);
+        return write_items(fs, libc::AT_FDCWD, None, &[item], opts, out);
     }
     let top = match fs.open(path, libc::O_RDONLY | libc::O_DIRECTORY, 0) {
         Ok(fd) => fd,
@@ -84,30 +111,30 @@ fn list(
 
 /// `ls` over the walk: each directory's entries as it is entered; with
 /// -R a "path:" header first and its subdirectories after.
-struct Lister<'a, W: Write> {
+struct Lister<'a, 'o, W: Write> {
     opts: &'a Options,
-    out: &'a mut W,
+    out: &'a mut Out<'o, W>,
     failures: &'a mut Failures,
     first: bool,
     /// The first failure to write stdout: nothing more is worth listing.
     io: std::io::Result<()>,
 }
 
-impl<W: Write> Lister<'_, W> {
+impl<W: Write> Lister<'_, '_, W> {
     fn print(&mut self, fs: &mut Fs, dir: Fd, at: &At, items: &[Item]) -> std::io::Result<()> {
-        if self.opts.recursive {
+        if let (true, Out::Text(out)) = (self.opts.recursive, &mut *self.out) {
             if !self.first {
-                self.out.write_all(b"\n")?;
+                out.write_all(b"\n")?;
             }
-            self.out.write_all(&at.path())?;
-            self.out.write_all(b":\n")?;
+            out.write_all(&at.path())?;
+            out.write_all(b":\n")?;
         }
         self.first = false;
-        write_items(fs, dir, items, self.opts, self.out)
+        write_items(fs, dir, Some(at), items, self.opts, self.out)
     }
 }
 
-impl<W: Write> walk::Visit for Lister<'_, W> {
+impl<W: Write> walk::Visit for Lister<'_, '_, W> {
     fn dir(&mut self, fs: &mut Fs, dir: Fd, at: &At, items: Vec<Item>) -> Vec<Vec<u8>> {
         if let Err(e) = self.print(fs, dir, at, &items) {
             self.io = Err(e);
@@ -133,15 +160,37 @@ impl<W: Write> walk::Visit for Lister<'_, W> {
     }
 }
 
-/// Items of the directory open as `dir` (AT_FDCWD with a path as name for
-/// a single operand).
-fn write_items(
+/// Items of the directory open as `dir` and found at `at` (AT_FDCWD and
+/// no `at`, with a path as name, for a single operand).
+fn write_items<W: Write>(
     fs: &mut Fs,
     dir: Fd,
+    at: Option<&At>,
     items: &[Item],
     opts: &Options,
-    out: &mut impl Write,
+    out: &mut Out<W>,
 ) -> std::io::Result<()> {
+    let out = match out {
+        Out::Text(out) => &mut **out,
+        Out::Json(w) => {
+            for item in items {
+                let (path, name) = match at {
+                    Some(at) => (at.child(&item.name), item.name.as_slice()),
+                    None => (
+                        item.name.clone(),
+                        imgpath::file_name(&item.name).unwrap_or(&item.name),
+                    ),
+                };
+                let target = item
+                    .stat
+                    .is_symlink()
+                    .then(|| fs.readlinkat(dir, &item.name).ok())
+                    .flatten();
+                w.push(&json::entry(&path, name, &item.stat, target.as_deref()))?;
+            }
+            return Ok(());
+        }
+    };
     if !opts.long {
         for item in items {
             out.write_all(&item.name)?;

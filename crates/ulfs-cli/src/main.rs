@@ -8,7 +8,12 @@
 
 mod bench;
 mod cat;
+mod chmod;
+mod chown;
+mod copy;
+mod cp;
 mod dir;
+mod du;
 mod error;
 mod export;
 mod format;
@@ -16,25 +21,33 @@ mod fsck;
 mod hostfs;
 mod hostwalk;
 mod image;
+mod images;
 mod imgpath;
 mod import;
 mod info;
+mod json;
+mod ln;
 mod ls;
 mod mkdir;
 mod mkfs;
 mod mount;
+mod mv;
+mod operand;
 mod progress;
 mod rm;
 mod run;
 mod sandbox;
 mod size;
+mod stat;
+mod touch;
+mod tree;
 mod walk;
 
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{ArgAction, Parser, Subcommand};
 
 use crate::error::{CliError, CliResult};
 
@@ -48,7 +61,10 @@ pub(crate) const EXIT_USAGE: i32 = 2;
     about = "Create, inspect and fill ulfs images (in-process file systems in one host file)",
     long_about = None,
     after_help = "Paths inside an image are absolute (e.g. /etc/passwd). SIZE values take \
-                  K, M, G, T or P suffixes (powers of 1024), e.g. 64M."
+                  K, M, G, T or P suffixes (powers of 1024), e.g. 64M. `cp` names files in \
+                  images as IMAGE:/PATH (e.g. disk.img:/etc/passwd); the other commands take \
+                  the image first, then paths inside it.\n\n\
+                  Example:\n  ulfs mkfs disk.img 64M && ulfs cp -a ./photos disk.img:/ && ulfs tree disk.img"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -58,6 +74,7 @@ struct Cli {
 #[derive(Subcommand)]
 pub(crate) enum Command {
     /// Create a new, empty image file of the given size
+    #[command(after_help = "Example:\n  ulfs mkfs disk.img 256M --label data")]
     Mkfs {
         /// Image file to create (or a block device)
         image: PathBuf,
@@ -82,11 +99,24 @@ pub(crate) enum Command {
         sparse: bool,
     },
     /// Show what an image's superblock records (size, usage, label, uuid, ...)
+    #[command(after_help = concat!(
+        "With --json: ",
+        json::info_fields!(),
+        "\n\nExample:\n  ulfs info disk.img --json"
+    ))]
     Info {
         /// Image file
         image: PathBuf,
+        /// Print one JSON object instead of text (fields below)
+        #[arg(long)]
+        json: bool,
     },
     /// List a directory in the image (like ls -1, sorted by name, hidden names included)
+    #[command(after_help = concat!(
+        "With --json: one JSON array. ",
+        json::entry_fields!(),
+        "\n\nExample:\n  ulfs ls disk.img /etc -l"
+    ))]
     Ls {
         /// Image file
         image: PathBuf,
@@ -99,8 +129,16 @@ pub(crate) enum Command {
         /// List subdirectories recursively, each under a "path:" header
         #[arg(short = 'R', long)]
         recursive: bool,
+        /// Print one JSON array of the entries (with -R, of the whole
+        /// tree; a symlink operand is shown itself, as with -l)
+        #[arg(long)]
+        json: bool,
+        /// Draw the tree below the directory, as `ulfs tree`
+        #[arg(long, conflicts_with_all = ["json", "long", "recursive"])]
+        tree: bool,
     },
     /// Write files from the image to stdout
+    #[command(after_help = "Example:\n  ulfs cat disk.img /etc/hostname")]
     Cat {
         /// Image file
         image: PathBuf,
@@ -109,6 +147,7 @@ pub(crate) enum Command {
         paths: Vec<OsString>,
     },
     /// Create directories in the image
+    #[command(after_help = "Example:\n  ulfs mkdir disk.img /srv/www -p")]
     Mkdir {
         /// Image file
         image: PathBuf,
@@ -120,6 +159,7 @@ pub(crate) enum Command {
         parents: bool,
     },
     /// Remove files (and with -r, directories with their contents) from the image
+    #[command(after_help = "Example:\n  ulfs rm disk.img /tmp -r")]
     Rm {
         /// Image file
         image: PathBuf,
@@ -130,22 +170,24 @@ pub(crate) enum Command {
         #[arg(short, long)]
         recursive: bool,
     },
-    /// Copy the contents of a host directory into the image
+    /// Copy the contents of a host directory (or one file) into the image
     ///
     /// Keeps permission bits, owners, access and modification times (ns),
     /// symlinks (targets verbatim), hard links and holes. Sockets, fifos
     /// and devices are skipped with a warning. Like `cp -a HOSTDIR/. DEST`,
-    /// DEST also takes HOSTDIR's own mode, owner and times.
+    /// DEST also takes HOSTDIR's own mode, owner and times. A single file
+    /// is imported as DEST/<name>.
     ///
     /// Files are read to their end, not to their stat size (so /proc and
     /// sysfs files keep their content); a file whose length differs from
     /// its stat size is stored as read, with a warning. An entry that fails
     /// is reported and the rest is imported; the exit status is then 1.
     /// Trees of any depth are walked (by descriptor, not by path).
+    #[command(after_help = "Example:\n  ulfs import disk.img ./site /srv/www")]
     Import {
         /// Image file
         image: PathBuf,
-        /// Host directory whose contents are copied
+        /// Host directory whose contents are copied, or one file
         hostdir: PathBuf,
         /// Directory inside the image (created with parents if missing)
         #[arg(default_value = "/")]
@@ -165,6 +207,7 @@ pub(crate) enum Command {
     /// fails is reported (a file that fails part-way keeps what was read)
     /// and the rest is exported; the exit status is then 1. Trees of any
     /// depth are walked (by descriptor, not by path).
+    #[command(after_help = "Example:\n  ulfs export disk.img /srv/www ./backup")]
     Export {
         /// Image file
         image: PathBuf,
@@ -177,6 +220,242 @@ pub(crate) enum Command {
         #[arg(long)]
         fail_fast: bool,
     },
+    /// Copy files and trees between the host and images, as cp(1)
+    ///
+    /// Each operand is a host path or IMAGE:/PATH, so a copy may go from
+    /// the host into an image, out of one, or between images (two, or the
+    /// same one). With several SOURCEs, or when DEST is an existing
+    /// directory, each SOURCE is copied into DEST under its own name;
+    /// otherwise SOURCE is copied as DEST. IMAGE:/ names an image's whole
+    /// tree (its contents are merged into an existing DEST).
+    ///
+    /// Without -a a copy gets its source's permission bits less the umask,
+    /// new times and the caller as owner; symlinks in a tree are copied as
+    /// symlinks, and a symlink SOURCE is followed unless -r. An existing
+    /// file at the destination is replaced; directories are merged. An
+    /// entry that fails is reported, the rest is copied, and the exit
+    /// status is then 1. Images only read are opened read-only.
+    #[command(override_usage = "ulfs cp [-r] [-a] SOURCE... DEST", after_help = concat!(
+        "An operand is IMAGE:/PATH when the text before its first ':' is an existing file \
+         (not a directory) and the text after it starts with '/'; anything else is a host \
+         path. A leading './' always makes a host path (./a:/b is the host file 'a:/b').",
+        "\n\nExample:\n  ulfs cp -a ./photos disk.img:/home/me/"
+    ))]
+    Cp {
+        /// Copy directories and everything below them
+        #[arg(short = 'r', visible_short_alias = 'R', long)]
+        recursive: bool,
+        /// Archive: -r, and keep modes, times (ns), owners (on the host
+        /// only as root), symlinks and hard links within the copy
+        #[arg(short = 'a', long)]
+        archive: bool,
+        /// SOURCE... DEST: host paths or IMAGE:/PATH
+        #[arg(required = true, num_args = 2.., value_name = "PATH")]
+        operands: Vec<OsString>,
+    },
+    /// Move or rename files and directories inside the image, as mv(1)
+    ///
+    /// Each move is one atomic rename. With several SOURCEs, or when DEST
+    /// is an existing directory, each SOURCE moves into DEST under its own
+    /// name. (Between images: `ulfs cp -a`, then `ulfs rm -r`.)
+    #[command(
+        override_usage = "ulfs mv [-n] IMAGE SOURCE... DEST",
+        after_help = "Example:\n  ulfs mv disk.img /inbox/report.pdf /archive/2024/"
+    )]
+    Mv {
+        /// Image file
+        image: PathBuf,
+        /// SOURCE... DEST, inside the image
+        #[arg(required = true, num_args = 2.., value_name = "PATH")]
+        paths: Vec<OsString>,
+        /// Never replace an existing DEST (skip that SOURCE)
+        #[arg(short, long)]
+        no_clobber: bool,
+    },
+    /// Make hard links (or with -s, symbolic links) inside the image, as ln(1)
+    ///
+    /// TARGET... LINK: when LINK is an existing directory each link is
+    /// made in it under its TARGET's name. A symlink's TARGET is stored
+    /// as given (relative to the link's directory when used).
+    #[command(
+        override_usage = "ulfs ln [-s] [-f] IMAGE TARGET... LINK",
+        after_help = "Example:\n  ulfs ln -s disk.img ../lib/libfoo.so.1 /usr/lib/libfoo.so"
+    )]
+    Ln {
+        /// Image file
+        image: PathBuf,
+        /// TARGET... LINK, inside the image
+        #[arg(required = true, num_args = 2.., value_name = "PATH")]
+        paths: Vec<OsString>,
+        /// Make symbolic links instead of hard links
+        #[arg(short, long)]
+        symbolic: bool,
+        /// Replace an existing LINK (not a directory)
+        #[arg(short, long)]
+        force: bool,
+    },
+    /// Change permission bits of files in the image, as chmod(1)
+    ///
+    /// MODE is octal (755, 4755) or symbolic (u+x, go-w, a=rX, g=u, +t,
+    /// comma-separated), with chmod(1)'s meaning; a clause without u, g, o
+    /// or a leaves the umask's bits alone. A symlink operand is followed;
+    /// with -R symlinks inside the tree are left alone.
+    #[command(after_help = "Example:\n  ulfs chmod disk.img u+x,go-w /usr/local/bin/tool")]
+    Chmod {
+        /// Image file
+        image: PathBuf,
+        /// Octal or symbolic mode
+        #[arg(allow_hyphen_values = true)]
+        mode: String,
+        /// Files inside the image
+        #[arg(required = true)]
+        paths: Vec<OsString>,
+        /// Change everything below directories too
+        #[arg(short = 'R', long)]
+        recursive: bool,
+    },
+    /// Change the owner and group of files in the image, as chown(1)
+    ///
+    /// OWNER is UID, UID:GID or :GID, in numbers: an image's owners need
+    /// not exist on this host, so names are not looked up. A symlink
+    /// operand is followed unless -h; -R never follows symlinks.
+    #[command(
+        disable_help_flag = true,
+        after_help = "Example:\n  ulfs chown disk.img 1000:1000 /home/me -R"
+    )]
+    Chown {
+        /// Image file
+        image: PathBuf,
+        /// UID, UID:GID or :GID
+        owner: String,
+        /// Files inside the image
+        #[arg(required = true)]
+        paths: Vec<OsString>,
+        /// Change a symlink itself, not the file it points to
+        #[arg(short = 'h', long)]
+        no_dereference: bool,
+        /// Change everything below directories too
+        #[arg(short = 'R', long)]
+        recursive: bool,
+        /// Print help
+        #[arg(long, action = ArgAction::Help)]
+        help: Option<bool>,
+    },
+    /// Create empty files, or set their access and modification times, as touch(1)
+    ///
+    /// Without -d, -t or -r the time is now. DATE is @SECONDS[.FRACTION],
+    /// now, or YYYY-MM-DD[ HH:MM[:SS[.FRACTION]]] (a T may separate date
+    /// and time; a trailing Z, UTC or +HH:MM gives the zone, else local).
+    /// New files get mode 0644.
+    #[command(
+        disable_help_flag = true,
+        after_help = "Example:\n  ulfs touch disk.img /etc/stamp -d 2024-05-01T12:00:00Z"
+    )]
+    Touch {
+        /// Image file
+        image: PathBuf,
+        /// Files inside the image
+        #[arg(required = true)]
+        paths: Vec<OsString>,
+        /// Change only the access time
+        #[arg(short = 'a')]
+        access: bool,
+        /// Change only the modification time
+        #[arg(short = 'm')]
+        modify: bool,
+        /// Do not create missing files
+        #[arg(short = 'c', long)]
+        no_create: bool,
+        /// Change a symlink itself, not the file it points to (never creates)
+        #[arg(short = 'h', long)]
+        no_dereference: bool,
+        /// Use DATE instead of now
+        #[arg(short = 'd', long, value_name = "DATE", allow_hyphen_values = true)]
+        date: Option<String>,
+        /// Use [[CC]YY]MMDDhhmm[.ss] (local time) instead of now
+        #[arg(short = 't', value_name = "STAMP")]
+        stamp: Option<String>,
+        /// Use the times of REF, a file inside the image
+        #[arg(short = 'r', long, value_name = "REF")]
+        reference: Option<OsString>,
+        /// Print help
+        #[arg(long, action = ArgAction::Help)]
+        help: Option<bool>,
+    },
+    /// Show what the image records about files (size, mode, owner, times, ...), as stat(1)
+    #[command(after_help = concat!(
+        "With --json: one JSON array. ",
+        json::entry_fields!(),
+        "\n\nExample:\n  ulfs stat disk.img /etc/passwd --json"
+    ))]
+    Stat {
+        /// Image file
+        image: PathBuf,
+        /// Files inside the image
+        #[arg(required = true)]
+        paths: Vec<OsString>,
+        /// Follow a symlink operand (show the file it points to)
+        #[arg(short = 'L', long)]
+        dereference: bool,
+        /// Print one JSON array, an object per file (fields below)
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show the space files and trees take in the image, as du(1)
+    ///
+    /// Each directory's total is printed after its contents, in KiB of
+    /// blocks used (directories' own blocks included); a file with several
+    /// hard links counts once.
+    #[command(
+        disable_help_flag = true,
+        after_help = "Example:\n  ulfs du disk.img /home -s -h"
+    )]
+    Du {
+        /// Image file
+        image: PathBuf,
+        /// Files or directories inside the image
+        #[arg(default_value = "/")]
+        paths: Vec<OsString>,
+        /// Print files too, not only directories
+        #[arg(short = 'a', long)]
+        all: bool,
+        /// Print only a total for each operand
+        #[arg(short = 's', long, conflicts_with = "max_depth")]
+        summarize: bool,
+        /// Print totals only N levels below an operand
+        #[arg(short = 'd', long, value_name = "N")]
+        max_depth: Option<usize>,
+        /// Sizes in K, M, G (powers of 1024, rounded up)
+        #[arg(short = 'h', long)]
+        human_readable: bool,
+        /// Apparent sizes (file lengths), in bytes
+        #[arg(short = 'b', long)]
+        bytes: bool,
+        /// Apparent sizes (file lengths) instead of blocks used
+        #[arg(long)]
+        apparent_size: bool,
+        /// Print a grand total last
+        #[arg(short = 'c', long)]
+        total: bool,
+        /// Print help
+        #[arg(long, action = ArgAction::Help)]
+        help: Option<bool>,
+    },
+    /// Draw a directory of the image as a tree, as tree(1)
+    #[command(after_help = "Example:\n  ulfs tree disk.img /etc -L 2")]
+    Tree {
+        /// Image file
+        image: PathBuf,
+        /// Directory inside the image
+        #[arg(default_value = "/")]
+        path: OsString,
+        /// Descend at most LEVEL directories
+        #[arg(short = 'L', long, value_name = "LEVEL", value_parser = clap::value_parser!(u64).range(1..))]
+        level: Option<u64>,
+        /// Directories only
+        #[arg(short = 'd', long)]
+        dirs_only: bool,
+    },
     /// Run an unmodified program with the image's files under a prefix
     ///
     /// Paths under the prefix (default /ulfs) are served from the image
@@ -186,6 +465,9 @@ pub(crate) enum Command {
     /// exits; one left by a kill is replayed at the next mount. Programs it
     /// starts run on the image too, one process writing it at a time.
     /// What is covered: docs/RUN.md.
+    #[command(
+        after_help = "Example:\n  ulfs run disk.img -- python3 -c 'print(open(\"/ulfs/etc/hostname\").read())'"
+    )]
     Run {
         /// Image file
         image: PathBuf,
@@ -228,6 +510,7 @@ pub(crate) enum Command {
     /// comma-separated): ro, rw, allow_other, default_permissions (always
     /// on), writeback_cache, uid=N, gid=N, umask=OCTAL, and the kernel's
     /// noatime, nosuid, nodev, noexec, sync, dirsync. docs/MOUNT.md.
+    #[command(after_help = "Example:\n  ulfs mount disk.img /mnt/disk -o ro")]
     Mount {
         /// Image file
         image: PathBuf,
@@ -246,6 +529,7 @@ pub(crate) enum Command {
     /// committed the journal, marked the image clean and let go of it, so
     /// the image can be used as soon as this returns. Refused (busy) while
     /// files are open there, unless --lazy.
+    #[command(after_help = "Example:\n  ulfs umount /mnt/disk")]
     Umount {
         /// The mount point
         mountpoint: PathBuf,
@@ -259,7 +543,10 @@ pub(crate) enum Command {
     ///
     /// Runs the `ulfs-bench` program built beside this one; every argument
     /// goes to it. docs/BENCHMARKS.md says what is measured and how.
-    #[command(disable_help_flag = true)]
+    #[command(
+        disable_help_flag = true,
+        after_help = "Example:\n  ulfs bench --quick --out /tmp/bench"
+    )]
     Bench {
         /// Arguments for ulfs-bench: [--quick] [--out DIR] [--list]
         /// [--replot DIR] [EXPERIMENT...]
@@ -276,6 +563,7 @@ pub(crate) enum Command {
     /// Exit status, as fsck(8): 0 clean, 1 errors corrected (--repair),
     /// 4 errors left uncorrected, 8 the image could not be checked
     /// (unreadable or not an ulfs image).
+    #[command(after_help = "Example:\n  ulfs fsck disk.img --repair")]
     Fsck {
         /// Image file
         image: PathBuf,
@@ -346,16 +634,35 @@ fn run(command: Command) -> CliResult {
                 sparse,
             })
         }
-        Command::Info { image } => info::run(&image),
+        Command::Info { image, json } => info::run(&image, json),
+        Command::Ls {
+            image,
+            path,
+            tree: true,
+            ..
+        } => tree::run(
+            &image,
+            &imgpath::from_arg(&path),
+            &tree::Options {
+                level: None,
+                dirs_only: false,
+            },
+        ),
         Command::Ls {
             image,
             path,
             long,
             recursive,
+            json,
+            tree: false,
         } => ls::run(
             &image,
             &imgpath::from_arg(&path),
-            &ls::Options { long, recursive },
+            &ls::Options {
+                long,
+                recursive,
+                json,
+            },
         ),
         Command::Cat { image, paths } => cat::run(&image, &bytes(&paths)),
         Command::Mkdir {
@@ -380,6 +687,111 @@ fn run(command: Command) -> CliResult {
             hostdir,
             fail_fast,
         } => export::run(&image, &imgpath::from_arg(&src), &hostdir, fail_fast),
+        Command::Cp {
+            recursive,
+            archive,
+            operands,
+        } => cp::run(&operands, recursive, archive),
+        Command::Mv {
+            image,
+            paths,
+            no_clobber,
+        } => mv::run(&image, &bytes(&paths), no_clobber),
+        Command::Ln {
+            image,
+            paths,
+            symbolic,
+            force,
+        } => ln::run(&image, &bytes(&paths), &ln::Options { symbolic, force }),
+        Command::Chmod {
+            image,
+            mode,
+            paths,
+            recursive,
+        } => chmod::run(&image, &mode, &bytes(&paths), recursive),
+        Command::Chown {
+            image,
+            owner,
+            paths,
+            no_dereference,
+            recursive,
+            help: _,
+        } => chown::run(
+            &image,
+            &owner,
+            &bytes(&paths),
+            &chown::Options {
+                no_dereference,
+                recursive,
+            },
+        ),
+        Command::Touch {
+            image,
+            paths,
+            access,
+            modify,
+            no_create,
+            no_dereference,
+            date,
+            stamp,
+            reference,
+            help: _,
+        } => touch::run(
+            &image,
+            &bytes(&paths),
+            &touch::Options {
+                no_create,
+                access_only: access,
+                modify_only: modify,
+                no_dereference,
+                date,
+                stamp,
+                reference: reference.as_deref().map(imgpath::from_arg),
+            },
+        ),
+        Command::Stat {
+            image,
+            paths,
+            dereference,
+            json,
+        } => stat::run(&image, &bytes(&paths), &stat::Options { dereference, json }),
+        Command::Du {
+            image,
+            paths,
+            all,
+            summarize,
+            max_depth,
+            human_readable,
+            bytes: in_bytes,
+            apparent_size,
+            total,
+            help: _,
+        } => du::run(
+            &image,
+            &bytes(&paths),
+            &du::Options {
+                all,
+                summarize,
+                max_depth,
+                human: human_readable,
+                bytes: in_bytes,
+                apparent: apparent_size,
+                total,
+            },
+        ),
+        Command::Tree {
+            image,
+            path,
+            level,
+            dirs_only,
+        } => tree::run(
+            &image,
+            &imgpath::from_arg(&path),
+            &tree::Options {
+                level: level.map(|l| usize::try_from(l).unwrap_or(usize::MAX)),
+                dirs_only,
+            },
+        ),
         Command::Fsck { image, repair } => fsck::run(&image, repair),
         Command::Umount { mountpoint, lazy } => mount::umount(&mountpoint, lazy),
         Command::Mount {

@@ -1,4 +1,4 @@
-//! Progress reporting for long jobs (import, export, fsck).
+//! Progress reporting for long jobs (import, export, cp, fsck).
 //!
 //! A bar is useful on a terminal and noise everywhere else (pipes, logs,
 //! tests), and even on a terminal it only helps when the job is long. So the
@@ -32,10 +32,16 @@ pub struct Progress {
     bar: Option<ProgressBar>,
 }
 
+/// Whether a bar could show at all: callers skip work done only for the
+/// bar (a pre-scan of the sizes to copy) when it could not.
+pub fn on_terminal() -> bool {
+    std::io::stderr().is_terminal()
+}
+
 impl Progress {
     pub fn new(label: &'static str, unit: Unit, total: u64) -> Progress {
         Progress {
-            enabled: std::io::stderr().is_terminal(),
+            enabled: on_terminal(),
             unit,
             label,
             total,

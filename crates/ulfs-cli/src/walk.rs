@@ -1,4 +1,5 @@
-//! Walking an image tree by descriptor, for `ls -R`, `rm -r` and `export`.
+//! Walking an image tree by descriptor, for `ls -R`, `rm -r`, `export`,
+//! `du` and `chmod -R`/`chown -R`.
 //!
 //! Every call below the top is made relative to an open directory
 //! descriptor (openat, fstatat, ...), never with a path built from the
@@ -10,6 +11,7 @@
 use ulfs::{Errno, Fd, Fs, Stat};
 
 use crate::dir;
+use crate::error::{CliError, Failures};
 use crate::imgpath;
 
 /// One entry of a directory, as `fstatat(AT_SYMLINK_NOFOLLOW)` saw it.
@@ -175,4 +177,54 @@ fn visit_dir(
         }
     }
     v.dir(fs, fd, &at, items)
+}
+
+/// Calls `f` on every entry below the directory `top` (parents before
+/// their contents), as `chmod -R` and `chown -R` need: each failure,
+/// of `f` or of the walk, is reported as `cmd: path: message` and the
+/// walk goes on.
+pub fn each_below(
+    fs: &mut Fs,
+    top: &[u8],
+    cmd: &str,
+    failures: &mut Failures,
+    f: impl FnMut(&mut Fs, Fd, &Item) -> ulfs::Result<()>,
+) {
+    struct Each<'a, F> {
+        cmd: &'a str,
+        failures: &'a mut Failures,
+        f: F,
+    }
+    impl<F: FnMut(&mut Fs, Fd, &Item) -> ulfs::Result<()>> Visit for Each<'_, F> {
+        fn dir(&mut self, fs: &mut Fs, dir: Fd, at: &At, items: Vec<Item>) -> Vec<Vec<u8>> {
+            let mut subdirs = Vec::new();
+            for item in items {
+                if let Err(e) = (self.f)(fs, dir, &item) {
+                    let ctx = format!("{}: {}", self.cmd, imgpath::show(&at.child(&item.name)));
+                    self.failures.report(CliError::errno(ctx, e));
+                }
+                if item.stat.is_dir() {
+                    subdirs.push(item.name);
+                }
+            }
+            subdirs
+        }
+
+        fn error(&mut self, path: &[u8], e: Errno) {
+            let ctx = format!("{}: {}", self.cmd, imgpath::show(path));
+            self.failures.report(CliError::errno(ctx, e));
+        }
+    }
+    let flags = libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW;
+    let fd = match fs.open(top, flags, 0) {
+        Ok(fd) => fd,
+        Err(e) => {
+            let ctx = format!("{cmd}: {}", imgpath::show(top));
+            failures.report(CliError::errno(ctx, e));
+            return;
+        }
+    };
+    let mut each = Each { cmd, failures, f };
+    walk(fs, fd, top, &mut each);
+    let _ = fs.close(fd);
 }
