@@ -12,9 +12,8 @@
 #   PREFIX/include/ulfs.h                 the C header
 #   PREFIX/lib/pkgconfig/ulfs.pc          for pkg-config --cflags --libs ulfs
 #   PREFIX/share/man/man1, PREFIX/share/{bash-completion,zsh,fish}/...
-#                                         man pages and shell completions, once
-#                                         `ulfs generate-man` exists (else
-#                                         skipped, with a message)
+#                                         man pages and shell completions (made
+#                                         by the installed ulfs from --help)
 #
 # --prefix DIR    where to install (absolute; default /usr/local)
 # --no-build      install what is already built instead of running
@@ -187,12 +186,11 @@ Cflags: -I\${includedir}
 EOF
 put 0644 "$pc" "$libdir/pkgconfig/ulfs.pc"
 
-# --- Man pages and shell completions: HOOK ----------------------------------
+# --- Man pages and shell completions ----------------------------------------
 # `ulfs generate-man DIR` (clap_mangen) and `ulfs generate-completions SHELL
-# DIR` (clap_complete) are hidden subcommands that crates/ulfs-cli is to gain.
-# They run only when the installed ulfs has them (`ulfs generate-man --help`
-# succeeds); until then this part is skipped with a message, and the rest of
-# the install stands.
+# DIR` (clap_complete) are hidden subcommands (crates/ulfs-cli/src/
+# generate.rs). An ulfs built before them (--no-build of an old tree) has
+# neither: the part is then skipped with a message, and the rest stands.
 BIN=$dest/bin/ulfs
 MANDIR=$dest/share/man
 if "$BIN" generate-man --help >/dev/null 2>&1; then

@@ -17,6 +17,13 @@ pub enum Access {
 }
 
 pub fn mount(cmd: &str, image: &Path, access: Access) -> CliResult<Fs> {
+    if access == Access::ReadWrite && ulfs::v1::is_v1_image(image) {
+        return Err(CliError::new(
+            format!("{cmd}: {}", image.display()),
+            "an original ULFS (v1) image, which ulfs only reads; \
+             `ulfs convert V1IMAGE NEWIMAGE` makes an ulfs image of it",
+        ));
+    }
     let opts = MountOptions {
         read_only: access == Access::ReadOnly,
         ..Default::default()

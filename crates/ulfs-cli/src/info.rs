@@ -102,6 +102,33 @@ fn render(info: &Info) -> String {
         ),
         ("journal", journal(info)),
     ];
+    let mut rows = rows;
+    if let Some(v1) = &info.v1 {
+        // What the v1 image records, then its translation (what this view
+        // and every command see), which the rows below describe.
+        let v1_rows = vec![
+            (
+                "format",
+                "original ULFS (v1), read-only: shown as its translation (below); \
+                 `ulfs convert` makes an ulfs image of it"
+                    .to_string(),
+            ),
+            (
+                "v1 size",
+                format!(
+                    "{} blocks ({})",
+                    v1.max_blocks,
+                    human_bytes(v1.max_blocks.saturating_mul(bs))
+                ),
+            ),
+            ("v1 used blocks", v1.used_blocks.to_string()),
+            (
+                "v1 used inodes",
+                format!("{} (in {} inode blocks)", v1.used_inodes, v1.inode_blocks),
+            ),
+        ];
+        rows.splice(0..0, v1_rows);
+    }
     let width = rows.iter().map(|(k, _)| k.len()).max().unwrap_or(0) + 1;
     rows.iter()
         .map(|(k, v)| format!("{:<width$} {v}\n", format!("{k}:")))

@@ -34,7 +34,9 @@ macro_rules! info_fields {
     () => {
         "One object: format_version, label, uuid, mode (journal or none), clean, image_bytes, \
          block_size, total_blocks, used_blocks, free_blocks, used_inodes, free_inodes, \
-         journal_blocks, journal_replayed, mount_count."
+         journal_blocks, journal_replayed, mount_count, v1 (null, or for an original ULFS \
+         image what it records: max_blocks, used_blocks, used_inodes, inode_blocks; the \
+         other fields then describe the read-only translation it is mounted as)."
     };
 }
 pub(crate) use info_fields;
@@ -106,6 +108,12 @@ pub fn info(info: &Info) -> Value {
         "journal_blocks": info.journal_blocks,
         "journal_replayed": info.journal_replayed,
         "mount_count": info.mount_count,
+        "v1": info.v1.map(|v| json!({
+            "max_blocks": v.max_blocks,
+            "used_blocks": v.used_blocks,
+            "used_inodes": v.used_inodes,
+            "inode_blocks": v.inode_blocks,
+        })),
     })
 }
 

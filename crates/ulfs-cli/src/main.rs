@@ -10,6 +10,7 @@ mod bench;
 mod cat;
 mod chmod;
 mod chown;
+mod convert;
 mod copy;
 mod cp;
 mod dir;
@@ -18,6 +19,7 @@ mod error;
 mod export;
 mod format;
 mod fsck;
+mod generate;
 mod hostfs;
 mod hostwalk;
 mod image;
@@ -34,6 +36,7 @@ mod mount;
 mod mv;
 mod operand;
 mod progress;
+mod resize;
 mod rm;
 mod run;
 mod sandbox;
@@ -47,7 +50,7 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{ArgAction, Parser, Subcommand};
+use clap::{ArgAction, CommandFactory, Parser, Subcommand};
 
 use crate::error::{CliError, CliResult};
 
@@ -571,6 +574,61 @@ pub(crate) enum Command {
         #[arg(long, short = 'y')]
         repair: bool,
     },
+    /// Grow or shrink an image (offline), as resize2fs does
+    ///
+    /// Growing makes a regular image file larger first (a block device
+    /// must already be as large); shrinking works when nothing is stored
+    /// past the new size, and cuts the file after. The size changes in one
+    /// journal transaction: a crash leaves the old size or the new one.
+    /// The image is checked first (as `ulfs fsck`) unless --force.
+    #[command(after_help = "Example:\n  ulfs resize disk.img 1G")]
+    Resize {
+        /// Image file (or block device), not in use
+        image: PathBuf,
+        /// New size: bytes, or with a K/M/G/T suffix (rounded down to 4 KiB)
+        #[arg(allow_hyphen_values = true)]
+        size: String,
+        /// Resize without checking the image first
+        #[arg(long)]
+        force: bool,
+    },
+    /// Make an ulfs image holding the files of an original ULFS (v1) image
+    ///
+    /// Every directory and file is copied (v1 keeps no modes, owners or
+    /// times: directories get 0755, files 0644, owner root, and every time
+    /// is the v1 image's modification time). The v1 image is only read;
+    /// a damaged one is refused with what is wrong. Other commands read
+    /// v1 images directly, read-only.
+    #[command(after_help = "Example:\n  ulfs convert old-ulfs.img disk.img")]
+    Convert {
+        /// The original ULFS image
+        v1_image: PathBuf,
+        /// The ulfs image to make
+        image: PathBuf,
+        /// Size of the new image (default: what the files need, with room)
+        #[arg(long, value_name = "SIZE")]
+        size: Option<String>,
+        /// Replace an existing image file
+        #[arg(long)]
+        force: bool,
+        /// Durability mode of the new image
+        #[arg(long, value_enum, default_value_t = mkfs::ModeArg::Journal)]
+        mode: mkfs::ModeArg,
+    },
+    /// Write the man pages (one per command) into a directory
+    #[command(hide = true)]
+    GenerateMan {
+        /// Directory for ulfs.1, ulfs-mkfs.1, ...
+        dir: PathBuf,
+    },
+    /// Write a shell's completion script into a directory
+    #[command(hide = true)]
+    GenerateCompletions {
+        /// bash, zsh, fish, elvish or powershell
+        shell: clap_complete::Shell,
+        /// Directory for the script
+        dir: PathBuf,
+    },
 }
 
 fn main() -> ExitCode {
@@ -793,6 +851,42 @@ fn run(command: Command) -> CliResult {
             },
         ),
         Command::Fsck { image, repair } => fsck::run(&image, repair),
+        Command::Resize { image, size, force } => {
+            let size = size::parse_size(&size)
+                .map_err(|msg| CliError::new("resize", msg).with_code(EXIT_USAGE))?;
+            resize::run(&resize::Args {
+                image: &image,
+                size,
+                force,
+            })
+        }
+        Command::Convert {
+            v1_image,
+            image,
+            size,
+            force,
+            mode,
+        } => {
+            let size = size
+                .as_deref()
+                .map(|s| {
+                    size::parse_size(s)
+                        .map_err(|msg| CliError::new("convert", msg).with_code(EXIT_USAGE))
+                })
+                .transpose()?
+                .unwrap_or(0);
+            convert::run(&convert::Args {
+                v1: &v1_image,
+                image: &image,
+                size,
+                force,
+                mode,
+            })
+        }
+        Command::GenerateMan { dir } => generate::man_pages(Cli::command(), &dir),
+        Command::GenerateCompletions { shell, dir } => {
+            generate::completions(Cli::command(), shell, &dir)
+        }
         Command::Umount { mountpoint, lazy } => mount::umount(&mountpoint, lazy),
         Command::Mount {
             image,
