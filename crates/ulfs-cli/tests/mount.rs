@@ -373,6 +373,47 @@ fn concurrent_readers_writers_and_listers_see_consistent_files() {
     assert_clean(&image);
 }
 
+/// relatime holds through the kernel's page cache: a file whose pages are
+/// cached (written whole through the mount, then read) still gets its
+/// atime moved by the first read after a change, and reading a symlink
+/// moves its atime (review findings: cached pages kept across opens had
+/// hidden such reads from the server).
+#[test]
+fn atime_follows_relatime_through_the_page_cache_and_symlinks() {
+    let Some((_dir, image, mnt)) =
+        setup("atime_follows_relatime_through_the_page_cache_and_symlinks")
+    else {
+        return;
+    };
+    let m = FuseMount::start(&ulfs(), &image, &mnt, &[]).unwrap();
+    let f = mnt.join("f");
+    std::fs::write(&f, vec![7u8; 8192]).unwrap();
+    std::fs::read(&f).unwrap();
+    let tick = || std::thread::sleep(std::time::Duration::from_millis(1100));
+    for round in 0..2 {
+        tick();
+        sh(&format!("touch -m {}", f.display()));
+        tick();
+        std::fs::read(&f).unwrap();
+        let st = std::fs::metadata(&f).unwrap();
+        assert!(
+            st.atime() > st.mtime(),
+            "round {round}: atime {} not moved past mtime {}",
+            st.atime(),
+            st.mtime()
+        );
+    }
+    let link = mnt.join("link");
+    std::os::unix::fs::symlink("target", &link).unwrap();
+    let before = std::fs::symlink_metadata(&link).unwrap().atime();
+    tick();
+    assert_eq!(std::fs::read_link(&link).unwrap(), Path::new("target"));
+    let after = std::fs::symlink_metadata(&link).unwrap().atime();
+    assert!(after > before, "readlink moved atime: {before} -> {after}");
+    assert!(m.unmount().success());
+    assert_clean(&image);
+}
+
 /// `ulfs mount` without --foreground returns once the mount is ready and
 /// leaves a server behind; an image in use is refused with the usual
 /// error; SIGTERM to the server unmounts cleanly; bad input is refused

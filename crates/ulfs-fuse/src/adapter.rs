@@ -59,13 +59,24 @@ const MAX_WRITE: u32 = 1 << 20;
 /// The most one copy_file_range request copies.
 const COPY_MAX: u64 = 16 << 20;
 
-/// Open files keep the kernel's cached pages from one open to the next
-/// (without it every open drops them, and a file read again is read from
-/// the server again): safe because this mount is its image's only writer
-/// and every change to a file's bytes passes through the kernel, which
-/// updates or drops its pages (writes, truncates, fallocate, and
-/// copy_file_range, whose target range it drops).
-const OPEN_FLAGS: FopenFlags = FopenFlags::FOPEN_KEEP_CACHE;
+/// What an open of `ino` answers. The kernel's cached pages of the file
+/// are kept from one open to the next (FOPEN_KEEP_CACHE; without it every
+/// open drops them, and a file read again is read from the server again)
+/// when that loses nothing: this mount is its image's only writer and
+/// every change to a file's bytes passes through the kernel, which updates
+/// or drops its pages (writes, truncates, fallocate, and copy_file_range,
+/// whose target range it drops); but a read the cache answers never
+/// reaches the server, so atime could not move. Under relatime a read
+/// moves atime only when it is due (the first read after a change, or a
+/// day after the last update): then the pages are dropped, the first read
+/// comes here and records it, and the next open keeps them again.
+fn open_flags(vol: &Volume, ino: Ino) -> FopenFlags {
+    if vol.atime_due(ino) == Ok(false) {
+        FopenFlags::FOPEN_KEEP_CACHE
+    } else {
+        FopenFlags::empty()
+    }
+}
 
 thread_local! {
     /// Each request loop's buffer for reads (up to the kernel's largest
@@ -400,8 +411,14 @@ impl Filesystem for UlfsFuse {
 
     fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
         let ino = self.map.to_ulfs(ino);
-        match self.with_shared(|vol| vol.readlink_ino(ino)) {
-            Ok(t) => reply.data(&t),
+        // Reading a symlink is an access (Linux's readlink moves atime).
+        match self.with_shared(|vol| Ok((vol.readlink_ino(ino)?, vol.atime_due(ino)?))) {
+            Ok((target, atime_due)) => {
+                if atime_due {
+                    self.record_atime(ino);
+                }
+                reply.data(&target)
+            }
             Err(e) => reply.error(errno(e)),
         }
     }
@@ -521,10 +538,10 @@ impl Filesystem for UlfsFuse {
             if vol.stat_ino(ino)?.is_dir() {
                 return Err(Errno::EISDIR);
             }
-            Ok(self.open_handle(vol, ino))
+            Ok((self.open_handle(vol, ino), open_flags(vol, ino)))
         });
         match r {
-            Ok(fh) => reply.opened(fh, OPEN_FLAGS),
+            Ok((fh, flags)) => reply.opened(fh, flags),
             Err(e) => reply.error(errno(e)),
         }
     }
@@ -637,7 +654,8 @@ impl Filesystem for UlfsFuse {
             Ok(self.open_handle(vol, ino))
         });
         match r {
-            Ok(fh) => reply.opened(fh, OPEN_FLAGS),
+            // No FOPEN_CACHE_DIR: every listing comes here (and moves atime).
+            Ok(fh) => reply.opened(fh, FopenFlags::empty()),
             Err(e) => reply.error(errno(e)),
         }
     }
@@ -768,10 +786,11 @@ impl Filesystem for UlfsFuse {
             let ino = vol.create(parent, name.as_bytes(), mode, req.uid(), req.gid(), b"")?;
             self.settle(vol, true)?;
             let (attr, generation) = self.entry_of(vol, ino)?;
-            Ok((attr, generation, self.open_handle(vol, ino)))
+            let flags = open_flags(vol, ino);
+            Ok((attr, generation, self.open_handle(vol, ino), flags))
         });
         match r {
-            Ok((attr, generation, fh)) => reply.created(&TTL, &attr, generation, fh, OPEN_FLAGS),
+            Ok((attr, generation, fh, flags)) => reply.created(&TTL, &attr, generation, fh, flags),
             Err(e) => reply.error(errno(e)),
         }
     }
