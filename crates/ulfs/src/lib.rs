@@ -12,6 +12,8 @@
 //! - [`posix`]: descriptors, paths, the syscall-shaped [`Fs`] API;
 //! - [`stdapi`]: a `std::fs`-like layer with a thread-safe wrapper;
 //! - [`fsck`]: the checker;
+//! - [`inspect`]: a read-only look at every structure of an image (the
+//!   library behind `ulfs debug`);
 //! - [`v1`]: original ULFS images, read and translated (beside `fs`, which
 //!   mounts them through it).
 
@@ -20,6 +22,7 @@ pub mod error;
 pub mod format;
 pub mod fs;
 pub mod fsck;
+pub mod inspect;
 pub mod posix;
 pub mod stdapi;
 pub mod store;
