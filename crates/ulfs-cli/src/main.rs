@@ -13,6 +13,7 @@ mod chown;
 mod convert;
 mod copy;
 mod cp;
+mod debug;
 mod dir;
 mod du;
 mod error;
@@ -615,6 +616,28 @@ pub(crate) enum Command {
         #[arg(long, value_enum, default_value_t = mkfs::ModeArg::Journal)]
         mode: mkfs::ModeArg,
     },
+    /// Look inside an image, as debugfs does (read-only)
+    ///
+    /// One request from the command line, or none to read requests from
+    /// stdin, one a line (`help` lists them): superblock, block N [--disk]
+    /// [--no-hex], inode PATH|INO, tree PATH|INO, map PATH|INO, journal,
+    /// owner N. Works on images that will not mount (from the raw blocks)
+    /// and never writes the image.
+    #[command(after_help = concat!(
+        "Requests:\n",
+        debug::requests!(),
+        "\n\nExample:\n  ulfs debug disk.img map /var/log/syslog"
+    ))]
+    Debug {
+        /// Image file (or block device)
+        image: PathBuf,
+        /// Show every entry, run and record (default: the first 16 of each node or list)
+        #[arg(long)]
+        all: bool,
+        /// The request and its arguments (none: read requests from stdin)
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        request: Vec<String>,
+    },
     /// Write the man pages (one per command) into a directory
     #[command(hide = true)]
     GenerateMan {
@@ -883,6 +906,11 @@ fn run(command: Command) -> CliResult {
                 mode,
             })
         }
+        Command::Debug {
+            image,
+            all,
+            request,
+        } => debug::run(&image, all, &request),
         Command::GenerateMan { dir } => generate::man_pages(Cli::command(), &dir),
         Command::GenerateCompletions { shell, dir } => {
             generate::completions(Cli::command(), shell, &dir)
