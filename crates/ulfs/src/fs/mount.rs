@@ -226,6 +226,11 @@ impl Volume {
         self.sb.state = STATE_DIRTY;
         self.sb.mount_time = self.now().sec;
         self.sb.mount_count = self.sb.mount_count.wrapping_add(1);
+        // Written now, not with the first change: a mount that crashes
+        // before committing anything still leaves the image marked dirty
+        // (in journal mode nothing else would put the superblock in a
+        // transaction).
+        self.sb_dirty = true;
         self.sync()?;
         Ok(())
     }
@@ -357,4 +362,44 @@ fn describe(e: &SbError) -> String {
 /// The published ULFS writes magic 0x11089160 at offset 0 of block 0.
 fn looks_like_ulfs_v1(b: Option<&crate::format::Block>) -> bool {
     b.is_some_and(|b| crate::format::get_u32(b, 0) == 0x1108_9160)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fs::{MkfsOptions, mkfs};
+
+    /// A read-write mount makes the dirty mark, the mount count and time
+    /// durable at once, in both modes: a crash before the first change
+    /// leaves an image that says it was not unmounted cleanly.
+    #[test]
+    fn a_read_write_mount_is_recorded_before_any_change() {
+        for mode in [Mode::Journal, Mode::None] {
+            let dir = tempfile::tempdir().unwrap();
+            let img = dir.path().join("img");
+            let opts = MkfsOptions {
+                size: 8 << 20,
+                mode,
+                ..Default::default()
+            };
+            mkfs(&img, &opts).unwrap();
+            let v = Volume::mount(&img, MountOptions::default()).unwrap();
+            assert!(v.info().clean, "{mode}: mkfs left it clean");
+            // A crash: dropped without unmounting, nothing changed.
+            drop(v);
+            let v = Volume::mount(&img, MountOptions::default()).unwrap();
+            let info = v.info();
+            assert!(!info.clean, "{mode}: the crashed mount was recorded");
+            assert_eq!(info.mount_count, 2, "{mode}");
+            let mut v = v;
+            v.unmount().unwrap();
+            drop(v);
+            let ro = MountOptions {
+                read_only: true,
+                ..Default::default()
+            };
+            let v = Volume::mount(&img, ro).unwrap();
+            assert!(v.info().clean && v.info().mount_count == 2, "{mode}");
+        }
+    }
 }
