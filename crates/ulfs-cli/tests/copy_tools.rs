@@ -6,12 +6,11 @@
 //! fsck` after changing it.
 
 use std::collections::HashMap;
-use std::ffi::CString;
 use std::fs;
-use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use ulfs_testkit::host_files::{chmod, is_root, noise, set_times};
 
 use serde_json::Value;
 
@@ -89,53 +88,6 @@ fn fsck_clean(img: &Path) {
         text(&out.stdout),
         text(&out.stderr)
     );
-}
-
-/// Deterministic pseudo-random bytes (xorshift64*).
-fn noise(len: usize, mut seed: u64) -> Vec<u8> {
-    let mut v = Vec::with_capacity(len + 8);
-    while v.len() < len {
-        seed ^= seed >> 12;
-        seed ^= seed << 25;
-        seed ^= seed >> 27;
-        v.extend_from_slice(&seed.wrapping_mul(0x2545_f491_4f6c_dd1d).to_le_bytes());
-    }
-    v.truncate(len);
-    v
-}
-
-/// atime and mtime with nanoseconds, not following symlinks.
-fn set_times(path: &Path, atime: (i64, i64), mtime: (i64, i64)) {
-    let c = CString::new(path.as_os_str().as_bytes()).unwrap();
-    let ts = [
-        libc::timespec {
-            tv_sec: atime.0,
-            tv_nsec: atime.1,
-        },
-        libc::timespec {
-            tv_sec: mtime.0,
-            tv_nsec: mtime.1,
-        },
-    ];
-    // SAFETY: a valid C string and two timespecs, alive for the call.
-    let rc = unsafe {
-        libc::utimensat(
-            libc::AT_FDCWD,
-            c.as_ptr(),
-            ts.as_ptr(),
-            libc::AT_SYMLINK_NOFOLLOW,
-        )
-    };
-    assert_eq!(rc, 0, "utimensat {}", path.display());
-}
-
-fn chmod(path: &Path, mode: u32) {
-    fs::set_permissions(path, fs::Permissions::from_mode(mode)).unwrap();
-}
-
-fn is_root() -> bool {
-    // SAFETY: no preconditions.
-    unsafe { libc::geteuid() == 0 }
 }
 
 fn json(out: &str) -> Value {

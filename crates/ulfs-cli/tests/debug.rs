@@ -6,31 +6,30 @@ use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
+use ulfs_testkit::cli;
+
 const ULFS: &str = env!("CARGO_BIN_EXE_ulfs");
 
-fn ulfs(args: &[&dyn AsRef<std::ffi::OsStr>]) -> Output {
-    Command::new(ULFS)
-        .args(args.iter().map(|a| a.as_ref()))
-        .output()
-        .expect("run ulfs")
+type Args<'a> = [&'a dyn AsRef<std::ffi::OsStr>];
+
+fn os<'a>(args: &'a Args<'a>) -> Vec<&'a std::ffi::OsStr> {
+    args.iter().map(|a| a.as_ref()).collect()
 }
 
-fn ok(out: &Output) -> String {
-    assert!(
-        out.status.success(),
-        "{:?}: {}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
+fn ulfs(args: &Args) -> Output {
+    cli::run(Path::new(ULFS), &os(args))
+}
+
+fn ok(args: &Args) -> String {
+    cli::ok(Path::new(ULFS), &os(args))
 }
 
 fn image_with_a_file(dir: &Path) -> std::path::PathBuf {
     let img = dir.join("img");
-    ok(&ulfs(&[&"mkfs", &img, &"16M"]));
+    ok(&[&"mkfs", &img, &"16M"]);
     let host = dir.join("f");
     std::fs::write(&host, vec![3u8; 5 * 4096]).unwrap();
-    ok(&ulfs(&[&"import", &img, &host, &"/"]));
+    ok(&[&"import", &img, &host, &"/"]);
     img
 }
 
@@ -39,7 +38,7 @@ fn requests_name_a_files_blocks_and_their_owner() {
     let dir = tempfile::tempdir().unwrap();
     let img = image_with_a_file(dir.path());
     let before = std::fs::read(&img).unwrap();
-    let map = ok(&ulfs(&[&"debug", &img, &"map", &"/f"]));
+    let map = ok(&[&"debug", &img, &"map", &"/f"]);
     // "0..=4   FIRST..=LAST   5": the file's one run of five blocks.
     let run = map
         .lines()
@@ -54,26 +53,20 @@ fn requests_name_a_files_blocks_and_their_owner() {
         .unwrap()
         .parse()
         .unwrap();
-    let owner = ok(&ulfs(&[&"debug", &img, &"owner", &first.to_string()]));
+    let owner = ok(&[&"debug", &img, &"owner", &first.to_string()]);
     assert!(owner.contains("data block 0 (logical) of inode"), "{owner}");
-    let inode = ok(&ulfs(&[&"debug", &img, &"inode", &"/f"]));
+    let inode = ok(&[&"debug", &img, &"inode", &"/f"]);
     assert!(
         inode.contains("regular") && inode.contains("20480"),
         "{inode}"
     );
-    let sb = ok(&ulfs(&[&"debug", &img, &"superblock"]));
+    let sb = ok(&[&"debug", &img, &"superblock"]);
     assert!(sb.contains("total_blocks") && sb.contains("4096"), "{sb}");
-    let root = ok(&ulfs(&[&"debug", &img, &"tree", &"/"]));
+    let root = ok(&[&"debug", &img, &"tree", &"/"]);
     assert!(root.contains("\"f\""), "{root}");
-    let journal = ok(&ulfs(&[&"debug", &img, &"journal"]));
+    let journal = ok(&[&"debug", &img, &"journal"]);
     assert!(journal.contains("header"), "{journal}");
-    let hex = ok(&ulfs(&[
-        &"debug",
-        &img,
-        &"block",
-        &first.to_string(),
-        &"--disk",
-    ]));
+    let hex = ok(&[&"debug", &img, &"block", &first.to_string(), &"--disk"]);
     assert!(hex.contains("0303 0303"), "{hex}");
     assert!(
         std::fs::read(&img).unwrap() == before,

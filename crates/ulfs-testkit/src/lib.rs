@@ -11,6 +11,8 @@
 //! - [`page_cache`]: the host's page cache as the memory budget's tests
 //!   see it (resident pages of a file, dropping them);
 //! - [`rng`]: a deterministic random generator (xorshift64*);
+//! - [`cli`], [`host_files`]: the `ulfs` binary run by a test, and the
+//!   host files its tests make (bytes, exact times, modes);
 //! - [`skip`]: a test that cannot run here says so (and fails where every
 //!   test is required);
 //! - [`fuse_mount`]: an image mounted with `ulfs mount --foreground` for
@@ -21,9 +23,11 @@
 //!   cargo-fuzz targets in `fuzz/` call them, and `tests/replay.rs` replays
 //!   every kept input through them in the test suite.
 
+pub mod cli;
 pub mod damage;
 pub mod fuse_mount;
 pub mod harness;
+pub mod host_files;
 mod host_model;
 pub mod page_cache;
 pub mod rng;
