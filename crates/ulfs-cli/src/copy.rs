@@ -458,32 +458,14 @@ impl File {
 
 /// Data ranges of an image file through SEEK_DATA/SEEK_HOLE.
 fn image_segments(fs: &mut ulfs::Fs, fd: Fd, size: u64) -> ulfs::Result<Vec<(u64, u64)>> {
-    let seek = |fs: &mut ulfs::Fs, off: u64, whence| -> ulfs::Result<Option<u64>> {
+    crate::hostfs::segments_by(size, |off, whence| {
         let off = i64::try_from(off).map_err(|_| Errno::EOVERFLOW)?;
         match fs.lseek(fd, off, whence) {
             Ok(pos) => Ok(Some(pos)),
             Err(e) if e == Errno::ENXIO => Ok(None),
             Err(e) => Err(e),
         }
-    };
-    let mut segments = Vec::new();
-    let mut off = 0;
-    while off < size {
-        let Some(start) = seek(fs, off, libc::SEEK_DATA)? else {
-            break;
-        };
-        if start >= size {
-            break;
-        }
-        let end = seek(fs, start, libc::SEEK_HOLE)?.unwrap_or(size).min(size);
-        if end <= start {
-            segments.push((start, size));
-            break;
-        }
-        segments.push((start, end));
-        off = end;
-    }
-    Ok(segments)
+    })
 }
 
 fn host_path(path: &[u8]) -> &Path {

@@ -20,16 +20,26 @@ use ulfs::Timespec;
 /// Falls back to "all data" where the host file system cannot tell.
 pub fn data_segments(file: &File, size: u64) -> io::Result<Vec<(u64, u64)>> {
     let fd = file.as_raw_fd();
+    segments_by(size, |off, whence| seek(fd, off, whence))
+}
+
+/// The data ranges of a file of `size` bytes found with `seek(off,
+/// SEEK_DATA | SEEK_HOLE)` (`None`: no data at or after `off`), for host
+/// files and image files alike.
+pub fn segments_by<E>(
+    size: u64,
+    mut seek: impl FnMut(u64, i32) -> Result<Option<u64>, E>,
+) -> Result<Vec<(u64, u64)>, E> {
     let mut segments = Vec::new();
     let mut off = 0u64;
     while off < size {
-        let Some(start) = seek(fd, off, libc::SEEK_DATA)? else {
+        let Some(start) = seek(off, libc::SEEK_DATA)? else {
             break;
         };
         if start >= size {
             break;
         }
-        let end = seek(fd, start, libc::SEEK_HOLE)?.unwrap_or(size).min(size);
+        let end = seek(start, libc::SEEK_HOLE)?.unwrap_or(size).min(size);
         if end <= start {
             // Inconsistent answers (a file changing under us): copy the rest.
             segments.push((start, size));
