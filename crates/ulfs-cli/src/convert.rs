@@ -23,7 +23,10 @@ pub struct Args<'a> {
 
 pub fn run(args: &Args<'_>) -> CliResult {
     let ctx = format!("convert: {}", args.v1.display());
-    std::fs::metadata(args.v1).map_err(|e| CliError::io(&ctx, &e))?;
+    let meta = std::fs::metadata(args.v1).map_err(|e| CliError::io(&ctx, &e))?;
+    if meta.is_dir() {
+        return Err(CliError::new(&ctx, "is a directory"));
+    }
     if !ulfs::v1::is_v1_image(args.v1) {
         return Err(CliError::new(
             &ctx,
@@ -56,14 +59,19 @@ pub fn run(args: &Args<'_>) -> CliResult {
             if made {
                 let _ = std::fs::remove_file(args.image);
             }
-            Err(if e.errno == Errno::EEXIST {
-                CliError::new(
-                    format!("convert: {}", args.image.display()),
-                    "it exists and holds data; refusing to overwrite it (use --force to replace it)",
-                )
-            } else {
-                image::whole_image_error("convert", args.v1, &e)
-            })
+            // EEXIST from mkfs: an image was there (a duplicate name in
+            // a damaged v1 directory also gives EEXIST, from the copy).
+            let held_data = std::fs::metadata(args.image).is_ok_and(|m| m.len() > 0);
+            Err(
+                if e.errno == Errno::EEXIST && !made && !args.force && held_data {
+                    CliError::new(
+                        format!("convert: {}", args.image.display()),
+                        "it exists and holds data; refusing to overwrite it (use --force to replace it)",
+                    )
+                } else {
+                    image::whole_image_error("convert", args.v1, &e)
+                },
+            )
         }
     }
 }

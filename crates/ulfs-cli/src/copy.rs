@@ -312,6 +312,38 @@ impl DirAt<'_> {
         }
     }
 
+    /// What the entry `name` names, through a symlink.
+    fn stat(self, imgs: &mut Images, name: &[u8]) -> Result<Meta, Failure> {
+        match self {
+            DirAt::Host(d) => d
+                .stat_follow_at(name)
+                .map(|st| Meta::from_host(&st))
+                .map_err(Failure::Host),
+            DirAt::Image(i, fd) => imgs
+                .fs(i)
+                .fstatat(fd, name, 0)
+                .map(|st| Meta::from_image(&st))
+                .map_err(Failure::Image),
+        }
+    }
+
+    /// The existing regular file `name` names (through a symlink), emptied
+    /// for writing: its inode, links, owner and mode stay, as with cp(1).
+    fn open_existing(self, imgs: &mut Images, name: &[u8]) -> Result<File, Failure> {
+        let flags = libc::O_WRONLY | libc::O_TRUNC;
+        match self {
+            DirAt::Host(d) => d
+                .open_through_at(name, flags)
+                .map(File::Host)
+                .map_err(Failure::Host),
+            DirAt::Image(i, fd) => imgs
+                .fs(i)
+                .openat(fd, name, flags, 0)
+                .map(|fd| File::Image(i, fd))
+                .map_err(Failure::Image),
+        }
+    }
+
     /// A second name `name` for the file open as `file` (same side).
     fn link(self, imgs: &mut Images, file: &File, name: &[u8]) -> Result<(), Failure> {
         match (self, file) {
@@ -907,8 +939,11 @@ impl<'a> Copier<'a> {
         }
     }
 
-    /// Copies a non-directory `src` to the entry `name` of `dst`,
-    /// replacing a non-directory there.
+    /// Copies a non-directory `src` to the entry `name` of `dst`. As cp(1)
+    /// does, a regular file there (or one a symlink there names) is
+    /// written into, keeping its inode, links, owner and mode; a symlink
+    /// (or a second name of a file already copied, with -a) replaces what
+    /// is there; anything else there is refused, never replaced.
     fn leaf(&mut self, src: Src, meta: &Meta, dst: DirAt, name: &[u8]) -> Result<(), Fault> {
         if !meta.is_file() && !meta.is_symlink() {
             return Err(Fault::Skipped(
@@ -918,7 +953,7 @@ impl<'a> Copier<'a> {
         if src.side() == Side::Host && self.imgs.is_image(meta.dev, meta.ino) {
             return Err(Fault::Skipped("skipping the image itself"));
         }
-        match dst.lstat(self.imgs, name) {
+        let exists = match dst.lstat(self.imgs, name) {
             Ok(d) if d.is_dir() => {
                 return Err(Fault::DstSays(
                     "cannot overwrite directory with non-directory".into(),
@@ -929,9 +964,42 @@ impl<'a> Copier<'a> {
                     "is an image this command uses; refusing to overwrite it".into(),
                 ));
             }
-            Ok(_) => dst.unlink(self.imgs, name).map_err(Fault::Dst)?,
-            Err(f) if f.is_enoent() => {}
+            Ok(_) => true,
+            Err(f) if f.is_enoent() => false,
             Err(f) => return Err(Fault::Dst(f)),
+        };
+        let key = (src.side(), meta.dev, meta.ino);
+        let second_name = self.opts.archive && meta.nlink > 1 && self.links.contains_key(&key);
+        let write_into = exists && !meta.is_symlink() && !second_name;
+        if write_into {
+            match dst.stat(self.imgs, name) {
+                Ok(t) if t.is_file() => {
+                    if dst.side() == Side::Host && self.imgs.is_image(t.dev, t.ino) {
+                        return Err(Fault::DstSays(
+                            "names an image this command uses; refusing to overwrite it".into(),
+                        ));
+                    }
+                }
+                Ok(t) if t.is_dir() => {
+                    return Err(Fault::DstSays(
+                        "names a directory; cannot overwrite it with a non-directory".into(),
+                    ));
+                }
+                Ok(_) => {
+                    return Err(Fault::DstSays(
+                        "is not a regular file (a device, FIFO or socket); not writing into it"
+                            .into(),
+                    ));
+                }
+                Err(f) if f.is_enoent() => {
+                    return Err(Fault::DstSays(
+                        "is a dangling symlink; not writing through it".into(),
+                    ));
+                }
+                Err(f) => return Err(Fault::Dst(f)),
+            }
+        } else if exists {
+            dst.unlink(self.imgs, name).map_err(Fault::Dst)?;
         }
         let owner = self.owner_for(dst.side(), meta);
         if meta.is_symlink() {
@@ -943,11 +1011,7 @@ impl<'a> Copier<'a> {
             }
             return Ok(());
         }
-        let key = (src.side(), meta.dev, meta.ino);
-        if self.opts.archive
-            && meta.nlink > 1
-            && let Some((first, left)) = self.links.get_mut(&key)
-        {
+        if second_name && let Some((first, left)) = self.links.get_mut(&key) {
             dst.link(self.imgs, first, name).map_err(Fault::Dst)?;
             *left -= 1;
             if *left == 0
@@ -963,7 +1027,12 @@ impl<'a> Copier<'a> {
         } else {
             meta.mode & 0o777
         };
-        let output = match dst.create(self.imgs, name, mode) {
+        let opened = if write_into {
+            dst.open_existing(self.imgs, name)
+        } else {
+            dst.create(self.imgs, name, mode)
+        };
+        let output = match opened {
             Ok(f) => f,
             Err(f) => {
                 input.close(self.imgs);

@@ -31,7 +31,8 @@ const REQUESTS: &str = requests!();
 
 pub fn run(image: &Path, all: bool, request: &[String]) -> CliResult {
     let ctx = format!("debug: {}", image.display());
-    let insp = Inspector::open(image).map_err(|e| CliError::new(&ctx, e.message))?;
+    let insp =
+        Inspector::open(image).map_err(|e| crate::image::whole_image_error("debug", image, &e))?;
     if let Some(e) = insp.mount_error() {
         eprintln!(
             "ulfs debug: the image does not mount ({}); showing raw blocks",

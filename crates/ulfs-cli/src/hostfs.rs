@@ -191,6 +191,24 @@ impl DirRef<'_> {
         fstat(self.raw())
     }
 
+    /// `fstatat` of what an entry names, through a symlink.
+    pub fn stat_follow_at(&self, name: &[u8]) -> io::Result<HostStat> {
+        let c = cname(name)?;
+        // SAFETY: zeroed memory is a valid `struct stat`.
+        let mut st: HostStat = unsafe { std::mem::zeroed() };
+        // SAFETY: a NUL-terminated name and a writable stat buffer.
+        cvt(unsafe { libc::fstatat(self.raw(), c.as_ptr(), &mut st, 0) })?;
+        Ok(st)
+    }
+
+    /// Opens what the entry `name` names, through a symlink, as cp opens
+    /// an existing destination.
+    pub fn open_through_at(&self, name: &[u8], flags: libc::c_int) -> io::Result<File> {
+        let fd = self.openat(name, flags | libc::O_CLOEXEC, 0)?;
+        // SAFETY: `fd` was just opened and is owned by nothing else.
+        Ok(unsafe { File::from_raw_fd(fd) })
+    }
+
     /// `fstatat(AT_SYMLINK_NOFOLLOW)` of an entry.
     pub fn stat_at(&self, name: &[u8]) -> io::Result<HostStat> {
         let c = cname(name)?;

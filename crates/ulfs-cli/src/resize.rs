@@ -93,30 +93,47 @@ fn resize_volume(ctx: &str, image: &Path, new_blocks: u64) -> CliResult<(u64, u6
         vol.unmount().map_err(|e| CliError::errno(ctx, e))?;
         return Ok((old, old));
     }
-    match vol.resize(new_blocks) {
+    let resized = vol.resize(new_blocks);
+    // Refused or not, the image is unmounted cleanly: a refusal changes
+    // nothing, and must not leave the image marked as not unmounted.
+    let refusal = match resized {
         Ok(r) => {
             vol.unmount().map_err(|e| CliError::errno(ctx, e))?;
-            Ok((r.old_blocks, r.new_blocks))
+            return Ok((r.old_blocks, r.new_blocks));
         }
-        Err(Errno::EINVAL) => {
+        Err(e) => refusal(ctx, image, &vol, new_blocks, e),
+    };
+    let _ = vol.unmount();
+    Err(refusal)
+}
+
+/// Why `vol` refused to take `new_blocks`, in words.
+fn refusal(ctx: &str, image: &Path, vol: &Volume, new_blocks: u64, e: Errno) -> CliError {
+    match e {
+        Errno::EINVAL => {
             let (min, max) = vol.resize_limits();
-            let why = if new_blocks > max && max < vol_store_blocks(image) {
-                " (the journal is too small for more groups)"
-            } else {
-                ""
-            };
-            Err(CliError::new(
-                ctx,
+            let msg = if new_blocks < min {
                 format!(
-                    "the size must be between {} and {}{why}",
-                    human(min * BLOCK_SIZE),
+                    "{} is below the smallest image this one can be ({})",
+                    human(new_blocks * BLOCK_SIZE),
+                    human(min * BLOCK_SIZE)
+                )
+            } else if max < vol_store_blocks(image) {
+                format!(
+                    "at most {}: the journal is too small for a transaction over more groups",
                     human(max * BLOCK_SIZE)
-                ),
-            ))
+                )
+            } else {
+                format!(
+                    "at most {}: the size of the device",
+                    human(max * BLOCK_SIZE)
+                )
+            };
+            CliError::new(ctx, msg)
         }
-        Err(Errno::ENOSPC) => {
+        Errno::ENOSPC => {
             let way = vol.in_use_past(new_blocks).ok().flatten();
-            Err(CliError::new(
+            CliError::new(
                 ctx,
                 match way {
                     Some(w) => format!(
@@ -128,9 +145,9 @@ fn resize_volume(ctx: &str, image: &Path, new_blocks: u64) -> CliResult<(u64, u6
                     ),
                     None => "blocks are in use past the new size".into(),
                 },
-            ))
+            )
         }
-        Err(e) => Err(CliError::errno(ctx, e)),
+        e => CliError::errno(ctx, e),
     }
 }
 

@@ -120,8 +120,23 @@ fn resize_grows_and_shrinks_a_file_image_and_says_why_when_it_cannot() {
     let big = dir.path().join("big");
     std::fs::write(&big, vec![1u8; 200 << 20]).unwrap();
     ok(&[&"import", &img, &big, &"/"]);
+    let before = std::fs::read(&img).unwrap();
     let err = refused(&[&"resize", &img, &"64M"]);
     assert!(err.contains("in use past"), "{err}");
+    // A refusal leaves the image as it was but for the mount's own
+    // record (count, time), and marked clean.
+    let info = ok(&[&"info", &img, &"--json"]);
+    assert!(info.contains("\"clean\": true"), "{info}");
+    let changed = std::fs::read(&img)
+        .unwrap()
+        .iter()
+        .zip(&before)
+        .filter(|(a, b)| a != b)
+        .count();
+    assert!(
+        changed < 4096,
+        "{changed} bytes changed by a refused resize"
+    );
     assert_eq!(
         std::fs::metadata(&img).unwrap().len(),
         300 << 20,
@@ -138,7 +153,9 @@ fn resize_grows_and_shrinks_a_file_image_and_says_why_when_it_cannot() {
     );
     // Too small, and an image in use, are refused and change nothing.
     let err = refused(&[&"resize", &img, &"64K"]);
-    assert!(err.contains("between"), "{err}");
+    assert!(err.contains("below the smallest"), "{err}");
+    let info = ok(&[&"info", &img, &"--json"]);
+    assert!(info.contains("\"clean\": true"), "{info}");
     assert_eq!(std::fs::metadata(&img).unwrap().len(), 40 << 20);
     let held = std::fs::File::open(&img).unwrap();
     held.lock().unwrap();

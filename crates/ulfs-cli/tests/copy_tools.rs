@@ -7,7 +7,7 @@
 
 use std::collections::HashMap;
 use std::fs;
-use std::os::unix::fs::MetadataExt;
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use ulfs_testkit::host_files::{chmod, is_root, noise, set_times};
@@ -417,6 +417,74 @@ fn cp_refuses_clearly_and_leaves_the_image_alone() {
         before,
         "a refused cp changed the image"
     );
+    fsck_clean(&img);
+}
+
+/// An existing destination is written into, as cp(1) does: its inode,
+/// hard links, owner and mode stay, a symlink is followed; a device,
+/// FIFO or dangling symlink is refused, never replaced (review finding:
+/// they were unlinked and made anew, so `cp img:/f /dev/null` as root
+/// replaced the device).
+#[test]
+fn cp_writes_into_an_existing_destination_and_replaces_nothing_else() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = image(dir.path(), "c.img", "16M");
+    let src = dir.path().join("src");
+    std::fs::write(&src, b"new contents").unwrap();
+    ok(&["cp", s(&src), &at(&img, "/f")]);
+    let d = dir.path().join("dst");
+    std::fs::create_dir(&d).unwrap();
+    std::fs::write(d.join("target"), b"old").unwrap();
+    std::fs::hard_link(d.join("target"), d.join("target_hl")).unwrap();
+    chmod(&d.join("target"), 0o600);
+    std::os::unix::fs::symlink("target", d.join("link")).unwrap();
+    std::os::unix::fs::symlink("missing", d.join("dangling")).unwrap();
+    let ino = std::fs::metadata(d.join("target")).unwrap().ino();
+    // Through the symlink, into the file: the link and the inode stay.
+    ok(&["cp", &at(&img, "/f"), s(&d.join("link"))]);
+    assert!(
+        std::fs::symlink_metadata(d.join("link"))
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+    assert_eq!(std::fs::read(d.join("target_hl")).unwrap(), b"new contents");
+    let m = std::fs::metadata(d.join("target")).unwrap();
+    assert_eq!((m.ino(), m.mode() & 0o777, m.nlink()), (ino, 0o600, 2));
+    let (code, err) = fails(&["cp", &at(&img, "/f"), s(&d.join("dangling"))]);
+    assert!(code == 1 && err.contains("dangling"), "{err}");
+    assert!(!d.join("missing").exists());
+    let fifo = d.join("fifo");
+    let c = std::ffi::CString::new(s(&fifo)).unwrap();
+    // SAFETY: a valid C string.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+    let (code, err) = fails(&["cp", &at(&img, "/f"), s(&fifo)]);
+    assert!(code == 1 && err.contains("not a regular file"), "{err}");
+    assert!(
+        std::fs::symlink_metadata(&fifo)
+            .unwrap()
+            .file_type()
+            .is_fifo()
+    );
+    if is_root() {
+        let null = d.join("null");
+        let c = std::ffi::CString::new(s(&null)).unwrap();
+        // SAFETY: a valid C string.
+        let made = unsafe { libc::mknod(c.as_ptr(), libc::S_IFCHR | 0o666, libc::makedev(1, 3)) };
+        assert_eq!(made, 0);
+        fails(&["cp", &at(&img, "/f"), s(&null)]);
+        assert!(
+            std::fs::symlink_metadata(&null)
+                .unwrap()
+                .file_type()
+                .is_char_device()
+        );
+    }
+    // Inside the image: a second name of the destination sees the copy.
+    ok(&["ln", s(&img), "/f", "/f_link"]);
+    std::fs::write(&src, b"third").unwrap();
+    ok(&["cp", s(&src), &at(&img, "/f")]);
+    assert_eq!(ok(&["cat", s(&img), "/f_link"]), "third");
     fsck_clean(&img);
 }
 

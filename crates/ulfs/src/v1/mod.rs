@@ -81,6 +81,8 @@ fn translated_volume(
         mode: Mode::None,
         label: "ulfs-v1".into(),
         fixed_time: Some(time),
+        // The same image shows the same identity at every mount.
+        uuid: Some(translation_uuid(&src, time)),
         ..Default::default()
     };
     let store = format_store(Box::new(store), &mkfs)
@@ -98,6 +100,16 @@ fn translated_volume(
         .map_err(|e| Error::new(e, format!("{shown}: translating: {e}")))?;
     vol.seal_as_v1(src.facts());
     Ok(vol)
+}
+
+/// A uuid for the translation of `src` that stays the same from mount to
+/// mount: its size and time, and "ulv1".
+fn translation_uuid(src: &V1Image, time: Timespec) -> [u8; 16] {
+    let mut uuid = [0u8; 16];
+    uuid[..8].copy_from_slice(&time.sec.to_le_bytes());
+    uuid[8..12].copy_from_slice(&(src.facts().max_blocks as u32).to_le_bytes());
+    uuid[12..].copy_from_slice(b"ulv1");
+    uuid
 }
 
 /// An anonymous file of `size` bytes, all a hole: memory for a

@@ -130,9 +130,14 @@ impl V1Image {
         let damaged = |what: String| Error::new(Errno::EUCLEAN, format!("{shown}: {what}"));
         let file_blocks = store.blocks();
         let sb = match store.block(0) {
-            Ok(b) if file_blocks >= 4 && has_v1_magic(b) => b,
+            Ok(b) if has_v1_magic(b) => b,
             _ => return Err(damaged("not an original ULFS (v1) image".into())),
         };
+        if file_blocks < 4 {
+            return Err(damaged(format!(
+                "an original ULFS (v1) image cut to {file_blocks} blocks: truncated"
+            )));
+        }
         let max_blocks = le32(sb, 4);
         if (max_blocks as u64) > file_blocks {
             return Err(damaged(format!(
