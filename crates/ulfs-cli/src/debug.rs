@@ -124,6 +124,21 @@ fn answer(insp: &Inspector, words: &[&str], limit: Option<usize>) -> Result<Stri
         .skip(1)
         .filter(|w| !w.starts_with("--"))
         .collect();
+    let takes_one = matches!(
+        words[0],
+        "block" | "inode" | "stat" | "tree" | "dir" | "map" | "bmap" | "owner" | "icheck"
+    );
+    let takes_none = matches!(
+        words[0],
+        "superblock" | "super" | "sb" | "journal" | "log" | "help" | "?"
+    );
+    if (takes_one || takes_none) && args.len() > usize::from(takes_one) {
+        return Err(format!(
+            "{}: too many arguments ({})",
+            words[0],
+            words[1..].join(" ")
+        ));
+    }
     let arg = args.first().copied();
     let text = match words[0] {
         "superblock" | "super" | "sb" => {

@@ -71,6 +71,13 @@ fn list(
     items
 }
 
+/// A name as one line of the drawing: control characters (a newline in
+/// a name would break the tree) shown as `?`, as tree(1) does.
+fn printable(name: &[u8]) -> impl Iterator<Item = u8> + '_ {
+    name.iter()
+        .map(|&b| if b < 0x20 || b == 0x7f { b'?' } else { b })
+}
+
 fn draw(
     fs: &mut Fs,
     path: &[u8],
@@ -142,13 +149,13 @@ fn draw(
             line.extend_from_slice(if done { "    " } else { "│   " }.as_bytes());
         }
         line.extend_from_slice(if last { "└── " } else { "├── " }.as_bytes());
-        line.extend_from_slice(&name);
+        line.extend(printable(&name));
         if stat.is_symlink() {
             let target = fs
                 .readlinkat(parent, &name)
                 .unwrap_or_else(|_| b"?".to_vec());
             line.extend_from_slice(b" -> ");
-            line.extend_from_slice(&target);
+            line.extend(printable(&target));
         }
         let mut opened = None;
         if stat.is_dir() {

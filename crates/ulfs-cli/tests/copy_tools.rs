@@ -875,6 +875,10 @@ fn tree_and_ls_tree_draw_the_same_tree() {
     );
     let (_, err) = fails(&["tree", s(&img), "/none"]);
     assert!(err.contains("/none"), "{err}");
+    // A control character in a name cannot break the drawing.
+    ok(&["touch", s(&img), "/r/b/two\nlines"]);
+    let drawn = ok(&["tree", s(&img), "/r/b"]);
+    assert_eq!(drawn, "/r/b\n└── two?lines\n\n0 directories, 1 file\n");
 }
 
 #[test]

@@ -115,6 +115,9 @@ fn a_session_reads_requests_from_stdin_and_bad_ones_fail() {
     let out = ulfs(&[&"debug", &img, &"inode", &"/missing"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).starts_with("ulfs: debug: "));
+    let out = ulfs(&[&"debug", &img, &"superblock", &"extra"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("too many arguments"));
     let out = ulfs(&[&"debug", &dir.path().join("nothing.img"), &"superblock"]);
     assert_eq!(out.status.code(), Some(1));
 }
