@@ -601,7 +601,10 @@ fn stale_checksums_are_resealed() {
     assert!(!problems(&img).is_empty());
     let r = repair_ok(&img);
     assert!(
-        any(&r.fixed, "resealed the stale checksum of 2 metadata blocks"),
+        any(
+            &r.fixed,
+            "resealed the damaged checksum of 2 metadata blocks"
+        ),
         "{r:#?}"
     );
     assert_eq!(snapshot(&img), want);

@@ -99,6 +99,9 @@ pub(crate) struct RepairLog {
     pub unfixed: Vec<String>,
     more: usize,
     resealed: u64,
+    /// Every checksum was to be valid (a clean image, or journal mode):
+    /// a mismatch was damage, not a crash's stale seal.
+    sealed: bool,
     /// Something that may have owned blocks was lost (`Repair::lossy`): a
     /// later round must keep unowned blocks too, since what tells it so is
     /// gone by then.
@@ -124,10 +127,18 @@ impl RepairLog {
     fn finish(&mut self) {
         if self.resealed > 0 {
             let n = self.resealed;
-            self.fixed.push(format!(
-                "resealed the stale checksum of {n} metadata block{}",
-                if n == 1 { "" } else { "s" }
-            ));
+            let s = if n == 1 { "" } else { "s" };
+            self.fixed.push(if self.sealed {
+                // Not a crash's leftover: the user should know the repair
+                // trusted what those blocks say.
+                format!(
+                    "resealed the damaged checksum of {n} metadata block{s}, trusting what they \
+                     hold (every checksum was to be valid, so the mismatch was damage); blocks no \
+                     longer claimed by anything are kept in /lost+found"
+                )
+            } else {
+                format!("resealed the stale checksum of {n} metadata block{s}")
+            });
             self.resealed = 0;
         }
         if self.more > 0 {
@@ -271,6 +282,7 @@ impl Volume {
             ..Default::default()
         };
         let sealed = sealed || self.j.is_journaled();
+        log.sealed = sealed;
         // Repair reads and writes inode slots directly: open inodes are
         // written back first and decoded again afterwards.
         let res = self.write_back_inodes().and_then(|()| {
