@@ -1066,37 +1066,16 @@ impl<'a> Copier<'a> {
     fn data(&mut self, input: &File, output: &File, size: u64) -> Result<(), Fault> {
         let segments = input.segments(self.imgs, size).map_err(Fault::Src)?;
         let mut read = 0u64;
-        let mut reached = 0;
-        let mut shrank = false;
-        'segments: for (start, stop) in segments {
-            let mut off = start;
-            while off < stop {
-                let want = usize::try_from(stop - off).unwrap_or(CHUNK).min(CHUNK);
-                let n = self.chunk(input, output, off, want)?;
-                read += n as u64;
-                if n == 0 {
-                    reached = off;
-                    shrank = true;
-                    break 'segments;
-                }
-                off += n as u64;
-            }
-            reached = off;
-        }
-        let len = if shrank {
-            reached
+        let end = crate::hostfs::read_segments(segments, size, CHUNK, |off, want| {
+            let n = self.chunk(input, output, off, want)?;
+            read += n as u64;
+            Ok(n)
+        })?;
+        let len = if end.shrank {
+            end.end
         } else {
-            let mut off = size;
-            loop {
-                let n = self.chunk(input, output, off, CHUNK)?;
-                read += n as u64;
-                if n == 0 {
-                    break;
-                }
-                off += n as u64;
-            }
             // Data that ended below the size: a trailing hole.
-            off.max(size)
+            end.end.max(size)
         };
         output.set_len(self.imgs, len).map_err(Fault::Dst)?;
         // Holes count as done, so the bar ends near the scanned total.

@@ -23,6 +23,62 @@ pub fn data_segments(file: &File, size: u64) -> io::Result<Vec<(u64, u64)>> {
     segments_by(size, |off, whence| seek(fd, off, whence))
 }
 
+/// Where reading a file's data ranges to the file's real end stopped
+/// (`read_segments`).
+pub struct ReadEnd {
+    /// The offset after the last byte read.
+    pub end: u64,
+    /// The end of the data read within the ranges (before any read past
+    /// the stat size).
+    pub reached: u64,
+    /// A read in the ranges found the end early: the file shrank (or, as
+    /// sysfs files, its stat size is not its length).
+    pub shrank: bool,
+}
+
+/// Reads a file whose stat said `size` bytes through `chunk(off, len)`
+/// (bytes read at `off`, at most `len`; 0 at the end): the data ranges
+/// `segments` in pieces of at most `piece` bytes, then, unless the file
+/// ended early, on past the stat size (a file that grew, or a /proc file
+/// whose stat size is not its length). Import and cp share it.
+pub fn read_segments<E>(
+    segments: Vec<(u64, u64)>,
+    size: u64,
+    piece: usize,
+    mut chunk: impl FnMut(u64, usize) -> Result<usize, E>,
+) -> Result<ReadEnd, E> {
+    let mut reached = 0;
+    for (start, stop) in segments {
+        let mut off = start;
+        while off < stop {
+            let want = usize::try_from(stop - off).unwrap_or(usize::MAX).min(piece);
+            let n = chunk(off, want)?;
+            if n == 0 {
+                return Ok(ReadEnd {
+                    end: off,
+                    reached: off,
+                    shrank: true,
+                });
+            }
+            off += n as u64;
+        }
+        reached = off;
+    }
+    let mut off = size;
+    loop {
+        let n = chunk(off, piece)?;
+        if n == 0 {
+            break;
+        }
+        off += n as u64;
+    }
+    Ok(ReadEnd {
+        end: off,
+        reached,
+        shrank: false,
+    })
+}
+
 /// The data ranges of a file of `size` bytes found with `seek(off,
 /// SEEK_DATA | SEEK_HOLE)` (`None`: no data at or after `off`), for host
 /// files and image files alike.

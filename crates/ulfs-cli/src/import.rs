@@ -435,46 +435,14 @@ fn copy_to_end(
         Ok(n)
     };
     let segments = hostfs::data_segments(file, size).map_err(Failure::Host)?;
-    // Where the copied data ends, and whether a read found the end early.
-    let mut reached = 0;
-    let mut shrank = false;
-    'segments: for (start, stop) in segments {
-        let mut off = start;
-        while off < stop {
-            let want = usize::try_from(stop - off).unwrap_or(usize::MAX).min(CHUNK);
-            let n = chunk(off, want)?;
-            if n == 0 {
-                // The file ended before its stat size: it shrank (or, as
-                // sysfs files, its size is not its length).
-                reached = off;
-                shrank = true;
-                break 'segments;
-            }
-            off += n as u64;
-        }
-        reached = off;
-    }
-    let len = if shrank {
-        reached
+    let read = hostfs::read_segments(segments, size, CHUNK, &mut chunk)?;
+    let len = if read.shrank || read.end > size {
+        read.end
     } else {
-        // Past the stat size: a file that grew, or one whose stat size is
-        // not its length (/proc).
-        let mut off = size;
-        loop {
-            let n = chunk(off, CHUNK)?;
-            if n == 0 {
-                break;
-            }
-            off += n as u64;
-        }
-        if off > size {
-            off
-        } else {
-            // Data ended at a segment's end: a trailing hole up to the stat
-            // size, or a file that shrank there; its size now tells which.
-            let now = file.metadata().map_err(Failure::Host)?.len();
-            size.min(now).max(reached)
-        }
+        // Data ended at a segment's end: a trailing hole up to the stat
+        // size, or a file that shrank there; its size now tells which.
+        let now = file.metadata().map_err(Failure::Host)?.len();
+        size.min(now).max(read.reached)
     };
     // Sets the size past a trailing hole; a no-op when data reached it.
     fs.ftruncate(fd, len).map_err(Failure::Image)?;

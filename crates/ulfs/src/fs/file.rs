@@ -23,20 +23,10 @@ impl Volume {
     /// Reads up to `buf.len()` bytes at `off`; holes read as zeros.
     pub fn read_at(&mut self, ino: Ino, buf: &mut [u8], off: u64) -> Result<usize> {
         let read = self.inode(ino).and_then(|inode| {
-            if !inode.is_reg() {
-                return Err(if inode.is_dir() {
-                    Errno::EISDIR
-                } else {
-                    Errno::EINVAL
-                });
-            }
+            readable(&inode)?;
             self.copy_out(&inode, buf, off).map(|n| (inode, n))
         });
-        // Once a fault lost bytes of the mapping (store/fault.rs), zeros
-        // stand where they were, and any page may be one of them: EIO, not
-        // wrong data (nor a misleading EUCLEAN). One relaxed load while no
-        // fault has happened in the process.
-        if crate::store::fault::fault_count() != 0 && self.j.store().faulted() {
+        if self.bytes_lost() {
             return Err(Errno::EIO);
         }
         let (inode, n) = read?;
@@ -54,18 +44,21 @@ impl Volume {
     /// has the volume to itself.
     pub fn read_shared(&self, ino: Ino, buf: &mut [u8], off: u64) -> Result<(usize, bool)> {
         let inode = self.inode(ino)?;
-        if !inode.is_reg() {
-            return Err(if inode.is_dir() {
-                Errno::EISDIR
-            } else {
-                Errno::EINVAL
-            });
-        }
+        readable(&inode)?;
         let read = self.copy_out(&inode, buf, off);
-        if crate::store::fault::fault_count() != 0 && self.j.store().faulted() {
+        if self.bytes_lost() {
             return Err(Errno::EIO);
         }
         Ok((read?, self.atime_due_for(&inode)))
+    }
+
+    /// Once a fault lost bytes of the mapping (store/fault.rs), zeros
+    /// stand where they were, and any page may be one of them: a read
+    /// answers EIO, not wrong data (nor a misleading EUCLEAN). One relaxed
+    /// load while no fault has happened in the process.
+    #[inline]
+    fn bytes_lost(&self) -> bool {
+        crate::store::fault::fault_count() != 0 && self.j.store().faulted()
     }
 
     /// Whether reading or listing `ino` now would move its atime
@@ -89,16 +82,9 @@ impl Volume {
     /// slot (the atime change stays in the open inode until written back).
     pub fn read_open(&mut self, id: OpenId, buf: &mut [u8], off: u64) -> Result<usize> {
         self.open_inode(id)?;
-        let inode = self.open.decoded(id);
-        if !inode.is_reg() {
-            return Err(if inode.is_dir() {
-                Errno::EISDIR
-            } else {
-                Errno::EINVAL
-            });
-        }
+        readable(self.open.decoded(id))?;
         let read = self.copy_out_open(id, buf, off);
-        if crate::store::fault::fault_count() != 0 && self.j.store().faulted() {
+        if self.bytes_lost() {
             return Err(Errno::EIO);
         }
         let n = read?;
@@ -615,6 +601,19 @@ fn copy_bytes(dst: &mut [u8], src: &[u8]) {
     }
     for (d, s) in dst.chunks_mut(PIECE).zip(src.chunks(PIECE)) {
         d.copy_from_slice(s);
+    }
+}
+
+/// Only regular files are read: a directory is EISDIR, anything else
+/// EINVAL, as read(2) says.
+#[inline]
+fn readable(inode: &Inode) -> Result<()> {
+    if inode.is_reg() {
+        Ok(())
+    } else if inode.is_dir() {
+        Err(Errno::EISDIR)
+    } else {
+        Err(Errno::EINVAL)
     }
 }
 

@@ -192,28 +192,13 @@ pub(super) fn time(sec: i64, nsec: i64) -> String {
 pub(super) fn utc(sec: i64) -> String {
     let days = sec.div_euclid(86_400);
     let rem = sec.rem_euclid(86_400);
-    let (y, m, d) = civil_from_days(days);
+    let (y, m, d) = crate::types::civil_from_days(days);
     format!(
         "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02} UTC",
         rem / 3600,
         rem / 60 % 60,
         rem % 60
     )
-}
-
-/// Howard Hinnant's `civil_from_days`: the proleptic Gregorian date of a
-/// day count from 1970-01-01. Every i64 second count keeps it in range.
-fn civil_from_days(days: i64) -> (i64, i64, i64) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + if m <= 2 { 1 } else { 0 };
-    (y, m, d)
 }
 
 /// `first..=last` for a run, or the one number.
