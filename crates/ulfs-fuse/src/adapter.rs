@@ -41,9 +41,9 @@ use fuser::{
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
-use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, SystemTime};
-use ulfs::fs::{SetTime, Volume};
+use ulfs::fs::{SetTime, SharedVolume, Volume};
 use ulfs::{Errno, Ino, Result};
 
 /// How long the kernel may trust an answer. One mount is the only writer
@@ -84,17 +84,8 @@ thread_local! {
     static READ_BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
-/// The volume, and whether it is still mounted.
-struct Core {
-    vol: Volume,
-    /// The volume was unmounted (`destroy`); later requests get EIO.
-    gone: bool,
-}
-
-type Shared = Arc<RwLock<Core>>;
-
 pub struct UlfsFuse {
-    core: Shared,
+    core: SharedVolume,
     handles: RwLock<Handles>,
     map: InoMap,
     cfg: MountConfig,
@@ -103,33 +94,12 @@ pub struct UlfsFuse {
 /// Commits the volume from outside the request loops: on a timer, so that
 /// an idle mount's changes are as durable as the commit interval says
 /// (fuser has no SYNCFS request: sync(2) does not reach the server), and
-/// before a signal's unmount.
-#[derive(Clone)]
-pub struct Committer(Shared);
+/// before a signal's unmount. `commit_if_due` is false once the volume is
+/// unmounted.
+pub type Committer = SharedVolume;
 
-impl Committer {
-    /// Commits the running transaction if it is due; false once the
-    /// volume is unmounted.
-    pub fn commit_if_due(&self) -> bool {
-        let mut core = write(&self.0);
-        if core.gone {
-            return false;
-        }
-        let _ = core.vol.commit();
-        true
-    }
-
-    /// Makes everything done so far durable (as fsync).
-    pub fn sync(&self) {
-        let mut core = write(&self.0);
-        if !core.gone {
-            let _ = core.vol.sync();
-        }
-    }
-}
-
-// A panic while serving a request leaves the volume as the call left it
-// (undone by its journal when it was a call); go on past the poison.
+// A panic while serving a request leaves the handles as the call left
+// them; go on past the poison, as `SharedVolume` does for the volume.
 fn write<T>(lock: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
     lock.write().unwrap_or_else(|p| p.into_inner())
 }
@@ -143,7 +113,7 @@ impl UlfsFuse {
         let map = InoMap { root: vol.root() };
         vol.set_no_atime(cfg.no_atime());
         UlfsFuse {
-            core: Arc::new(RwLock::new(Core { vol, gone: false })),
+            core: SharedVolume::new(vol),
             handles: RwLock::new(Handles::default()),
             map,
             cfg,
@@ -151,7 +121,7 @@ impl UlfsFuse {
     }
 
     pub fn committer(&self) -> Committer {
-        Committer(self.core.clone())
+        self.core.clone()
     }
 
     /// `-o sync` (every change) and `-o dirsync` (changes of names): the
@@ -166,21 +136,13 @@ impl UlfsFuse {
 
     /// Runs `f` with the volume to itself, or EIO once it is unmounted.
     fn with<T>(&self, f: impl FnOnce(&mut Volume) -> Result<T>) -> Result<T> {
-        let mut core = write(&self.core);
-        if core.gone {
-            return Err(Errno::EIO);
-        }
-        f(&mut core.vol)
+        self.core.exclusive(f)
     }
 
     /// Runs `f` on the volume shared with other readers, or EIO once it
     /// is unmounted.
     fn with_shared<T>(&self, f: impl FnOnce(&Volume) -> Result<T>) -> Result<T> {
-        let core = read(&self.core);
-        if core.gone {
-            return Err(Errno::EIO);
-        }
-        f(&core.vol)
+        self.core.shared(f)
     }
 
     fn handle(&self, fh: FileHandle) -> Result<Handle> {
@@ -194,12 +156,10 @@ impl UlfsFuse {
     }
 
     fn close_handle(&self, fh: FileHandle) -> Result<()> {
-        let mut core = write(&self.core);
-        let h = write(&self.handles).remove(fh)?;
-        if core.gone {
-            return Err(Errno::EIO);
-        }
-        core.vol.close_ref(h.ino)
+        self.core.exclusive(|vol| {
+            let h = write(&self.handles).remove(fh)?;
+            vol.close_ref(h.ino)
+        })
     }
 
     /// The entry of `ino` for the kernel, which holds one more lookup of
@@ -260,15 +220,12 @@ impl UlfsFuse {
     /// Releases every handle the kernel left open and unmounts the volume
     /// (committing its journal, marking the image clean); once.
     fn shut_down(&mut self) {
-        let mut core = write(&self.core);
-        if core.gone {
-            return;
-        }
-        core.gone = true;
-        for h in write(&self.handles).drain() {
-            let _ = core.vol.close_ref(h.ino);
-        }
-        if let Err(e) = core.vol.unmount() {
+        let unmounted = self.core.unmount(|vol| {
+            for h in write(&self.handles).drain() {
+                let _ = vol.close_ref(h.ino);
+            }
+        });
+        if let Some(Err(e)) = unmounted {
             eprintln!("ulfs mount: unmounting the image: {e}");
         }
     }

@@ -20,6 +20,7 @@ mod open_inodes;
 mod ops;
 mod repair;
 mod resize;
+mod shared;
 
 pub use attrs::SetTime;
 pub use dir::DirItem;
@@ -30,6 +31,7 @@ pub use open_inodes::OpenId;
 pub use ops::dtype_of;
 pub(crate) use repair::{SharedBefore, ns, orphans};
 pub use resize::{InTheWay, Resized};
+pub use shared::SharedVolume;
 
 use crate::errno::{Errno, Result};
 use crate::format::superblock::{SB_PRIMARY, SB_SECONDARY, Superblock};

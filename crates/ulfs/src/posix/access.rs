@@ -9,7 +9,7 @@
 //! check search permission on the directories it crosses (no ulfs walk
 //! does).
 
-use super::{Fs, p};
+use super::calls::{Ctx, p};
 use crate::errno::{Errno, Result};
 use crate::types::{Fd, Stat};
 
@@ -73,7 +73,7 @@ fn permitted(st: &Stat, want: i32, who: &Who) -> bool {
     bits & want == want
 }
 
-impl Fs {
+impl Ctx<'_> {
     pub fn access(&mut self, path: impl AsRef<[u8]>, mode: i32) -> Result<()> {
         self.faccessat(libc::AT_FDCWD, path, mode, 0)
     }
@@ -93,7 +93,7 @@ impl Fs {
         if mode & !(libc::R_OK | libc::W_OK | libc::X_OK) != 0 {
             return Err(Errno::EINVAL);
         }
-        super::check_flags(
+        super::calls::check_flags(
             flags,
             libc::AT_EACCESS | libc::AT_SYMLINK_NOFOLLOW | libc::AT_EMPTY_PATH,
         )?;

@@ -1,0 +1,1 @@
+//! Lock rules for many processes (being written; see issue 12).

@@ -1,0 +1,1 @@
+//! Permission rules for verified credentials (being written; see issue 12).
