@@ -12,8 +12,12 @@
 //! - `flock` locks belong to an open file description, cover the whole
 //!   file, and never interact with the other two kinds.
 //!
-//! This process's locks are kept here (owners by description id); the
-//! other processes' of the run come from the run's shared memory
+//! The rules themselves (conflicts, replacement with merge and split,
+//! what a close releases) are `ulfs::posix::locks`, shared with the
+//! server; this module holds this process's `LockTable` (its POSIX locks
+//! as `Process(own pid)`, its descriptions' by description id) and adds
+//! what only a run of separate processes needs. The other processes'
+//! locks of the run come from the run's shared memory
 //! (`shared.rs`): a process writes its locks there as it lets go of the
 //! image (`publish`) and the next to mount reads them (`load`). Only the
 //! process holding the image does either, and every lock call is made
@@ -37,10 +41,14 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{LazyLock, Mutex, MutexGuard};
 
 use ulfs::Ino;
+use ulfs::posix::locks::{self as rules, Held, Limits, LockTable};
 
 use crate::shared::{self, LOCK_WORDS};
 
-/// Who holds a lock.
+pub use ulfs::posix::locks::Kind;
+
+/// Who holds a lock, as this process names its own: its POSIX locks, or
+/// one of its open file descriptions' (by description id).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Owner {
     Process,
@@ -48,27 +56,21 @@ pub enum Owner {
     Flock(u64),
 }
 
-/// A held range, `[start, end)`; `end == u64::MAX` runs to infinity.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Held {
-    pub owner: Owner,
-    pub write: bool,
-    pub start: u64,
-    pub end: u64,
+impl Owner {
+    /// The table's name for it: the process by its pid.
+    fn rules(self) -> rules::Owner {
+        match self {
+            Owner::Process => rules::Owner::Process(std::process::id()),
+            Owner::Ofd(id) => rules::Owner::Ofd(id),
+            Owner::Flock(id) => rules::Owner::Flock(id),
+        }
+    }
 }
 
-/// What a request asks for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Kind {
-    Unlock,
-    Read,
-    Write,
-}
+/// This process's locks.
+static TABLE: LazyLock<Mutex<LockTable>> = LazyLock::new(Default::default);
 
-/// This process's locks, by inode.
-static TABLE: LazyLock<Mutex<HashMap<Ino, Vec<Held>>>> = LazyLock::new(Default::default);
-
-fn table() -> MutexGuard<'static, HashMap<Ino, Vec<Held>>> {
+fn table() -> MutexGuard<'static, LockTable> {
     TABLE.lock().unwrap_or_else(|e| e.into_inner())
 }
 
@@ -83,11 +85,11 @@ enum Class {
     Mapping = 3,
 }
 
-fn class(o: Owner) -> Class {
+fn class(o: rules::Owner) -> Class {
     match o {
-        Owner::Process => Class::Posix,
-        Owner::Ofd(_) => Class::Ofd,
-        Owner::Flock(_) => Class::Flock,
+        rules::Owner::Process(_) => Class::Posix,
+        rules::Owner::Ofd(_) => Class::Ofd,
+        rules::Owner::Flock(_) => Class::Flock,
     }
 }
 
@@ -208,46 +210,28 @@ fn meets(class: Class, write: bool, start: u64, end: u64, other: &Foreign) -> bo
         && (write || other.write)
 }
 
-/// Whether `owner` asking for `write` on `[start, end)` conflicts with `h`
-/// (a lock of this process).
-fn conflicts(owner: Owner, write: bool, start: u64, end: u64, h: &Held) -> bool {
-    let flock = |o: Owner| matches!(o, Owner::Flock(_));
-    if h.owner == owner
-        || flock(owner) != flock(h.owner)
-        || (owner == Owner::Process && h.owner == Owner::Process)
-    {
-        return false;
-    }
-    start < h.end && h.start < end && (write || h.write)
-}
-
 /// What is in a request's way, for `F_GETLK`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Blocking {
     pub write: bool,
     pub start: u64,
     pub end: u64,
-    /// The holding process for a POSIX lock of another process; -1 for a
-    /// lock of an open file description (as Linux reports it).
+    /// The holding process for a POSIX lock; -1 for a lock of an open
+    /// file description (as Linux reports it).
     pub pid: i32,
 }
 
 /// The first lock of another owner that conflicts with the request.
 pub fn conflict(ino: Ino, owner: Owner, write: bool, start: u64, end: u64) -> Option<Blocking> {
-    let local: Vec<Blocking> = table()
-        .get(&ino)
-        .map(|v| {
-            v.iter()
-                .filter(|h| conflicts(owner, write, start, end, h))
-                .map(|h| Blocking {
-                    write: h.write,
-                    start: h.start,
-                    end: h.end,
-                    pid: -1,
-                })
-                .collect()
-        })
-        .unwrap_or_default();
+    let owner = owner.rules();
+    let local = table()
+        .conflict(ino, owner, write, start, end)
+        .map(|b| Blocking {
+            write: b.write,
+            start: b.start,
+            end: b.end,
+            pid: b.pid,
+        });
     let foreign = guard(&FOREIGN);
     let others = foreign
         .iter()
@@ -281,24 +265,23 @@ pub enum Refused {
 /// if nothing is in the way. Call holding the image.
 pub fn try_set(ino: Ino, owner: Owner, kind: Kind, start: u64, end: u64) -> Result<(), Refused> {
     let mut t = table();
+    let owner = owner.rules();
     let write = kind == Kind::Write;
-    if let Owner::Flock(_) = owner
-        && kind != Kind::Unlock
-        && let Some(v) = t.get_mut(&ino)
+    let flock = class(owner) == Class::Flock;
+    // The table refuses what this process's own locks are in the way of;
+    // the other processes' are checked here, and only when this
+    // process's are not in the way (so `Local` wins, as a waiter for
+    // another thread need not give the image away). A `flock` request
+    // for the mode already held is granted without looking.
+    let held = |t: &LockTable| {
+        t.locks_on(ino)
+            .iter()
+            .any(|h| h.owner == owner && h.write == write)
+    };
+    if kind != Kind::Unlock
+        && !(flock && held(&t))
+        && t.conflict(ino, owner, write, start, end).is_none()
     {
-        if v.iter().any(|h| h.owner == owner && h.write == write) {
-            return Ok(());
-        }
-        // Linux converts a flock lock by taking the old one away first,
-        // whether or not the new one can be had.
-        v.retain(|h| h.owner != owner);
-    }
-    if kind != Kind::Unlock {
-        if t.get(&ino)
-            .is_some_and(|v| v.iter().any(|h| conflicts(owner, write, start, end, h)))
-        {
-            return Err(Refused::Local);
-        }
         let mut foreign = guard(&FOREIGN);
         let in_the_way = |f: &Foreign| f.ino == ino && meets(class(owner), write, start, end, f);
         if foreign.iter().any(in_the_way) {
@@ -310,68 +293,32 @@ pub fn try_set(ino: Ino, owner: Owner, kind: Kind, start: u64, end: u64) -> Resu
                 .collect();
             foreign.retain(|f| !gone.contains(&(f.pid, f.born)));
             if foreign.iter().any(in_the_way) {
+                if flock {
+                    // Linux converts a flock lock by taking the old one
+                    // away first, whether or not the new one can be had.
+                    let _ = t.try_set(ino, owner, Kind::Unlock, 0, u64::MAX);
+                }
                 return Err(Refused::Foreign);
             }
         }
     }
-    let held = t.get(&ino).cloned().unwrap_or_default();
-    let kept = replaced(held, owner, kind, start, end);
-    if shared::has_lock_area() {
-        let others: usize = t
-            .iter()
-            .filter(|(i, _)| **i != ino)
-            .map(|(_, v)| v.len())
-            .sum();
-        let total = guard(&FOREIGN).len() + guard(&INHERITED).len() + others + kept.len();
-        if total > shared::LOCK_RECORDS {
-            return Err(Refused::TooMany);
-        }
-    }
-    if kept.is_empty() {
-        t.remove(&ino);
+    // The run's shared memory holds every process's records: this
+    // process may add only as many as are left after the others'.
+    let total = if shared::has_lock_area() {
+        let others = guard(&FOREIGN).len() + guard(&INHERITED).len();
+        shared::LOCK_RECORDS.saturating_sub(others)
     } else {
-        t.insert(ino, kept);
-    }
-    Ok(())
-}
-
-/// `held` with `owner`'s locks on `[start, end)` replaced by the request:
-/// what sticks out on either side stays, and a new lock merges with the
-/// owner's adjacent locks of the same kind, as Linux's do.
-fn replaced(held: Vec<Held>, owner: Owner, kind: Kind, start: u64, end: u64) -> Vec<Held> {
-    let mut kept = Vec::with_capacity(held.len() + 2);
-    for h in held {
-        if h.owner != owner || h.end <= start || end <= h.start {
-            kept.push(h);
-            continue;
-        }
-        if h.start < start {
-            kept.push(Held { end: start, ..h });
-        }
-        if end < h.end {
-            kept.push(Held { start: end, ..h });
-        }
-    }
-    if kind == Kind::Unlock {
-        return kept;
-    }
-    let mut new = Held {
-        owner,
-        write: kind == Kind::Write,
-        start,
-        end,
+        usize::MAX
     };
-    kept.retain(|h| {
-        let joins =
-            h.owner == owner && h.write == new.write && (h.end == new.start || new.end == h.start);
-        if joins {
-            new.start = new.start.min(h.start);
-            new.end = new.end.max(h.end);
-        }
-        !joins
+    t.set_limits(Limits {
+        total,
+        ..Limits::NONE
     });
-    kept.push(new);
-    kept
+    t.try_set(ino, owner, kind, start, end)
+        .map_err(|r| match r {
+            rules::Refused::Conflict(_) => Refused::Local,
+            rules::Refused::TooMany => Refused::TooMany,
+        })
 }
 
 /// Another live process of the run that has `ino` mapped shared and
@@ -385,7 +332,7 @@ pub fn mapped_elsewhere(ino: Ino) -> Option<u32> {
 
 /// Whether this process holds any lock.
 pub fn holds_any() -> bool {
-    table().values().any(|v| !v.is_empty())
+    !table().is_empty()
 }
 
 /// The open file descriptions were opened again (the image was handed
@@ -395,36 +342,26 @@ pub fn rekey(moved: &HashMap<u64, u64>) {
     if moved.is_empty() {
         return;
     }
-    let mut t = table();
-    for held in t.values_mut() {
-        for h in held.iter_mut() {
-            h.owner = match h.owner {
-                Owner::Ofd(id) => Owner::Ofd(*moved.get(&id).unwrap_or(&id)),
-                Owner::Flock(id) => Owner::Flock(*moved.get(&id).unwrap_or(&id)),
-                o => o,
-            };
-        }
-    }
+    table().rekey(|o| match o {
+        rules::Owner::Ofd(id) => rules::Owner::Ofd(*moved.get(&id).unwrap_or(&id)),
+        rules::Owner::Flock(id) => rules::Owner::Flock(*moved.get(&id).unwrap_or(&id)),
+        o => o,
+    });
 }
 
 /// Drops every lock `owner` holds (the last descriptor of its description
 /// closed).
 pub fn release_owner(owner: Owner) {
-    let mut t = table();
-    t.retain(|_, v| {
-        v.retain(|h| h.owner != owner);
-        !v.is_empty()
-    });
+    table().release_owner(owner.rules());
 }
 
 /// Drops the process's POSIX locks on `ino` (any descriptor of it closed).
 pub fn release_process(ino: Ino) {
     let mut t = table();
-    if let Some(v) = t.get_mut(&ino) {
-        v.retain(|h| h.owner != Owner::Process);
-        if v.is_empty() {
-            t.remove(&ino);
-        }
+    // Every close of an image file comes here: no pid asked of the
+    // kernel when there is nothing to drop.
+    if !t.is_empty() {
+        t.release_process_on(ino, std::process::id());
     }
 }
 
@@ -494,12 +431,15 @@ fn take_back(f: Foreign) {
         return;
     }
     if f.class == Class::Posix {
-        table().entry(f.ino).or_default().push(Held {
-            owner: Owner::Process,
-            write: f.write,
-            start: f.start,
-            end: f.end,
-        });
+        table().restore(
+            f.ino,
+            Held {
+                owner: rules::Owner::Process(f.pid),
+                write: f.write,
+                start: f.start,
+                end: f.end,
+            },
+        );
     } else {
         guard(&INHERITED).push(f);
     }
@@ -513,9 +453,7 @@ pub fn publish(exiting: bool) {
     }
     let mut mine: Vec<Foreign> = Vec::new();
     if !exiting {
-        for (ino, v) in table().iter() {
-            mine.extend(v.iter().map(|h| Foreign::mine(*ino, h)));
-        }
+        mine.extend(table().iter().map(|(ino, h)| Foreign::mine(ino, h)));
         mine.extend(guard(&INHERITED).iter().copied());
         let (pid, born) = me();
         mine.extend(
@@ -697,6 +635,20 @@ mod tests {
     }
 
     #[test]
+    fn a_flock_upgrade_refused_by_another_process_drops_the_old_lock() {
+        let ino = 1010;
+        guard(&FOREIGN).push(theirs(ino, Class::Flock, false, 0, u64::MAX));
+        set(ino, Owner::Flock(3), Kind::Read, 0, u64::MAX).unwrap();
+        assert_eq!(
+            set(ino, Owner::Flock(3), Kind::Write, 0, u64::MAX),
+            Err(Refused::Foreign)
+        );
+        // As on Linux, the shared lock went with the failed conversion.
+        assert!(table().locks_on(ino).is_empty());
+        guard(&FOREIGN).retain(|f| f.ino != ino);
+    }
+
+    #[test]
     fn a_dead_holder_holds_nothing() {
         let ino = 1006;
         let mut child = std::process::Command::new("true").spawn().unwrap();
@@ -731,14 +683,14 @@ mod tests {
         for b in 0..5000 {
             set(ino, Owner::Process, Kind::Write, b, b + 1).unwrap();
         }
-        assert_eq!(table()[&ino].len(), 1);
+        assert_eq!(table().locks_on(ino).len(), 1);
         let c = conflict(ino, Owner::Ofd(1), false, 1, 2).unwrap();
         assert_eq!((c.start, c.end), (0, 5000));
         // A read lock in the middle splits it; writing it again rejoins.
         set(ino, Owner::Process, Kind::Read, 10, 20).unwrap();
-        assert_eq!(table()[&ino].len(), 3);
+        assert_eq!(table().locks_on(ino).len(), 3);
         set(ino, Owner::Process, Kind::Write, 10, 20).unwrap();
-        assert_eq!(table()[&ino].len(), 1);
+        assert_eq!(table().locks_on(ino).len(), 1);
         release_process(ino);
     }
 

@@ -59,6 +59,13 @@ errnos!(
     EUCLEAN,
     ENXIO,
     ENOTBLK,
+    // The server's and its clients' (ulfs serve): a connection that is
+    // gone, refused, or speaks another protocol; lock records exhausted.
+    ENOTCONN,
+    ECONNREFUSED,
+    EPROTO,
+    EADDRINUSE,
+    ENOLCK,
 );
 
 impl Errno {

@@ -34,8 +34,8 @@ pub use errno::{Errno, Result};
 pub use error::Error;
 pub use fs::{Info, MkfsOptions, Mode, MountOptions, format_store, mkfs};
 pub use fsck::{FsckOptions, FsckReport, RepairReport, fsck, fsck_repair, fsck_store};
-pub use posix::Fs;
 pub use posix::dirents::{Dirent, parse as parse_dirents};
+pub use posix::{Fs, Identity};
 pub use stdapi::{
     DirEntry, File, ReadDir, SharedFs, create_dir_all, metadata, read_dir, remove_dir_all,
 };

@@ -79,6 +79,16 @@ impl SharedVolume {
         }
     }
 
+    /// After a panic inside a call: the volume becomes read-only for good
+    /// and nothing more is committed (`Volume::abandon`), because the call
+    /// may have been cut in half.
+    pub fn abandon(&self) {
+        let mut core = self.write();
+        if !core.gone {
+            core.vol.abandon();
+        }
+    }
+
     /// Unmounts the volume once: `release` first lets go of what the
     /// users still hold (open references), then the volume commits, and
     /// is marked clean. `None` when it was unmounted already.

@@ -1,76 +1,38 @@
-//! `access(2)` and `faccessat2(2)`: the one place where the library judges
-//! permission bits. Every other call treats its caller as privileged (a
-//! library has no other user to protect the image from), but programs ask
-//! `access` to decide what to do (`test -w`, `shutil.which`, Python's
-//! `os.access`), so it answers as the kernel would for the process's
-//! user: the real ids by default, the effective ids with `AT_EACCESS`,
-//! supplementary groups included, root's overrides as `CAP_DAC_OVERRIDE`
-//! gives them. Only the file itself is judged: the walk to it does not
-//! check search permission on the directories it crosses (no ulfs walk
-//! does).
+//! `access(2)` and `faccessat2(2)`. For a verified caller (a server's
+//! client) this is one more call judged by `perm`, for the ids the kernel
+//! gave. For the host process, whose other calls are privileged (a
+//! library has no other user to protect the image from), it is the one
+//! place permission bits are judged, because programs ask `access` to
+//! decide what to do (`test -w`, `shutil.which`, Python's `os.access`):
+//! it answers as the kernel would for the process's user, the real ids by
+//! default, the effective ids with `AT_EACCESS`, supplementary groups
+//! included, root's overrides as `CAP_DAC_OVERRIDE` gives them. For the
+//! host, only the file itself is judged, not the directories the walk
+//! crosses.
 
 use super::calls::{Ctx, p};
+use super::perm::{self, Creds};
 use crate::errno::{Errno, Result};
-use crate::types::{Fd, Stat};
+use crate::types::Fd;
 
-/// The ids a check is made for.
-struct Who {
-    uid: u32,
-    gid: u32,
-}
-
-impl Who {
-    fn of_process(effective: bool) -> Who {
-        // SAFETY: these four calls take no arguments and cannot fail.
-        unsafe {
-            if effective {
-                Who {
-                    uid: libc::geteuid(),
-                    gid: libc::getegid(),
-                }
-            } else {
-                Who {
-                    uid: libc::getuid(),
-                    gid: libc::getgid(),
-                }
-            }
+/// The host process's real ids (or effective, with `effective`) and its
+/// supplementary groups, as `access` judges them.
+fn host_creds(effective: bool) -> Creds {
+    // SAFETY: these four calls take no arguments and cannot fail.
+    let (uid, gid) = unsafe {
+        if effective {
+            (libc::geteuid(), libc::getegid())
+        } else {
+            (libc::getuid(), libc::getgid())
         }
-    }
-
-    /// Whether the process is in group `gid` (primary or supplementary).
-    fn in_group(&self, gid: u32) -> bool {
-        if gid == self.gid {
-            return true;
-        }
-        // SAFETY: with a size of 0, getgroups only returns the count.
-        let n = unsafe { libc::getgroups(0, std::ptr::null_mut()) };
-        if n <= 0 {
-            return false;
-        }
-        let mut groups = vec![0 as libc::gid_t; n as usize];
-        // SAFETY: `groups` has room for `n` entries.
-        let n = unsafe { libc::getgroups(n, groups.as_mut_ptr()) };
-        n > 0 && groups[..n as usize].contains(&gid)
-    }
-}
-
-/// The kernel's `generic_permission` for `want` (R_OK | W_OK | X_OK bits)
-/// on `st`, for `who`.
-fn permitted(st: &Stat, want: i32, who: &Who) -> bool {
-    let want = want as u32 & 0o7;
-    if who.uid == 0 {
-        // CAP_DAC_OVERRIDE: read and write always; execute only where some
-        // execute bit is set, or on a directory (search).
-        return want & 0o1 == 0 || st.is_dir() || st.mode & 0o111 != 0;
-    }
-    let bits = if st.uid == who.uid {
-        st.mode >> 6
-    } else if who.in_group(st.gid) {
-        st.mode >> 3
-    } else {
-        st.mode
-    } & 0o7;
-    bits & want == want
+    };
+    // SAFETY: with a size of 0, getgroups only returns the count.
+    let n = unsafe { libc::getgroups(0, std::ptr::null_mut()) };
+    let mut groups = vec![0 as libc::gid_t; n.max(0) as usize];
+    // SAFETY: `groups` has room for `n` entries.
+    let n = unsafe { libc::getgroups(n.max(0), groups.as_mut_ptr()) };
+    groups.truncate(n.max(0) as usize);
+    Creds::new(uid, gid, groups)
 }
 
 impl Ctx<'_> {
@@ -112,55 +74,15 @@ impl Ctx<'_> {
             return Err(Errno::EROFS);
         }
         let st = self.vol.stat_ino(ino)?;
-        if !permitted(&st, mode, &Who::of_process(flags & libc::AT_EACCESS != 0)) {
+        // A verified caller is judged by the ids the kernel gave for it,
+        // which are its effective ones (SO_PEERCRED): AT_EACCESS or not.
+        let allowed = match self.proc.creds() {
+            Some(who) => perm::permitted(&st, mode, who),
+            None => perm::permitted(&st, mode, &host_creds(flags & libc::AT_EACCESS != 0)),
+        };
+        if !allowed {
             return Err(Errno::EACCES);
         }
         Ok(())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn st(mode: u32, uid: u32, gid: u32) -> Stat {
-        Stat {
-            mode,
-            uid,
-            gid,
-            ..Default::default()
-        }
-    }
-
-    #[test]
-    fn owner_group_and_other_bits_are_judged_in_that_order() {
-        let me = Who {
-            uid: 1000,
-            gid: 1000,
-        };
-        let f = |mode, uid, gid| st(libc::S_IFREG | mode, uid, gid);
-        // Owner bits decide for the owner, even when others may do more.
-        assert!(!permitted(&f(0o077, 1000, 1000), libc::R_OK, &me));
-        assert!(permitted(&f(0o600, 1000, 0), libc::R_OK | libc::W_OK, &me));
-        // Group bits for a member of the file's group.
-        assert!(permitted(&f(0o040, 0, 1000), libc::R_OK, &me));
-        assert!(!permitted(&f(0o004, 0, 1000), libc::R_OK, &me));
-        // Other bits for everyone else.
-        assert!(permitted(&f(0o001, 0, 0), libc::X_OK, &me));
-        assert!(!permitted(&f(0o001, 0, 0), libc::X_OK | libc::R_OK, &me));
-    }
-
-    #[test]
-    fn root_may_read_and_write_anything_but_execute_only_with_a_bit() {
-        let root = Who { uid: 0, gid: 0 };
-        let f = st(libc::S_IFREG, 5, 5);
-        assert!(permitted(&f, libc::R_OK | libc::W_OK, &root));
-        assert!(!permitted(&f, libc::X_OK, &root));
-        assert!(permitted(
-            &st(libc::S_IFREG | 0o010, 5, 5),
-            libc::X_OK,
-            &root
-        ));
-        assert!(permitted(&st(libc::S_IFDIR, 5, 5), libc::X_OK, &root));
     }
 }

@@ -10,7 +10,8 @@
 
 use super::dirents;
 use super::fdtable::{self, OpenFile};
-use super::namei::{self, Last, Walk, resolve, walk};
+use super::namei::{self, Last, Walk, walk};
+use super::perm;
 use super::process::Process;
 use crate::errno::{Errno, Result};
 use crate::fs::{OpenId, SetTime, Volume};
@@ -49,38 +50,11 @@ impl Ctx<'_> {
         std::mem::replace(&mut self.proc.umask, mask & 0o777)
     }
 
-    /// Where a relative path given with `dirfd` starts, as Linux's
-    /// `path_init`: the working directory for `AT_FDCWD`, else the
-    /// directory open as `dirfd` (EBADF, or ENOTDIR for another file). An
-    /// absolute path ignores `dirfd` altogether.
-    fn start(&self, dirfd: Fd, path: &[u8]) -> Result<Ino> {
-        if path.first() == Some(&b'/') {
-            return Ok(self.vol.root());
-        }
-        if dirfd == libc::AT_FDCWD {
-            return Ok(self.proc.cwd);
-        }
-        let f = self.proc.fds.get(dirfd)?;
-        if !f.is_dir {
-            return Err(Errno::ENOTDIR);
-        }
-        Ok(f.ino)
-    }
-
-    /// What `AT_EMPTY_PATH` with an empty path names: the file open as
-    /// `dirfd` (any type), or the working directory for `AT_FDCWD`.
-    fn empty_target(&self, dirfd: Fd) -> Result<Ino> {
-        if dirfd == libc::AT_FDCWD {
-            return Ok(self.proc.cwd);
-        }
-        Ok(self.proc.fds.get(dirfd)?.ino)
-    }
-
     /// Walks `path` from `dirfd`. The path's own errors (empty, too long)
     /// come before the descriptor's, as Linux reads the name first.
     fn walk_at(&mut self, dirfd: Fd, path: &[u8], last: Last) -> Result<Walk> {
         namei::check_path(path)?;
-        let start = self.start(dirfd, path)?;
+        let start = self.proc.start(self.vol, dirfd, path)?;
         self.walk_from(start, path, last)
     }
 
@@ -88,7 +62,14 @@ impl Ctx<'_> {
     /// Linux's pick_link touches it.
     fn walk_from(&mut self, start: Ino, path: &[u8], last: Last) -> Result<Walk> {
         let mut followed = Vec::new();
-        let w = walk(self.vol, start, path, last, &mut followed);
+        let w = walk(
+            self.vol,
+            start,
+            path,
+            last,
+            &mut followed,
+            self.proc.creds(),
+        );
         self.links_followed(followed);
         w
     }
@@ -132,15 +113,81 @@ impl Ctx<'_> {
         follow: bool,
         empty_ok: bool,
     ) -> Result<Ino> {
-        if path.is_empty() && empty_ok {
-            return self.empty_target(dirfd);
-        }
-        namei::check_path(path)?;
-        let start = self.start(dirfd, path)?;
         let mut followed = Vec::new();
-        let ino = resolve(self.vol, start, path, follow, &mut followed);
+        let ino = self
+            .proc
+            .resolve(self.vol, dirfd, path, follow, empty_ok, &mut followed);
         self.links_followed(followed);
         ino
+    }
+
+    // --------------------------------------------------------- permissions
+    //
+    // Each check runs only for a verified caller (a server's client); the
+    // host's calls are privileged (`Identity::Host`), and pay one branch.
+
+    /// `may_create` on `parent` (a new name goes in), after the read-only
+    /// check the kernel makes first (`mnt_want_write`).
+    fn may_create(&mut self, parent: Ino) -> Result<()> {
+        if let Some(who) = self.proc.creds() {
+            self.vol.writable()?;
+            perm::may_create(&self.vol.stat_ino(parent)?, who)?;
+        }
+        Ok(())
+    }
+
+    /// `may_delete` of `victim`, a name in `parent`.
+    fn may_delete(&mut self, parent: Ino, victim: Ino, dir_op: bool) -> Result<()> {
+        if let Some(who) = self.proc.creds() {
+            self.vol.writable()?;
+            let dir = self.vol.stat_ino(parent)?;
+            perm::may_delete(&dir, &self.vol.stat_ino(victim)?, dir_op, who)?;
+        }
+        Ok(())
+    }
+
+    /// Permission bits `want` on `ino` (EACCES).
+    fn may_access(&mut self, ino: Ino, want: i32) -> Result<()> {
+        if let Some(who) = self.proc.creds() {
+            perm::may_access(&self.vol.stat_ino(ino)?, want, who)?;
+        }
+        Ok(())
+    }
+
+    /// The mode a new node is made with: the type and bits asked, without
+    /// a set-group-ID bit its maker may not give (`perm::new_node_mode`),
+    /// then the umask.
+    fn new_mode(&mut self, parent: Ino, mode: u32) -> Result<u32> {
+        let mode = match self.proc.creds() {
+            Some(who) => perm::new_node_mode(&self.vol.stat_ino(parent)?, mode, who),
+            None => mode,
+        };
+        Ok(mode & !self.proc.umask)
+    }
+
+    /// A write or truncate by a verified non-root caller takes the file's
+    /// set-user-ID bit, and its set-group-ID bit where that means
+    /// something (`file_remove_privs`).
+    fn drop_privs(&mut self, ino: Ino) -> Result<()> {
+        if let Some(who) = self.proc.creds()
+            && let Some(mode) = perm::mode_after_write(&self.vol.stat_ino(ino)?, who)
+        {
+            self.vol.set_mode(ino, mode)?;
+        }
+        Ok(())
+    }
+
+    /// `drop_privs` for a write through an open file (its inode's
+    /// attributes are at hand, decoded once for the open file).
+    #[inline]
+    fn drop_privs_open(&mut self, open: OpenId) -> Result<()> {
+        if let Some(who) = self.proc.creds()
+            && let Some(mode) = perm::mode_after_write(&self.vol.stat_open(open)?, who)
+        {
+            let ino = self.vol.open_ino(open);
+            self.vol.set_mode(ino, mode)?;
+        }
+        Ok(())
     }
 
     // ---------------------------------------------------------------- open
@@ -168,7 +215,7 @@ impl Ctx<'_> {
             return Err(Errno::EINVAL);
         }
         namei::check_path(path)?;
-        let start = self.start(dirfd, path)?;
+        let start = self.proc.start(self.vol, dirfd, path)?;
         let ino = if creat {
             self.open_create(start, path, flags, mode)?
         } else {
@@ -191,7 +238,7 @@ impl Ctx<'_> {
             return Err(Errno::EINVAL);
         }
         namei::check_path(path)?;
-        let start = self.start(dirfd, path)?;
+        let start = self.proc.start(self.vol, dirfd, path)?;
         self.open_existing(start, path, libc::O_RDONLY | libc::O_DIRECTORY)?;
         Err(Errno::EOPNOTSUPP)
     }
@@ -215,8 +262,9 @@ impl Ctx<'_> {
             }
             w.name_fits(self.vol)?;
             let Some(ino) = w.ino else {
-                let mode = libc::S_IFREG | (mode & 0o7777 & !self.proc.umask);
-                let (uid, gid) = owner();
+                self.may_create(w.parent)?;
+                let mode = self.new_mode(w.parent, libc::S_IFREG | (mode & 0o7777))?;
+                let (uid, gid) = self.proc.owner();
                 return self.vol.create(w.parent, &w.name, mode, uid, gid, &[]);
             };
             if excl {
@@ -270,9 +318,13 @@ impl Ctx<'_> {
         if wants_write || flags & libc::O_TRUNC != 0 {
             self.vol.writable()?;
         }
+        if let Some(who) = self.proc.creds() {
+            perm::open_access(&st, flags, who)?;
+        }
         // Even an empty file: Linux's handle_truncate sets mtime and ctime.
         if st.is_file() && flags & libc::O_TRUNC != 0 {
             self.vol.truncate_ino(ino, 0)?;
+            self.drop_privs(ino)?;
         }
         Ok(ino)
     }
@@ -321,6 +373,15 @@ impl Ctx<'_> {
         self.proc.fds.dup_from(fd, 0)
     }
 
+    /// `fcntl(fd, F_DUPFD, lowest)`: the lowest free descriptor at or
+    /// above `lowest` (EINVAL below 0 or at the descriptor limit).
+    pub fn dupfd(&mut self, fd: Fd, lowest: Fd) -> Result<Fd> {
+        if lowest < 0 {
+            return Err(Errno::EINVAL);
+        }
+        self.proc.fds.dup_from(fd, lowest as usize)
+    }
+
     /// The open file description `fd` refers to: an id shared by every
     /// descriptor `dup`ed from it (and reused only after its last one is
     /// closed), its inode, and how many descriptors refer to it. What
@@ -361,20 +422,9 @@ impl Ctx<'_> {
 
     // ---------------------------------------------------------------- data
 
-    /// The inode and offset of a read of `len` bytes at `at` (the
-    /// descriptor's offset when `None`), checked in Linux's order: EBADF,
-    /// the range (`rw_verify_area`), then EISDIR.
     #[inline]
     fn readable(&self, fd: Fd, at: Option<u64>, len: usize) -> Result<(OpenId, u64)> {
-        let f = self.proc.fds.get(fd)?;
-        if !f.readable {
-            return Err(Errno::EBADF);
-        }
-        let off = at.unwrap_or(f.offset);
-        check_range(off, len)?;
-        if f.is_dir {
-            return Err(Errno::EISDIR);
-        }
+        let (f, off) = readable(self.proc, fd, at, len)?;
         Ok((f.open, off))
     }
 
@@ -421,6 +471,7 @@ impl Ctx<'_> {
         if append {
             off = self.vol.size_open(open)?;
         }
+        self.drop_privs_open(open)?;
         let n = self.vol.write_open(open, buf, off)?;
         self.proc.fds.get_mut(fd)?.offset = off + n as u64;
         Ok(n)
@@ -436,6 +487,9 @@ impl Ctx<'_> {
         } else {
             off
         };
+        if !buf.is_empty() {
+            self.drop_privs_open(open)?;
+        }
         self.vol.write_open(open, buf, off)
     }
 
@@ -554,7 +608,8 @@ impl Ctx<'_> {
             return Err(Errno::EINVAL);
         }
         let ino = f.ino;
-        self.vol.truncate_ino(ino, len)
+        self.vol.truncate_ino(ino, len)?;
+        self.drop_privs(ino)
     }
 
     pub fn fallocate(&mut self, fd: Fd, mode: i32, off: u64, len: u64) -> Result<()> {
@@ -562,7 +617,8 @@ impl Ctx<'_> {
         if len == 0 {
             return Err(Errno::EINVAL);
         }
-        self.vol.fallocate_ino(ino, mode, off, len)
+        self.vol.fallocate_ino(ino, mode, off, len)?;
+        self.drop_privs(ino)
     }
 
     pub fn fsync(&mut self, fd: Fd) -> Result<()> {
@@ -674,15 +730,9 @@ impl Ctx<'_> {
         flags: i32,
         mask: u32,
     ) -> Result<Statx> {
-        let sync = flags & libc::AT_STATX_SYNC_TYPE;
-        if mask & libc::STATX__RESERVED as u32 != 0 || sync == libc::AT_STATX_SYNC_TYPE {
-            return Err(Errno::EINVAL);
-        }
+        let sync = statx_sync_flags(flags, mask)?;
         let stat = self.fstatat(dirfd, path, flags & !sync)?;
-        Ok(Statx {
-            mask: libc::STATX_BASIC_STATS | (mask & libc::STATX_BTIME),
-            stat,
-        })
+        Ok(statx_of(stat, mask))
     }
 
     pub fn mkdir(&mut self, path: impl AsRef<[u8]>, mode: u32) -> Result<()> {
@@ -723,11 +773,12 @@ impl Ctx<'_> {
         if w.trailing_slash {
             return Err(Errno::ENOENT);
         }
+        self.may_create(w.parent)?;
         if !regular {
             return Err(Errno::EPERM);
         }
-        let mode = libc::S_IFREG | (mode & 0o7777 & !self.proc.umask);
-        let (uid, gid) = owner();
+        let mode = self.new_mode(w.parent, libc::S_IFREG | (mode & 0o7777))?;
+        let (uid, gid) = self.proc.owner();
         self.vol
             .create(w.parent, &w.name, mode, uid, gid, &[])
             .map(drop)
@@ -739,10 +790,11 @@ impl Ctx<'_> {
             return Err(Errno::EEXIST);
         }
         w.name_fits(self.vol)?;
+        self.may_create(w.parent)?;
         // As vfs_mkdir: only permission bits and the sticky bit are taken
         // from the caller (set-id bits come from the parent, if at all).
         let mode = libc::S_IFDIR | (mode & 0o1777 & !self.proc.umask);
-        let (uid, gid) = owner();
+        let (uid, gid) = self.proc.owner();
         self.vol
             .create(w.parent, &w.name, mode, uid, gid, &[])
             .map(drop)
@@ -777,6 +829,7 @@ impl Ctx<'_> {
         }
         w.name_fits(self.vol)?;
         let ino = w.ino.ok_or(Errno::ENOENT)?;
+        self.may_delete(w.parent, ino, true)?;
         if !self.vol.stat_ino(ino)?.is_dir() {
             return Err(Errno::ENOTDIR);
         }
@@ -789,6 +842,7 @@ impl Ctx<'_> {
         }
         w.name_fits(self.vol)?;
         let ino = w.ino.ok_or(Errno::ENOENT)?;
+        self.may_delete(w.parent, ino, false)?;
         if self.vol.stat_ino(ino)?.is_dir() {
             return Err(Errno::EISDIR);
         }
@@ -857,7 +911,43 @@ impl Ctx<'_> {
         {
             return Err(Errno::ENOTDIR);
         }
+        if self.proc.creds().is_some() && d.ino != Some(src) {
+            self.may_rename(&s, src, &d, flags)?;
+        }
         self.vol.rename(s.parent, &s.name, d.parent, &d.name, flags)
+    }
+
+    /// `vfs_rename`'s checks for a verified caller (a rename of a name
+    /// onto another name of the same file is a no-op, checked by nothing).
+    fn may_rename(&mut self, s: &Walk, src: Ino, d: &Walk, flags: u32) -> Result<()> {
+        let src_is_dir = self.vol.stat_ino(src)?.is_dir();
+        self.may_delete(s.parent, src, src_is_dir)?;
+        let dst_is_dir = match d.ino {
+            None => {
+                self.may_create(d.parent)?;
+                false
+            }
+            Some(dst) => {
+                let dst_is_dir = self.vol.stat_ino(dst)?.is_dir();
+                let dir_op = if flags & RENAME_EXCHANGE != 0 {
+                    dst_is_dir
+                } else {
+                    src_is_dir
+                };
+                self.may_delete(d.parent, dst, dir_op)?;
+                dst_is_dir
+            }
+        };
+        // A directory moved to another parent changes its `..`.
+        if s.parent != d.parent {
+            if src_is_dir {
+                self.may_access(src, libc::W_OK)?;
+            }
+            if let (Some(dst), true) = (d.ino, flags & RENAME_EXCHANGE != 0 && dst_is_dir) {
+                self.may_access(dst, libc::W_OK)?;
+            }
+        }
+        Ok(())
     }
 
     pub fn link(&mut self, old: impl AsRef<[u8]>, new: impl AsRef<[u8]>) -> Result<()> {
@@ -877,12 +967,24 @@ impl Ctx<'_> {
         flags: i32,
     ) -> Result<()> {
         check_flags(flags, libc::AT_SYMLINK_FOLLOW | libc::AT_EMPTY_PATH)?;
+        let empty_allowed = self.proc.creds().is_none_or(perm::Creds::is_root);
+        let flags = if empty_allowed {
+            flags
+        } else {
+            // Linking a descriptor needs CAP_DAC_READ_SEARCH (before Linux
+            // 6.10, which also lets a file's opener link it); without it
+            // the empty path is looked up as a name: ENOENT.
+            flags & !libc::AT_EMPTY_PATH
+        };
         let src = self.resolve_at(
             olddirfd,
             p(&old),
             flags & libc::AT_SYMLINK_FOLLOW != 0,
             flags & libc::AT_EMPTY_PATH != 0,
         )?;
+        if let Some(who) = self.proc.creds() {
+            perm::check_hardlink(&self.vol.stat_ino(src)?, protected_hardlinks(), who)?;
+        }
         let d = self.walk_at(newdirfd, p(&new), Last::Entry)?;
         if d.is_dot() {
             return Err(Errno::EEXIST);
@@ -894,6 +996,7 @@ impl Ctx<'_> {
         if d.trailing_slash {
             return Err(Errno::ENOENT);
         }
+        self.may_create(d.parent)?;
         if self.vol.stat_ino(src)?.is_dir() {
             return Err(Errno::EPERM);
         }
@@ -933,7 +1036,8 @@ impl Ctx<'_> {
         if w.trailing_slash {
             return Err(Errno::ENOENT);
         }
-        let (uid, gid) = owner();
+        self.may_create(w.parent)?;
+        let (uid, gid) = self.proc.owner();
         self.vol
             .create(w.parent, &w.name, libc::S_IFLNK | 0o777, uid, gid, target)
             .map(drop)
@@ -961,7 +1065,12 @@ impl Ctx<'_> {
 
     pub fn truncate(&mut self, path: impl AsRef<[u8]>, len: u64) -> Result<()> {
         let ino = self.resolve_at(libc::AT_FDCWD, p(&path), true, false)?;
-        self.vol.truncate_ino(ino, len)
+        if self.proc.creds().is_some() && !self.vol.stat_ino(ino)?.is_dir() {
+            self.vol.writable()?;
+            self.may_access(ino, libc::W_OK)?;
+        }
+        self.vol.truncate_ino(ino, len)?;
+        self.drop_privs(ino)
     }
 
     /// `utimensat(2)`: `times` is `[atime, mtime]` (`None` for both "now"),
@@ -994,6 +1103,10 @@ impl Ctx<'_> {
                 nsec: UTIME_NOW,
             }; 2],
         );
+        if let Some(who) = self.proc.creds() {
+            let explicit = a.nsec != UTIME_NOW || m.nsec != UTIME_NOW;
+            perm::check_set_times(&self.vol.stat_ino(ino)?, explicit, who)?;
+        }
         let typed = |t: Timespec| match t.nsec {
             UTIME_NOW => SetTime::Now,
             UTIME_OMIT => SetTime::Omit,
@@ -1017,11 +1130,19 @@ impl Ctx<'_> {
         flags: i32,
     ) -> Result<()> {
         let ino = self.resolve_at_flags(dirfd, p(&path), flags, 0)?;
-        self.vol.set_mode(ino, mode)
+        self.set_mode(ino, mode)
     }
 
     pub fn fchmod(&mut self, fd: Fd, mode: u32) -> Result<()> {
         let ino = self.proc.fds.get(fd)?.ino;
+        self.set_mode(ino, mode)
+    }
+
+    fn set_mode(&mut self, ino: Ino, mode: u32) -> Result<()> {
+        let mode = match self.proc.creds() {
+            Some(who) => perm::chmod_mode(&self.vol.stat_ino(ino)?, mode, who)?,
+            None => mode,
+        };
         self.vol.set_mode(ino, mode)
     }
 
@@ -1029,6 +1150,9 @@ impl Ctx<'_> {
     /// `Volume::set_owner`'s.
     fn set_owner(&mut self, ino: Ino, uid: u32, gid: u32) -> Result<()> {
         let id = |n: u32| (n != u32::MAX).then_some(n);
+        if let Some(who) = self.proc.creds() {
+            perm::check_chown(&self.vol.stat_ino(ino)?, id(uid), id(gid), who)?;
+        }
         self.vol.set_owner(ino, id(uid), id(gid))
     }
 
@@ -1097,6 +1221,7 @@ impl Ctx<'_> {
         if !self.vol.stat_ino(ino)?.is_dir() {
             return Err(Errno::ENOTDIR);
         }
+        self.may_access(ino, libc::X_OK)?;
         self.vol.open_ref(ino);
         let old = std::mem::replace(&mut self.proc.cwd, ino);
         self.vol.close_ref(old)
@@ -1126,6 +1251,48 @@ pub(super) fn check_flags(flags: i32, allowed: i32) -> Result<()> {
     }
 }
 
+/// The open file and offset of a read of `len` bytes at `at` (the
+/// descriptor's offset when `None`), checked in Linux's order: EBADF, the
+/// range (`rw_verify_area`), then EISDIR.
+#[inline]
+pub(super) fn readable(
+    proc: &Process,
+    fd: Fd,
+    at: Option<u64>,
+    len: usize,
+) -> Result<(&OpenFile, u64)> {
+    let f = proc.fds.get(fd)?;
+    if !f.readable {
+        return Err(Errno::EBADF);
+    }
+    let off = at.unwrap_or(f.offset);
+    check_range(off, len)?;
+    if f.is_dir {
+        return Err(Errno::EISDIR);
+    }
+    Ok((f, off))
+}
+
+/// statx's AT_STATX_SYNC_TYPE bits of `flags` (an in-process volume is
+/// never out of date, so they change nothing), after its EINVAL checks of
+/// them and of `mask`.
+pub(super) fn statx_sync_flags(flags: i32, mask: u32) -> Result<i32> {
+    let sync = flags & libc::AT_STATX_SYNC_TYPE;
+    if mask & libc::STATX__RESERVED as u32 != 0 || sync == libc::AT_STATX_SYNC_TYPE {
+        return Err(Errno::EINVAL);
+    }
+    Ok(sync)
+}
+
+/// statx's answer: the basic stats, and the birth time when asked for,
+/// as ext4 answers.
+pub(super) fn statx_of(stat: Stat, mask: u32) -> Statx {
+    Statx {
+        mask: libc::STATX_BASIC_STATS | (mask & libc::STATX_BTIME),
+        stat,
+    }
+}
+
 /// Linux's `rw_verify_area`: an offset or an end past `i64::MAX` is EINVAL.
 #[inline]
 fn check_range(off: u64, len: usize) -> Result<()> {
@@ -1133,13 +1300,6 @@ fn check_range(off: u64, len: usize) -> Result<()> {
         Some(end) if end <= i64::MAX as u64 => Ok(()),
         _ => Err(Errno::EINVAL),
     }
-}
-
-/// Owner of new files: the calling process's effective ids, as the kernel
-/// would record them.
-fn owner() -> (u32, u32) {
-    // SAFETY: geteuid/getegid take no arguments and cannot fail.
-    unsafe { (libc::geteuid(), libc::getegid()) }
 }
 
 /// Copies a cached `struct stat` to the caller's, memory to memory: `*st`
@@ -1151,4 +1311,15 @@ fn copy_stat(st: &libc::stat, out: &mut std::mem::MaybeUninit<libc::stat>) {
     // SAFETY: both are valid for one `struct stat` and cannot overlap (one
     // is borrowed shared, the other exclusively).
     unsafe { std::ptr::copy_nonoverlapping(st, out.as_mut_ptr(), 1) };
+}
+
+/// Whether the host forbids hard links to other users' files
+/// (`/proc/sys/fs/protected_hardlinks`, on by default on every major
+/// distribution): the server judges its clients' links as the host kernel
+/// would. Read once; an unreadable setting counts as on.
+fn protected_hardlinks() -> bool {
+    static PROTECTED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *PROTECTED.get_or_init(|| {
+        std::fs::read("/proc/sys/fs/protected_hardlinks").map_or(true, |v| v.first() != Some(&b'0'))
+    })
 }

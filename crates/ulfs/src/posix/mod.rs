@@ -13,9 +13,11 @@ pub mod locks;
 pub mod namei;
 pub mod perm;
 mod process;
+mod shared_calls;
 
 pub use calls::Ctx;
-pub use process::Process;
+pub use process::{Identity, Process};
+pub use shared_calls::{Deferred, SharedCtx};
 
 use crate::errno::Result;
 use crate::error::Error;
@@ -48,7 +50,7 @@ impl Fs {
 
     /// One process view over a mounted volume, starting at the root.
     fn over(mut vol: Volume) -> Fs {
-        let proc = Process::new(&mut vol);
+        let proc = Process::new(&mut vol, Identity::Host);
         Fs {
             vol,
             proc,
@@ -107,6 +109,14 @@ impl Fs {
         }
     }
 
+    /// Who this file system's calls are made for: the host process by
+    /// default (privileged), or a verified user whose every call is judged
+    /// by Linux's permission rules, as a server judges its clients (also
+    /// for an application that serves its own users from an image).
+    pub fn set_identity(&mut self, identity: Identity) {
+        self.proc.identity = identity;
+    }
+
     /// The descriptor limit (default `fdtable::MAX_FDS`, 1,048,576, Linux's
     /// `nr_open`): descriptors are numbered below it.
     pub fn max_fds(&self) -> usize {
@@ -140,6 +150,7 @@ forward! {
     fn open_ino(&mut self, ino: Ino, flags: i32) -> Result<Fd>;
     fn close(&mut self, fd: Fd) -> Result<()>;
     fn dup(&mut self, fd: Fd) -> Result<Fd>;
+    fn dupfd(&mut self, fd: Fd, lowest: Fd) -> Result<Fd>;
     fn file_description(&mut self, fd: Fd) -> Result<FileDescription>;
     fn fcntl_getfl(&mut self, fd: Fd) -> Result<i32>;
     fn fcntl_setfl(&mut self, fd: Fd, flags: i32) -> Result<()>;

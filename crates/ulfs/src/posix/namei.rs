@@ -2,6 +2,7 @@
 //! every component (ELOOP after 40), ENAMETOOLONG past 255-byte names or
 //! 4096-byte paths. Linux on tmpfs is the reference for every corner.
 
+use super::perm::{self, Creds};
 use crate::errno::{Errno, Result};
 use crate::format::{NAME_MAX, PATH_MAX};
 use crate::fs::Volume;
@@ -76,12 +77,16 @@ pub fn check_path(path: &[u8]) -> Result<()> {
 /// `dirfd`) to its last component, treated as `last` says. Each symlink
 /// followed is added to `followed`, whatever the outcome (Linux touches a
 /// link's atime when it follows it; the caller, who may write, does that).
+/// With `who`, every directory a name is looked up in must give them
+/// search permission (Linux's `may_lookup`, EACCES), the last name's
+/// directory included.
 pub fn walk(
     vol: &Volume,
     cwd: Ino,
     path: &[u8],
     last_rule: Last,
     followed: &mut Vec<Ino>,
+    who: Option<&Creds>,
 ) -> Result<Walk> {
     check_path(path)?;
     let mut buf: Vec<u8> = path.to_vec();
@@ -100,6 +105,9 @@ pub fn walk(
                 ino: Some(dir),
                 trailing_slash: true,
             });
+        }
+        if let Some(who) = who {
+            perm::may_lookup(&vol.stat_ino(dir)?, who)?;
         }
         let start = pos;
         while pos < buf.len() && buf[pos] != b'/' {
@@ -220,9 +228,10 @@ pub fn resolve(
     path: &[u8],
     follow: bool,
     followed: &mut Vec<Ino>,
+    who: Option<&Creds>,
 ) -> Result<Ino> {
     let last = if follow { Last::Follow } else { Last::NoFollow };
-    let w = walk(vol, cwd, path, last, followed)?;
+    let w = walk(vol, cwd, path, last, followed, who)?;
     let ino = w.ino.ok_or(Errno::ENOENT)?;
     if w.trailing_slash && !vol.stat_ino(ino)?.is_dir() {
         return Err(Errno::ENOTDIR);
