@@ -13,6 +13,7 @@ mod chown;
 mod convert;
 mod copy;
 mod cp;
+mod daemon;
 mod debug;
 mod dir;
 mod du;
@@ -41,6 +42,7 @@ mod resize;
 mod rm;
 mod run;
 mod sandbox;
+mod serve;
 mod size;
 mod stat;
 mod touch;
@@ -527,6 +529,39 @@ pub(crate) enum Command {
         #[arg(short = 'f', long)]
         foreground: bool,
     },
+    /// Serve the image to many programs at once, over shared memory
+    ///
+    /// One process owns the image; programs connect to SOCKET (the Rust
+    /// client `ulfs_client::Client`, the C API's `ulfs_connect`) and each
+    /// gets a private channel. The server takes each client's user and
+    /// groups from the kernel and judges every call by them, as Linux
+    /// would. Returns once the server listens, unless --foreground;
+    /// SIGTERM stops it, committing the journal and marking the image
+    /// clean. docs/SERVE.md.
+    #[command(after_help = "Example:\n  ulfs serve disk.img --socket /run/disk.sock")]
+    Serve {
+        /// Image file
+        image: PathBuf,
+        /// Where clients connect (a UNIX socket made here)
+        #[arg(long, value_name = "PATH")]
+        socket: PathBuf,
+        /// Threads serving clients (default: one per core)
+        #[arg(long, value_name = "N")]
+        workers: Option<usize>,
+        /// Serve the image read-only (every change is EROFS)
+        #[arg(long)]
+        ro: bool,
+        /// Permission bits of the socket file: who may connect
+        #[arg(long, value_name = "OCTAL", default_value = "666", value_parser = parse_octal)]
+        socket_mode: u32,
+        /// Microseconds a worker keeps polling a quiet client before it
+        /// lets it sleep (0: never spin)
+        #[arg(long, value_name = "US", default_value_t = 20)]
+        spin_us: u64,
+        /// Serve in this process, in the foreground
+        #[arg(short = 'f', long)]
+        foreground: bool,
+    },
     /// Unmount what `ulfs mount` mounted, and wait until the image is free
     ///
     /// `fusermount3 -u DIR`, then waits (up to 60 s) until the server has
@@ -916,6 +951,23 @@ fn run(command: Command) -> CliResult {
             generate::completions(Cli::command(), shell, &dir)
         }
         Command::Umount { mountpoint, lazy } => mount::umount(&mountpoint, lazy),
+        Command::Serve {
+            image,
+            socket,
+            workers,
+            ro,
+            socket_mode,
+            spin_us,
+            foreground,
+        } => serve::run(&serve::Args {
+            image: &image,
+            socket: &socket,
+            workers,
+            read_only: ro,
+            socket_mode,
+            spin_us,
+            foreground,
+        }),
         Command::Mount {
             image,
             mountpoint,
@@ -948,5 +1000,13 @@ fn run(command: Command) -> CliResult {
             program: &command[0],
             args: &command[1..],
         }),
+    }
+}
+
+/// An octal permission value (`--socket-mode 660`).
+fn parse_octal(s: &str) -> Result<u32, String> {
+    match u32::from_str_radix(s, 8) {
+        Ok(v) if v <= 0o7777 => Ok(v),
+        _ => Err(format!("'{s}' is not an octal mode (like 660)")),
     }
 }

@@ -4,14 +4,11 @@
 //! reason it could not be made), and a server process serves it until it
 //! is unmounted. `--foreground` serves in this process instead.
 //!
-//! Daemonizing is a fork before anything is opened: the child mounts and
-//! tells the parent over a pipe ("ok", or the error), so every failure
-//! (a bad image, one in use, a busy mount point, no FUSE) reaches the
-//! user with the command's exit status.
+//! In the background, every failure (a bad image, one in use, a busy
+//! mount point, no FUSE) still reaches the user with the command's exit
+//! status (`daemon.rs`).
 
 use crate::error::{CliError, CliResult};
-use std::io::{Read, Write};
-use std::os::fd::{FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use ulfs_fuse::MountConfig;
 
@@ -47,7 +44,8 @@ pub fn run(args: &Args) -> CliResult {
         return ulfs_fuse::serve(&image, &mountpoint, &cfg, || {})
             .map_err(|m| CliError::new(ctx(), m));
     }
-    daemonize(&image, &mountpoint, &cfg).map_err(|m| CliError::new(ctx(), m))
+    crate::daemon::daemonize(|ready| ulfs_fuse::serve(&image, &mountpoint, &cfg, ready))
+        .map_err(|m| CliError::new(ctx(), m))
 }
 
 /// Called as `mount.ulfs` or `mount.fuse.ulfs` (links to this program),
@@ -95,82 +93,6 @@ pub fn as_mount_helper() -> Option<crate::Command> {
         options,
         foreground: false,
     })
-}
-
-/// Forks a server that mounts and serves; returns when it says the mount
-/// is ready, or with what it reported instead.
-fn daemonize(image: &Path, mountpoint: &Path, cfg: &MountConfig) -> Result<(), String> {
-    let mut fds = [0; 2];
-    // SAFETY: `fds` is a valid two-int array for pipe2 to fill.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(format!("pipe: {}", std::io::Error::last_os_error()));
-    }
-    // SAFETY: pipe2 just returned these two descriptors, owned by nobody.
-    let (read_end, write_end) =
-        unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
-    // SAFETY: the command is single-threaded here (nothing has started a
-    // thread: argument parsing only), so the child may go on running
-    // ordinary Rust code.
-    match unsafe { libc::fork() } {
-        -1 => Err(format!("fork: {}", std::io::Error::last_os_error())),
-        0 => {
-            drop(read_end);
-            let code = serve_in_child(image, mountpoint, cfg, std::fs::File::from(write_end));
-            std::process::exit(code)
-        }
-        _child => {
-            drop(write_end);
-            let mut said = String::new();
-            let _ = std::fs::File::from(read_end).read_to_string(&mut said);
-            match said.as_str() {
-                "ok" => Ok(()),
-                "" => Err("the mount's server ended without a word".into()),
-                why => Err(why.to_owned()),
-            }
-        }
-    }
-}
-
-/// The server: a session of its own, detached from the terminal once the
-/// mount is ready; its errors go to the parent until then.
-fn serve_in_child(image: &Path, mountpoint: &Path, cfg: &MountConfig, pipe: std::fs::File) -> i32 {
-    // SAFETY: setsid has no memory-safety preconditions.
-    unsafe { libc::setsid() };
-    let mut pipe = Some(pipe);
-    let served = ulfs_fuse::serve(image, mountpoint, cfg, || {
-        // Closed once written: the parent reads to the end.
-        if let Some(mut p) = pipe.take() {
-            let _ = p.write_all(b"ok");
-        }
-        detach();
-    });
-    match served {
-        Ok(()) => 0,
-        Err(why) => {
-            if let Some(mut p) = pipe.take() {
-                let _ = p.write_all(why.as_bytes());
-            }
-            1
-        }
-    }
-}
-
-/// Standard streams to /dev/null and the working directory to `/`, so
-/// the server holds no terminal and no directory busy.
-fn detach() {
-    let _ = std::env::set_current_dir("/");
-    if let Ok(null) = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open("/dev/null")
-    {
-        use std::os::fd::AsRawFd;
-        for fd in 0..3 {
-            // SAFETY: dup2 onto the standard descriptors, which this
-            // process owns; /dev/null stays open for the call.
-            unsafe { libc::dup2(null.as_raw_fd(), fd) };
-        }
-    }
 }
 
 /// How long `ulfs umount` waits for the server to let go of the image.

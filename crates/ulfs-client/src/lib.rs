@@ -1,0 +1,567 @@
+//! A client of `ulfs serve`: the calls of the in-process `Fs`, with the
+//! same names, arguments and errnos, answered by a server that owns the
+//! image. One `Client` is one process of the server's (its own
+//! descriptors, working directory and umask, judged by the credentials the
+//! kernel gave the server for this connection) and has one request in
+//! flight at a time, as `Fs` has one call at a time: `&mut self`.
+//!
+//! The data area of the channel is laid out per call: a path in the first
+//! page, a second path in the second, an output record after them; reads
+//! and writes use the whole area, and longer ones are split (a read may
+//! then be short, and a write longer than the area is not atomic against
+//! other clients' writes: docs/SERVE.md).
+//!
+//! Once the server is gone (it stopped, or was killed), every call fails
+//! with ENOTCONN.
+
+use std::path::Path;
+use ulfs::{Errno, Fd, Ino, Result, Stat, StatFs, Statx, Timespec};
+use ulfs_wire::layout::CQE_TRUNCATED;
+use ulfs_wire::{ClientChannel, Cqe, Op, Req, Span, WireStat, WireStatFs};
+
+/// Where a call's first path goes in the data area.
+const P1: u32 = 0;
+/// Where a second path goes (rename, link, symlink).
+const P2: u32 = 4096;
+/// Where a fixed-size answer (a stat) or a name (readlink, getcwd) goes.
+const OUT: u32 = 8192;
+const OUT_LEN: u32 = 4096;
+
+/// One process of a server.
+pub struct Client {
+    chan: ClientChannel,
+    id: u64,
+}
+
+fn p(path: &impl AsRef<[u8]>) -> &[u8] {
+    path.as_ref()
+}
+
+impl Client {
+    /// Connects to the server listening at `socket`. ENOENT or
+    /// ECONNREFUSED when no server listens there; EPROTO when it speaks
+    /// another version of the protocol.
+    pub fn connect(socket: impl AsRef<Path>) -> Result<Client> {
+        let (chan, id) = ClientChannel::connect(socket.as_ref(), 0, 0)?;
+        Ok(Client { chan, id })
+    }
+
+    /// The server's number for this client (in its logs).
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// The channel, for tests and benchmarks that look at its counters.
+    pub fn channel(&self) -> &ClientChannel {
+        &self.chan
+    }
+
+    fn data_len(&self) -> usize {
+        self.chan.geometry().data_len as usize
+    }
+
+    fn call(&mut self, req: Req) -> Result<Cqe> {
+        let cqe = self.chan.call(req)?;
+        cqe.result()?;
+        Ok(cqe)
+    }
+
+    fn call_res(&mut self, req: Req) -> Result<u64> {
+        Ok(self.call(req)?.res as u64)
+    }
+
+    fn req(op: Op, fd: Fd, a: [u64; 4]) -> Req {
+        let mut r = Req::new(op);
+        r.fd = fd;
+        r.a = a;
+        r
+    }
+
+    /// Stages a path at `off`: ENAMETOOLONG (as the engine says) for one
+    /// that cannot fit the page.
+    fn put_path(&mut self, off: u32, path: &[u8]) -> Result<Span> {
+        if path.len() >= ulfs::format::PATH_MAX {
+            return Err(Errno::ENAMETOOLONG);
+        }
+        self.chan.put(off, path)
+    }
+
+    fn path_call(&mut self, op: Op, fd: Fd, path: &[u8], a: [u64; 4]) -> Result<u64> {
+        let mut r = Self::req(op, fd, a);
+        r.p1 = self.put_path(P1, path)?;
+        self.call_res(r)
+    }
+
+    fn two_path_call(
+        &mut self,
+        op: Op,
+        (fd, one): (Fd, &[u8]),
+        (fd2, two): (Fd, &[u8]),
+        a: [u64; 4],
+    ) -> Result<()> {
+        let mut r = Self::req(op, fd, a);
+        r.fd2 = fd2;
+        r.p1 = self.put_path(P1, one)?;
+        r.p2 = self.put_path(P2, two)?;
+        self.call_res(r).map(drop)
+    }
+
+    fn stat_of(&self) -> Result<WireStat> {
+        let bytes = self.chan.get(Span::new(OUT, 128))?;
+        WireStat::from_bytes(bytes).ok_or(Errno::EIO)
+    }
+
+    /// A name the server wrote at OUT (cut to the span if longer).
+    fn name_of(&self, cqe: &Cqe) -> Result<Vec<u8>> {
+        if cqe.flags & CQE_TRUNCATED != 0 {
+            return Err(Errno::ENAMETOOLONG);
+        }
+        Ok(self.chan.get(Span::new(OUT, cqe.res as u32))?.to_vec())
+    }
+
+    // ------------------------------------------------------------ session
+
+    /// A request that does nothing: the round trip alone.
+    pub fn nop(&mut self) -> Result<()> {
+        self.call_res(Req::new(Op::Nop)).map(drop)
+    }
+
+    pub fn umask(&mut self, mask: u32) -> u32 {
+        self.call_res(Self::req(Op::Umask, -1, [mask as u64, 0, 0, 0]))
+            .map_or(0o022, |m| m as u32)
+    }
+
+    pub fn set_max_fds(&mut self, max: usize) -> Result<()> {
+        self.call_res(Self::req(Op::SetMaxFds, -1, [max as u64, 0, 0, 0]))
+            .map(drop)
+    }
+
+    pub fn getcwd(&mut self) -> Result<Vec<u8>> {
+        let mut r = Req::new(Op::Getcwd);
+        r.p2 = Span::new(OUT, OUT_LEN);
+        let cqe = self.call(r)?;
+        self.name_of(&cqe)
+    }
+
+    pub fn chdir(&mut self, path: impl AsRef<[u8]>) -> Result<()> {
+        self.path_call(Op::Chdir, -1, p(&path), [0; 4]).map(drop)
+    }
+
+    pub fn fchdir(&mut self, fd: Fd) -> Result<()> {
+        self.call_res(Self::req(Op::Fchdir, fd, [0; 4])).map(drop)
+    }
+
+    pub fn sync(&mut self) -> Result<()> {
+        self.call_res(Req::new(Op::Sync)).map(drop)
+    }
+
+    // -------------------------------------------------------- descriptors
+
+    pub fn open(&mut self, path: impl AsRef<[u8]>, flags: i32, mode: u32) -> Result<Fd> {
+        self.openat(libc::AT_FDCWD, path, flags, mode)
+    }
+
+    pub fn openat(
+        &mut self,
+        dirfd: Fd,
+        path: impl AsRef<[u8]>,
+        flags: i32,
+        mode: u32,
+    ) -> Result<Fd> {
+        let a = [flags as i64 as u64, mode as u64, 0, 0];
+        self.path_call(Op::Openat, dirfd, p(&path), a)
+            .map(|fd| fd as Fd)
+    }
+
+    pub fn close(&mut self, fd: Fd) -> Result<()> {
+        self.call_res(Self::req(Op::Close, fd, [0; 4])).map(drop)
+    }
+
+    pub fn dup(&mut self, fd: Fd) -> Result<Fd> {
+        self.call_res(Self::req(Op::Dup, fd, [0; 4]))
+            .map(|f| f as Fd)
+    }
+
+    pub fn dupfd(&mut self, fd: Fd, lowest: Fd) -> Result<Fd> {
+        let a = [lowest as i64 as u64, 0, 0, 0];
+        self.call_res(Self::req(Op::Dupfd, fd, a)).map(|f| f as Fd)
+    }
+
+    pub fn dup2(&mut self, old: Fd, new: Fd) -> Result<Fd> {
+        let mut r = Self::req(Op::Dup2, old, [0; 4]);
+        r.fd2 = new;
+        self.call_res(r).map(|f| f as Fd)
+    }
+
+    pub fn fcntl_getfl(&mut self, fd: Fd) -> Result<i32> {
+        self.call_res(Self::req(Op::FcntlGetfl, fd, [0; 4]))
+            .map(|f| f as i32)
+    }
+
+    pub fn fcntl_setfl(&mut self, fd: Fd, flags: i32) -> Result<()> {
+        let a = [flags as i64 as u64, 0, 0, 0];
+        self.call_res(Self::req(Op::FcntlSetfl, fd, a)).map(drop)
+    }
+
+    // --------------------------------------------------------------- data
+
+    /// Reads into `buf` through the data area, a piece at a time: stops at
+    /// a short piece (the end of the file), as `Fs::readv` does.
+    fn read_pieces(&mut self, fd: Fd, buf: &mut [u8], mut at: Option<u64>) -> Result<usize> {
+        let mut done = 0;
+        loop {
+            let n = (buf.len() - done).min(self.data_len());
+            let op = if at.is_some() { Op::Pread } else { Op::Read };
+            let mut r = Self::req(op, fd, [at.unwrap_or(0), 0, 0, 0]);
+            r.p1 = Span::new(0, n as u32);
+            let got = match self.call_res(r) {
+                Ok(got) => got as usize,
+                Err(e) if done == 0 => return Err(e),
+                Err(_) => return Ok(done),
+            };
+            buf[done..done + got].copy_from_slice(&self.chan.data()[..got]);
+            done += got;
+            if let Some(off) = at.as_mut() {
+                *off += got as u64;
+            }
+            if got < n || done == buf.len() {
+                return Ok(done);
+            }
+        }
+    }
+
+    fn write_pieces(&mut self, fd: Fd, buf: &[u8], mut at: Option<u64>) -> Result<usize> {
+        let mut done = 0;
+        loop {
+            let n = (buf.len() - done).min(self.data_len());
+            let op = if at.is_some() { Op::Pwrite } else { Op::Write };
+            let mut r = Self::req(op, fd, [at.unwrap_or(0), 0, 0, 0]);
+            r.p1 = self.chan.put(0, &buf[done..done + n])?;
+            let put = match self.call_res(r) {
+                Ok(put) => put as usize,
+                Err(e) if done == 0 => return Err(e),
+                Err(_) => return Ok(done),
+            };
+            done += put;
+            if let Some(off) = at.as_mut() {
+                *off += put as u64;
+            }
+            if put < n || done == buf.len() {
+                return Ok(done);
+            }
+        }
+    }
+
+    pub fn read(&mut self, fd: Fd, buf: &mut [u8]) -> Result<usize> {
+        self.read_pieces(fd, buf, None)
+    }
+
+    pub fn pread(&mut self, fd: Fd, buf: &mut [u8], off: u64) -> Result<usize> {
+        self.read_pieces(fd, buf, Some(off))
+    }
+
+    pub fn write(&mut self, fd: Fd, buf: &[u8]) -> Result<usize> {
+        self.write_pieces(fd, buf, None)
+    }
+
+    pub fn pwrite(&mut self, fd: Fd, buf: &[u8], off: u64) -> Result<usize> {
+        self.write_pieces(fd, buf, Some(off))
+    }
+
+    pub fn lseek(&mut self, fd: Fd, off: i64, whence: i32) -> Result<u64> {
+        let a = [off as u64, whence as i64 as u64, 0, 0];
+        self.call_res(Self::req(Op::Lseek, fd, a))
+    }
+
+    pub fn ftruncate(&mut self, fd: Fd, len: u64) -> Result<()> {
+        self.call_res(Self::req(Op::Ftruncate, fd, [len, 0, 0, 0]))
+            .map(drop)
+    }
+
+    pub fn fallocate(&mut self, fd: Fd, mode: i32, off: u64, len: u64) -> Result<()> {
+        let a = [mode as i64 as u64, off, len, 0];
+        self.call_res(Self::req(Op::Fallocate, fd, a)).map(drop)
+    }
+
+    pub fn fsync(&mut self, fd: Fd) -> Result<()> {
+        self.call_res(Self::req(Op::Fsync, fd, [0; 4])).map(drop)
+    }
+
+    pub fn fdatasync(&mut self, fd: Fd) -> Result<()> {
+        self.call_res(Self::req(Op::Fdatasync, fd, [0; 4]))
+            .map(drop)
+    }
+
+    /// `getdents64(2)` into `buf` (at most the data area's size per call).
+    pub fn getdents64(&mut self, fd: Fd, buf: &mut [u8]) -> Result<usize> {
+        let n = buf.len().min(self.data_len());
+        let mut r = Self::req(Op::Getdents64, fd, [0; 4]);
+        r.p1 = Span::new(0, n as u32);
+        let got = self.call_res(r)? as usize;
+        buf[..got].copy_from_slice(&self.chan.data()[..got]);
+        Ok(got)
+    }
+
+    // --------------------------------------------------------------- stat
+
+    pub fn fstat(&mut self, fd: Fd) -> Result<Stat> {
+        let mut r = Self::req(Op::Fstat, fd, [0; 4]);
+        r.p2 = Span::new(OUT, 128);
+        self.call(r)?;
+        Ok(self.stat_of()?.stat())
+    }
+
+    pub fn stat(&mut self, path: impl AsRef<[u8]>) -> Result<Stat> {
+        self.fstatat(libc::AT_FDCWD, path, 0)
+    }
+
+    pub fn lstat(&mut self, path: impl AsRef<[u8]>) -> Result<Stat> {
+        self.fstatat(libc::AT_FDCWD, path, libc::AT_SYMLINK_NOFOLLOW)
+    }
+
+    pub fn fstatat(&mut self, dirfd: Fd, path: impl AsRef<[u8]>, flags: i32) -> Result<Stat> {
+        let mut r = Self::req(Op::Fstatat, dirfd, [flags as i64 as u64, 0, 0, 0]);
+        r.p1 = self.put_path(P1, p(&path))?;
+        r.p2 = Span::new(OUT, 128);
+        self.call(r)?;
+        Ok(self.stat_of()?.stat())
+    }
+
+    pub fn statx(
+        &mut self,
+        dirfd: Fd,
+        path: impl AsRef<[u8]>,
+        flags: i32,
+        mask: u32,
+    ) -> Result<Statx> {
+        let a = [flags as i64 as u64, mask as u64, 0, 0];
+        let mut r = Self::req(Op::Statx, dirfd, a);
+        r.p1 = self.put_path(P1, p(&path))?;
+        r.p2 = Span::new(OUT, 128);
+        self.call(r)?;
+        Ok(self.stat_of()?.statx())
+    }
+
+    fn statfs_of(&self) -> Result<StatFs> {
+        let bytes = self.chan.get(Span::new(OUT, 128))?;
+        Ok(WireStatFs::from_bytes(bytes).ok_or(Errno::EIO)?.statfs())
+    }
+
+    pub fn statfs(&mut self, path: impl AsRef<[u8]>) -> Result<StatFs> {
+        let mut r = Req::new(Op::Statfs);
+        r.p1 = self.put_path(P1, p(&path))?;
+        r.p2 = Span::new(OUT, 128);
+        self.call(r)?;
+        self.statfs_of()
+    }
+
+    pub fn fstatfs(&mut self, fd: Fd) -> Result<StatFs> {
+        let mut r = Self::req(Op::Fstatfs, fd, [0; 4]);
+        r.p2 = Span::new(OUT, 128);
+        self.call(r)?;
+        self.statfs_of()
+    }
+
+    pub fn access(&mut self, path: impl AsRef<[u8]>, mode: i32) -> Result<()> {
+        self.faccessat(libc::AT_FDCWD, path, mode, 0)
+    }
+
+    pub fn faccessat(
+        &mut self,
+        dirfd: Fd,
+        path: impl AsRef<[u8]>,
+        mode: i32,
+        flags: i32,
+    ) -> Result<()> {
+        let a = [mode as i64 as u64, flags as i64 as u64, 0, 0];
+        self.path_call(Op::Faccessat, dirfd, p(&path), a).map(drop)
+    }
+
+    pub fn readlink(&mut self, path: impl AsRef<[u8]>) -> Result<Vec<u8>> {
+        self.readlinkat(libc::AT_FDCWD, path)
+    }
+
+    pub fn readlinkat(&mut self, dirfd: Fd, path: impl AsRef<[u8]>) -> Result<Vec<u8>> {
+        let mut r = Self::req(Op::Readlinkat, dirfd, [0; 4]);
+        r.p1 = self.put_path(P1, p(&path))?;
+        r.p2 = Span::new(OUT, OUT_LEN);
+        let cqe = self.call(r)?;
+        self.name_of(&cqe)
+    }
+
+    // -------------------------------------------------------------- names
+
+    pub fn mkdir(&mut self, path: impl AsRef<[u8]>, mode: u32) -> Result<()> {
+        self.mkdirat(libc::AT_FDCWD, path, mode)
+    }
+
+    pub fn mkdirat(&mut self, dirfd: Fd, path: impl AsRef<[u8]>, mode: u32) -> Result<()> {
+        self.path_call(Op::Mkdirat, dirfd, p(&path), [mode as u64, 0, 0, 0])
+            .map(drop)
+    }
+
+    pub fn mknodat(
+        &mut self,
+        dirfd: Fd,
+        path: impl AsRef<[u8]>,
+        mode: u32,
+        dev: u64,
+    ) -> Result<()> {
+        self.path_call(Op::Mknodat, dirfd, p(&path), [mode as u64, dev, 0, 0])
+            .map(drop)
+    }
+
+    pub fn unlink(&mut self, path: impl AsRef<[u8]>) -> Result<()> {
+        self.unlinkat(libc::AT_FDCWD, path, 0)
+    }
+
+    pub fn rmdir(&mut self, path: impl AsRef<[u8]>) -> Result<()> {
+        self.unlinkat(libc::AT_FDCWD, path, libc::AT_REMOVEDIR)
+    }
+
+    pub fn unlinkat(&mut self, dirfd: Fd, path: impl AsRef<[u8]>, flags: i32) -> Result<()> {
+        let a = [flags as i64 as u64, 0, 0, 0];
+        self.path_call(Op::Unlinkat, dirfd, p(&path), a).map(drop)
+    }
+
+    pub fn rename(&mut self, old: impl AsRef<[u8]>, new: impl AsRef<[u8]>) -> Result<()> {
+        self.renameat2(libc::AT_FDCWD, old, libc::AT_FDCWD, new, 0)
+    }
+
+    pub fn renameat2(
+        &mut self,
+        olddirfd: Fd,
+        old: impl AsRef<[u8]>,
+        newdirfd: Fd,
+        new: impl AsRef<[u8]>,
+        flags: u32,
+    ) -> Result<()> {
+        self.two_path_call(
+            Op::Renameat2,
+            (olddirfd, p(&old)),
+            (newdirfd, p(&new)),
+            [flags as u64, 0, 0, 0],
+        )
+    }
+
+    pub fn link(&mut self, old: impl AsRef<[u8]>, new: impl AsRef<[u8]>) -> Result<()> {
+        self.linkat(libc::AT_FDCWD, old, libc::AT_FDCWD, new, 0)
+    }
+
+    pub fn linkat(
+        &mut self,
+        olddirfd: Fd,
+        old: impl AsRef<[u8]>,
+        newdirfd: Fd,
+        new: impl AsRef<[u8]>,
+        flags: i32,
+    ) -> Result<()> {
+        self.two_path_call(
+            Op::Linkat,
+            (olddirfd, p(&old)),
+            (newdirfd, p(&new)),
+            [flags as i64 as u64, 0, 0, 0],
+        )
+    }
+
+    pub fn symlink(&mut self, target: impl AsRef<[u8]>, linkpath: impl AsRef<[u8]>) -> Result<()> {
+        self.symlinkat(target, libc::AT_FDCWD, linkpath)
+    }
+
+    pub fn symlinkat(
+        &mut self,
+        target: impl AsRef<[u8]>,
+        newdirfd: Fd,
+        linkpath: impl AsRef<[u8]>,
+    ) -> Result<()> {
+        // The target is stored verbatim: an empty one is the engine's
+        // ENOENT, a NUL in it EINVAL, as for the library.
+        self.two_path_call(
+            Op::Symlinkat,
+            (newdirfd, p(&target)),
+            (newdirfd, p(&linkpath)),
+            [0; 4],
+        )
+    }
+
+    pub fn truncate(&mut self, path: impl AsRef<[u8]>, len: u64) -> Result<()> {
+        self.path_call(Op::Truncate, -1, p(&path), [len, 0, 0, 0])
+            .map(drop)
+    }
+
+    // --------------------------------------------------------- attributes
+
+    pub fn utimensat(
+        &mut self,
+        dirfd: Fd,
+        path: impl AsRef<[u8]>,
+        times: Option<[Timespec; 2]>,
+        flags: i32,
+    ) -> Result<()> {
+        let mut r = Self::req(Op::Utimensat, dirfd, [flags as i64 as u64, 0, 0, 0]);
+        r.p1 = self.put_path(P1, p(&path))?;
+        if let Some(t) = times {
+            r.p2 = self.chan.put(P2, &ulfs_wire::stat::encode_times(&t))?;
+        }
+        self.call_res(r).map(drop)
+    }
+
+    pub fn futimens(&mut self, fd: Fd, times: Option<[Timespec; 2]>) -> Result<()> {
+        let mut r = Self::req(Op::Futimens, fd, [0; 4]);
+        if let Some(t) = times {
+            r.p2 = self.chan.put(P2, &ulfs_wire::stat::encode_times(&t))?;
+        }
+        self.call_res(r).map(drop)
+    }
+
+    pub fn chmod(&mut self, path: impl AsRef<[u8]>, mode: u32) -> Result<()> {
+        self.fchmodat(libc::AT_FDCWD, path, mode, 0)
+    }
+
+    pub fn fchmodat(
+        &mut self,
+        dirfd: Fd,
+        path: impl AsRef<[u8]>,
+        mode: u32,
+        flags: i32,
+    ) -> Result<()> {
+        let a = [mode as u64, flags as i64 as u64, 0, 0];
+        self.path_call(Op::Fchmodat, dirfd, p(&path), a).map(drop)
+    }
+
+    pub fn fchmod(&mut self, fd: Fd, mode: u32) -> Result<()> {
+        self.call_res(Self::req(Op::Fchmod, fd, [mode as u64, 0, 0, 0]))
+            .map(drop)
+    }
+
+    pub fn chown(&mut self, path: impl AsRef<[u8]>, uid: u32, gid: u32) -> Result<()> {
+        self.fchownat(libc::AT_FDCWD, path, uid, gid, 0)
+    }
+
+    pub fn lchown(&mut self, path: impl AsRef<[u8]>, uid: u32, gid: u32) -> Result<()> {
+        self.fchownat(libc::AT_FDCWD, path, uid, gid, libc::AT_SYMLINK_NOFOLLOW)
+    }
+
+    pub fn fchownat(
+        &mut self,
+        dirfd: Fd,
+        path: impl AsRef<[u8]>,
+        uid: u32,
+        gid: u32,
+        flags: i32,
+    ) -> Result<()> {
+        let a = [uid as u64, gid as u64, flags as i64 as u64, 0];
+        self.path_call(Op::Fchownat, dirfd, p(&path), a).map(drop)
+    }
+
+    pub fn fchown(&mut self, fd: Fd, uid: u32, gid: u32) -> Result<()> {
+        self.call_res(Self::req(Op::Fchown, fd, [uid as u64, gid as u64, 0, 0]))
+            .map(drop)
+    }
+
+    /// The open file description `fd` refers to: (id, inode, references).
+    pub fn file_description(&mut self, fd: Fd) -> Result<(u64, Ino, u32)> {
+        let cqe = self.call(Self::req(Op::FileDescription, fd, [0; 4]))?;
+        Ok((cqe.aux[0], cqe.aux[1], cqe.res as u32))
+    }
+}

@@ -1,0 +1,216 @@
+//! Who is connected, and each client's life: accepted on the socket,
+//! identified by the kernel, given a channel at its HELLO, served, torn
+//! down when it goes.
+//!
+//! **Identity.** A client's credentials are the kernel's record of who
+//! connected (SO_PEERCRED: effective uid and gid, pid; SO_PEERGROUPS: the
+//! supplementary groups), read once at accept, before the client has sent
+//! a byte. Nothing the client says changes them: its `Process` is
+//! `Identity::Verified` with those ids, and every call is judged by them.
+//!
+//! **Teardown.** However a client goes (it closes its socket, exits, is
+//! killed with SIGKILL in the middle of a request, or breaks its ring),
+//! the server sees its socket hang up or the ring broken, and does what a
+//! process's exit does: every descriptor it had is closed and its working
+//! directory let go (`Ctx::exit`), so files it held open, unlinked or not,
+//! are released. A request being served when it died finishes first: it
+//! only touches the server's own mapping of the channel, which outlives
+//! the client. The state is behind one mutex per client, taken by the one
+//! worker serving it, so teardown waits for that request and no later one
+//! starts.
+
+use crate::Shared;
+use std::collections::HashMap;
+use std::os::fd::{AsFd, OwnedFd};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use ulfs::posix::Process;
+use ulfs::posix::perm::Creds;
+use ulfs::{Errno, Identity};
+use ulfs_wire::{Geometry, Msg, ServerChannel};
+
+pub(crate) struct Client {
+    pub id: u64,
+    pub sock: OwnedFd,
+    pub creds: Creds,
+    pub state: Mutex<State>,
+}
+
+/// A client's state, changed only by whoever holds its mutex.
+pub(crate) struct State {
+    /// Given at the HELLO.
+    pub chan: Option<ServerChannel>,
+    /// The server's end of the client's kick eventfd.
+    pub kick: Option<OwnedFd>,
+    pub proc: Option<Process>,
+    pub dead: bool,
+}
+
+impl Client {
+    pub fn lock(&self) -> MutexGuard<'_, State> {
+        // A panic while serving was caught and answered; the state is as
+        // the call left it.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+#[derive(Default)]
+pub(crate) struct Clients {
+    map: Mutex<HashMap<u64, Arc<Client>>>,
+    next_id: AtomicU64,
+}
+
+impl Clients {
+    fn map(&self) -> MutexGuard<'_, HashMap<u64, Arc<Client>>> {
+        self.map.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn len(&self) -> usize {
+        self.map().len()
+    }
+
+    pub fn get(&self, id: u64) -> Option<Arc<Client>> {
+        self.map().get(&id).cloned()
+    }
+
+    /// A new connection: its credentials from the kernel, then it waits
+    /// for its HELLO (in the epoll). Refused with a message when the
+    /// server is full or the kernel cannot say who it is.
+    pub fn accept(&self, s: &Shared, sock: OwnedFd) {
+        let refuse = |sock: &OwnedFd, e: Errno, why: &str| {
+            let _ = ulfs_wire::control::send_refused(sock.as_fd(), e, why);
+        };
+        if self.len() >= s.cfg.limits.max_clients {
+            return refuse(
+                &sock,
+                Errno(libc::EAGAIN),
+                "the server has too many clients",
+            );
+        }
+        let peer = match ulfs_wire::control::peer_credentials(sock.as_fd()) {
+            Ok(p) => p,
+            Err(e) => return refuse(&sock, e, "the kernel could not say who is connecting"),
+        };
+        if rustix::io::ioctl_fionbio(&sock, true).is_err() {
+            return;
+        }
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed) + 1;
+        let client = Arc::new(Client {
+            id,
+            sock,
+            creds: Creds::new(peer.uid, peer.gid, peer.groups),
+            state: Mutex::new(State {
+                chan: None,
+                kick: None,
+                proc: None,
+                dead: false,
+            }),
+        });
+        self.map().insert(id, client.clone());
+        if crate::worker::watch_socket(s, &client).is_err() {
+            self.remove(s, &client);
+        }
+    }
+
+    /// The client's socket is readable: its HELLO, or its hang-up.
+    pub fn on_socket(&self, s: &Shared, c: &Arc<Client>) {
+        let msg = ulfs_wire::control::recv(c.sock.as_fd());
+        let mut st = c.lock();
+        if st.dead {
+            return;
+        }
+        match msg {
+            Err(e) if e == Errno(libc::EAGAIN) => {
+                drop(st);
+                let _ = crate::worker::rearm_socket(s, c);
+            }
+            Ok(Msg::Hello { want_sq, want_data }) if st.chan.is_none() => {
+                match welcome(s, c, &mut st, want_sq, want_data) {
+                    Ok(()) => {
+                        drop(st);
+                        let _ = crate::worker::rearm_socket(s, c);
+                    }
+                    Err(e) => {
+                        let _ = ulfs_wire::control::send_refused(
+                            c.sock.as_fd(),
+                            e,
+                            "could not make a channel",
+                        );
+                        drop(st);
+                        self.remove(s, c);
+                    }
+                }
+            }
+            // A hang-up, garbage, or a message this server does not take
+            // (ADOPT comes later): the client is gone or confused.
+            _ => {
+                drop(st);
+                self.remove(s, c);
+            }
+        }
+    }
+
+    /// Tears a client down (see the module comment); once.
+    pub fn remove(&self, s: &Shared, c: &Arc<Client>) {
+        let mut st = c.lock();
+        if st.dead {
+            return;
+        }
+        st.dead = true;
+        crate::worker::unwatch(s, c, &st);
+        if let Some(chan) = &st.chan {
+            chan.mark_gone();
+        }
+        if let Some(mut proc) = st.proc.take() {
+            let _ = s.vol.exclusive(|vol| {
+                ulfs::posix::Ctx {
+                    vol,
+                    proc: &mut proc,
+                }
+                .exit()
+            });
+        }
+        st.chan = None;
+        st.kick = None;
+        drop(st);
+        self.map().remove(&c.id);
+    }
+
+    /// At shutdown: every client is told the server is gone, and let go.
+    pub fn drop_all(&self, s: &Shared) {
+        let all: Vec<Arc<Client>> = self.map().values().cloned().collect();
+        for c in all {
+            let _ = ulfs_wire::control::send_gone(c.sock.as_fd());
+            self.remove(s, &c);
+        }
+    }
+}
+
+/// Makes the client's channel and process, and sends the WELCOME.
+fn welcome(
+    s: &Shared,
+    c: &Client,
+    st: &mut State,
+    want_sq: u32,
+    want_data: u32,
+) -> Result<(), Errno> {
+    let geo = Geometry::negotiate(want_sq, want_data, s.cfg.limits.max_channel_bytes);
+    let (chan, memfd, kick) = ServerChannel::create(geo)?;
+    let mut proc = s
+        .vol
+        .exclusive(|vol| Ok(Process::new(vol, Identity::Verified(c.creds.clone()))))?;
+    let _ = proc_limit(&mut proc, s);
+    // Nobody polls the new channel: its first request must kick.
+    chan.set_idle();
+    ulfs_wire::control::send_welcome(c.sock.as_fd(), c.id, &geo, memfd.as_fd(), kick.as_fd())?;
+    st.chan = Some(chan);
+    st.proc = Some(proc);
+    st.kick = Some(kick);
+    crate::worker::watch_kick(s, c, st)?;
+    Ok(())
+}
+
+fn proc_limit(proc: &mut Process, s: &Shared) -> ulfs::Result<()> {
+    s.vol
+        .exclusive(|vol| ulfs::posix::Ctx { vol, proc }.set_max_fds(s.cfg.limits.max_fds))
+}

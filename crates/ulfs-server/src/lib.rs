@@ -1,0 +1,249 @@
+//! `ulfs serve`: one process owns an image and serves many client
+//! processes, each over its own shared-memory channel (the design of "File
+//! systems as processes", HotStorage'19, and uFS, SOSP'21). docs/SERVE.md
+//! describes the whole; this crate is the server:
+//!
+//! - `clients`: who is connected; the handshake (the client's identity
+//!   from the kernel, SO_PEERCRED and SO_PEERGROUPS, never from the
+//!   client; its channel, created and sealed here) and the teardown when
+//!   a client goes, however it goes;
+//! - `worker`: the threads that serve channels: they sleep in one epoll
+//!   while every channel is idle, and while one is busy they take its
+//!   requests from shared memory with no system call per request;
+//! - `dispatch`: one request to one answer, through the engine's own calls
+//!   (`posix::Ctx`), for the client's own `Process` on the one volume.
+//!
+//! The wire itself (channel layout, records, control messages) is
+//! `ulfs-wire`, shared with the clients.
+
+mod clients;
+mod dispatch;
+mod worker;
+
+use std::collections::VecDeque;
+use std::os::fd::{AsFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+use ulfs::Errno;
+use ulfs::fs::{SharedVolume, Volume};
+
+/// Bounds on what one client may take of the server.
+#[derive(Clone, Debug)]
+pub struct Limits {
+    /// The most descriptors a client may hold (its RLIMIT_NOFILE).
+    pub max_fds: usize,
+    /// The largest data area a client may ask for.
+    pub max_channel_bytes: u32,
+    /// The most clients at once; later connections are refused.
+    pub max_clients: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            max_fds: 65_536,
+            max_channel_bytes: ulfs_wire::layout::MAX_DATA_LEN,
+            max_clients: 1024,
+        }
+    }
+}
+
+/// How the server runs.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Where clients connect (a UNIX socket, made here).
+    pub socket: PathBuf,
+    /// The socket file's permission bits: who may connect. What a client
+    /// may then do is judged by its credentials.
+    pub socket_mode: u32,
+    /// Threads serving channels (at least 1).
+    pub workers: usize,
+    /// How long a worker keeps polling a channel that went quiet before
+    /// it lets the channel sleep: a client's next request within it costs
+    /// no wake-up. Spinning takes a core, so on a machine with few cores
+    /// keep it short.
+    pub spin: Duration,
+    /// How often the running transaction is committed while nothing else
+    /// commits it (the volume's commit interval).
+    pub commit_every: Duration,
+    pub limits: Limits,
+}
+
+impl Config {
+    pub fn new(socket: impl Into<PathBuf>) -> Config {
+        Config {
+            socket: socket.into(),
+            socket_mode: 0o666,
+            workers: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            spin: Duration::from_micros(20),
+            commit_every: Duration::from_secs(5),
+            limits: Limits::default(),
+        }
+    }
+}
+
+/// What the server's threads share.
+pub(crate) struct Shared {
+    pub vol: SharedVolume,
+    pub cfg: Config,
+    pub epoll: OwnedFd,
+    /// Written once to stop every worker (level-triggered in the epoll).
+    pub stop_fd: OwnedFd,
+    pub stopping: AtomicBool,
+    pub clients: clients::Clients,
+    pub listener: ulfs_wire::Listener,
+    /// Channels with requests waiting for a worker, in turn.
+    pub ready: Mutex<VecDeque<u64>>,
+}
+
+impl Shared {
+    fn ready(&self) -> std::sync::MutexGuard<'_, VecDeque<u64>> {
+        self.ready.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn push_ready(&self, id: u64) {
+        self.ready().push_back(id);
+    }
+
+    pub fn pop_ready(&self) -> Option<u64> {
+        self.ready().pop_front()
+    }
+
+    pub fn ready_is_empty(&self) -> bool {
+        self.ready().is_empty()
+    }
+}
+
+/// A running server.
+pub struct Server {
+    shared: Arc<Shared>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+/// Why the server could not start.
+#[derive(Debug)]
+pub struct StartError {
+    pub errno: Errno,
+    pub message: String,
+}
+
+impl std::fmt::Display for StartError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for StartError {}
+
+fn start_error(what: &str, path: &Path, e: Errno) -> StartError {
+    StartError {
+        errno: e,
+        message: format!("{what} {}: {e}", path.display()),
+    }
+}
+
+impl Server {
+    /// Serves `vol` at `cfg.socket` until `stop` (or a fatal error). The
+    /// volume is unmounted, committed and marked clean, when the server
+    /// stops.
+    pub fn start(vol: Volume, cfg: Config) -> Result<Server, StartError> {
+        let listener = ulfs_wire::control::listen(&cfg.socket, cfg.socket_mode)
+            .map_err(|e| start_error("cannot listen on", &cfg.socket, e))?;
+        let sys = |e: rustix::io::Errno| Errno(e.raw_os_error());
+        let epoll = rustix::event::epoll::create(rustix::event::epoll::CreateFlags::CLOEXEC)
+            .map_err(|e| start_error("epoll for", &cfg.socket, sys(e)))?;
+        let stop_fd = rustix::event::eventfd(
+            0,
+            rustix::event::EventfdFlags::CLOEXEC | rustix::event::EventfdFlags::NONBLOCK,
+        )
+        .map_err(|e| start_error("eventfd for", &cfg.socket, sys(e)))?;
+        let workers = cfg.workers.max(1);
+        let shared = Arc::new(Shared {
+            vol: SharedVolume::new(vol),
+            cfg,
+            epoll,
+            stop_fd,
+            stopping: AtomicBool::new(false),
+            clients: clients::Clients::default(),
+            listener,
+            ready: Mutex::new(VecDeque::new()),
+        });
+        worker::register_fixed(&shared)
+            .map_err(|e| start_error("epoll for", &shared.cfg.socket, e))?;
+        let mut threads = Vec::new();
+        for i in 0..workers {
+            let s = shared.clone();
+            threads.push(
+                std::thread::Builder::new()
+                    .name(format!("ulfs-serve-{i}"))
+                    .spawn(move || worker::run(&s))
+                    .expect("spawn a worker"),
+            );
+        }
+        let s = shared.clone();
+        threads.push(
+            std::thread::Builder::new()
+                .name("ulfs-serve-commit".into())
+                .spawn(move || committer(&s))
+                .expect("spawn the committer"),
+        );
+        Ok(Server { shared, threads })
+    }
+
+    /// A handle that stops the server from anywhere (a signal handler's
+    /// thread, a test).
+    pub fn stopper(&self) -> Stopper {
+        Stopper(self.shared.clone())
+    }
+
+    /// How many clients are connected now.
+    pub fn clients(&self) -> usize {
+        self.shared.clients.len()
+    }
+
+    /// Waits until the server is stopped, then lets every client go (each
+    /// is told the server is gone: its calls fail with ENOTCONN), closes
+    /// their files and unmounts the volume. The socket file is removed.
+    pub fn join(mut self) -> ulfs::Result<()> {
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+        self.shared.clients.drop_all(&self.shared);
+        let _ = self.shared.listener.remove();
+        match self.shared.vol.unmount(|_| {}) {
+            Some(r) => r,
+            None => Ok(()),
+        }
+    }
+}
+
+/// Stops a server: its workers finish the requests in hand and return.
+#[derive(Clone)]
+pub struct Stopper(Arc<Shared>);
+
+impl Stopper {
+    pub fn stop(&self) {
+        self.0.stopping.store(true, Ordering::Release);
+        let _ = rustix::io::write(self.0.stop_fd.as_fd(), &1u64.to_ne_bytes());
+    }
+}
+
+/// Commits the running transaction on a timer, so that an idle server's
+/// changes are as durable as the commit interval says.
+fn committer(s: &Shared) {
+    let tick = Duration::from_millis(50);
+    let mut waited = Duration::ZERO;
+    while !s.stopping.load(Ordering::Acquire) {
+        std::thread::sleep(tick);
+        waited += tick;
+        if waited >= s.cfg.commit_every {
+            waited = Duration::ZERO;
+            if !s.vol.commit_if_due() {
+                return;
+            }
+        }
+    }
+}

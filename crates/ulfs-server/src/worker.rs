@@ -1,0 +1,278 @@
+//! The threads that serve channels. All of them wait in one epoll, on the
+//! listening socket, on each client's socket (its HELLO, its hang-up) and
+//! on each idle channel's kick eventfd, each armed one-shot so that one
+//! event goes to one worker. A kicked channel joins the ready queue; a
+//! worker takes the channel at its head and serves it:
+//!
+//! 1. every request in its ring, up to `BATCH`; a channel that still has
+//!    more goes to the back of the queue, so a client that floods the
+//!    server gets its turn and no more (and the epoll is looked at, without
+//!    waiting, between turns, so a new client's kick is never starved);
+//! 2. when the ring is empty, the worker keeps polling it for `spin`: a
+//!    client issuing calls back to back is served with no system call on
+//!    either side;
+//! 3. then the channel is let sleep: `server_idle` is set (the client will
+//!    kick), the ring checked once more (the client may have published
+//!    just before it saw the flag), and the kick re-armed.
+//!
+//! A worker never sleeps on memory a client controls, and never blocks on
+//! a client: sockets are non-blocking, and nothing a request does waits
+//! for another client.
+
+use crate::Shared;
+use crate::clients::{Client, State};
+use crate::dispatch::{Call, Scratch};
+use rustix::event::epoll::{self, Event, EventData, EventFlags};
+use std::os::fd::AsFd;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+use ulfs::Errno;
+use ulfs_wire::{Cqe, ServerChannel};
+
+/// Requests served from one channel before the others get their turn.
+const BATCH: u32 = 16;
+
+const LISTENER: u64 = u64::MAX;
+const STOP: u64 = u64::MAX - 1;
+const KIND_SOCKET: u64 = 0;
+const KIND_KICK: u64 = 1;
+
+fn token(id: u64, kind: u64) -> EventData {
+    EventData::new_u64(id << 1 | kind)
+}
+
+fn sys(e: rustix::io::Errno) -> Errno {
+    Errno(e.raw_os_error())
+}
+
+/// The listener (non-blocking, one-shot: one worker accepts at a time) and
+/// the stop eventfd (level-triggered: once written, every worker sees it).
+pub(crate) fn register_fixed(s: &Shared) -> Result<(), Errno> {
+    rustix::io::ioctl_fionbio(&s.listener, true).map_err(sys)?;
+    epoll::add(
+        &s.epoll,
+        &s.listener,
+        EventData::new_u64(LISTENER),
+        EventFlags::IN | EventFlags::ONESHOT,
+    )
+    .map_err(sys)?;
+    epoll::add(
+        &s.epoll,
+        &s.stop_fd,
+        EventData::new_u64(STOP),
+        EventFlags::IN,
+    )
+    .map_err(sys)
+}
+
+const SOCKET_EVENTS: EventFlags = EventFlags::IN
+    .union(EventFlags::RDHUP)
+    .union(EventFlags::ONESHOT);
+
+pub(crate) fn watch_socket(s: &Shared, c: &Client) -> Result<(), Errno> {
+    epoll::add(&s.epoll, &c.sock, token(c.id, KIND_SOCKET), SOCKET_EVENTS).map_err(sys)
+}
+
+pub(crate) fn rearm_socket(s: &Shared, c: &Client) -> Result<(), Errno> {
+    epoll::modify(&s.epoll, &c.sock, token(c.id, KIND_SOCKET), SOCKET_EVENTS).map_err(sys)
+}
+
+pub(crate) fn watch_kick(s: &Shared, c: &Client, st: &State) -> Result<(), Errno> {
+    let kick = st.kick.as_ref().ok_or(Errno::EINVAL)?;
+    epoll::add(
+        &s.epoll,
+        kick,
+        token(c.id, KIND_KICK),
+        EventFlags::IN | EventFlags::ONESHOT,
+    )
+    .map_err(sys)
+}
+
+fn rearm_kick(s: &Shared, c: &Client, st: &State) {
+    if let Some(kick) = &st.kick {
+        let _ = epoll::modify(
+            &s.epoll,
+            kick,
+            token(c.id, KIND_KICK),
+            EventFlags::IN | EventFlags::ONESHOT,
+        );
+    }
+}
+
+pub(crate) fn unwatch(s: &Shared, c: &Client, st: &State) {
+    let _ = epoll::delete(&s.epoll, &c.sock);
+    if let Some(kick) = &st.kick {
+        let _ = epoll::delete(&s.epoll, kick);
+    }
+}
+
+/// One worker's loop, until the server stops.
+pub(crate) fn run(s: &Shared) {
+    let mut scratch = Scratch::new(ulfs_wire::layout::DEFAULT_DATA_LEN as usize);
+    let mut events = vec![
+        Event {
+            flags: EventFlags::empty(),
+            data: EventData::new_u64(0),
+        };
+        64
+    ];
+    let zero = rustix::event::Timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    loop {
+        if s.stopping.load(Ordering::Acquire) {
+            return;
+        }
+        // Look at the epoll without waiting while channels are queued.
+        let busy = !s.ready_is_empty();
+        let n = match epoll::wait(&s.epoll, &mut events[..], busy.then_some(&zero)) {
+            Ok(n) => n,
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(e) => {
+                eprintln!("ulfs serve: epoll: {e}");
+                return;
+            }
+        };
+        for ev in &events[..n] {
+            match ev.data.u64() {
+                STOP => return,
+                LISTENER => accept_all(s),
+                t => {
+                    let Some(c) = s.clients.get(t >> 1) else {
+                        continue;
+                    };
+                    if t & 1 == KIND_KICK {
+                        s.push_ready(c.id);
+                    } else {
+                        s.clients.on_socket(s, &c);
+                    }
+                }
+            }
+        }
+        if let Some(id) = s.pop_ready()
+            && let Some(c) = s.clients.get(id)
+        {
+            serve(s, &c, &mut scratch);
+        }
+    }
+}
+
+fn accept_all(s: &Shared) {
+    loop {
+        match s.listener.accept() {
+            Ok(sock) => s.clients.accept(s, sock),
+            Err(e) if e == Errno(libc::EAGAIN) => break,
+            // EMFILE and the like: try again at the next event rather
+            // than spin on the error.
+            Err(e) => {
+                eprintln!("ulfs serve: accept: {e}");
+                break;
+            }
+        }
+    }
+    let _ = epoll::modify(
+        &s.epoll,
+        &s.listener,
+        EventData::new_u64(LISTENER),
+        EventFlags::IN | EventFlags::ONESHOT,
+    );
+}
+
+/// Serves one channel for a turn (see the module comment).
+fn serve(s: &Shared, c: &Arc<Client>, scratch: &mut Scratch) {
+    let mut st = c.lock();
+    if st.dead {
+        return;
+    }
+    let State {
+        chan, kick, proc, ..
+    } = &mut *st;
+    let (Some(chan), Some(kick), Some(proc)) = (chan, kick.as_ref(), proc) else {
+        return;
+    };
+    ulfs_wire::channel::drain_kick(kick.as_fd());
+    chan.clear_idle();
+    let data_len = chan.geometry().data_len as usize;
+    if scratch.data.len() < data_len {
+        scratch.data.resize(data_len, 0);
+    }
+    let mut served = 0;
+    loop {
+        match chan.next_request() {
+            Some(Ok(req)) => {
+                let cqe = answer(s, chan, proc, scratch, &req);
+                chan.complete(cqe);
+                served += 1;
+                if served >= BATCH {
+                    drop(st);
+                    s.push_ready(c.id);
+                    return;
+                }
+            }
+            Some(Err(_broken)) => {
+                drop(st);
+                s.clients.remove(s, c);
+                return;
+            }
+            None => {
+                if spin_until_pending(chan, s) {
+                    continue;
+                }
+                if chan.set_idle() {
+                    rearm_kick(s, c, &st);
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// Polls the ring for the configured spin time; true once a request is
+/// there.
+fn spin_until_pending(chan: &ServerChannel, s: &Shared) -> bool {
+    if s.cfg.spin.is_zero() {
+        return chan.has_pending();
+    }
+    let until = Instant::now() + s.cfg.spin;
+    loop {
+        for _ in 0..64 {
+            if chan.has_pending() {
+                return true;
+            }
+            std::hint::spin_loop();
+        }
+        if Instant::now() >= until || s.stopping.load(Ordering::Relaxed) {
+            return chan.has_pending();
+        }
+    }
+}
+
+/// One request's answer. A panic in the engine is the server's bug, not
+/// the client's: the client gets EIO, and the volume is abandoned
+/// (read-only, nothing more committed), as the library does after a
+/// caught panic, because the call may have been cut in half.
+fn answer(
+    s: &Shared,
+    chan: &mut ServerChannel,
+    proc: &mut ulfs::posix::Process,
+    scratch: &mut Scratch,
+    req: &ulfs_wire::Req,
+) -> Cqe {
+    let r = catch_unwind(AssertUnwindSafe(|| {
+        Call {
+            vol: &s.vol,
+            proc,
+            chan,
+            scratch,
+            limits: &s.cfg.limits,
+        }
+        .answer(req)
+    }));
+    r.unwrap_or_else(|_| {
+        s.vol.abandon();
+        Cqe::err(req.tag, Errno::EIO)
+    })
+}
