@@ -269,3 +269,39 @@ fn last_name(path: &[u8]) -> &[u8] {
         _ => path,
     }
 }
+
+/// What a host directory shows, in `snapshot`'s terms (paths from `/` as
+/// the directory): for differential tests that run the same calls on an
+/// image and on the host.
+pub fn snapshot_host(root: &Path) -> Snapshot {
+    use std::os::unix::ffi::OsStrExt;
+    let mut out = Snapshot::new();
+    let mut todo = vec![(root.to_path_buf(), b"/".to_vec())];
+    while let Some((dir, shown)) = todo.pop() {
+        out.insert(shown.clone(), Shown::Dir);
+        let mut entries: Vec<_> = std::fs::read_dir(&dir)
+            .expect("a host directory")
+            .map(|e| e.expect("a host entry"))
+            .collect();
+        entries.sort_by_key(|e| e.file_name());
+        for e in entries {
+            let mut path = shown.clone();
+            if path.len() > 1 {
+                path.push(b'/');
+            }
+            path.extend_from_slice(e.file_name().as_bytes());
+            let t = e.file_type().expect("a host file type");
+            if t.is_dir() {
+                todo.push((e.path(), path));
+            } else if t.is_symlink() {
+                let target = std::fs::read_link(e.path()).expect("a host symlink");
+                out.insert(path, Shown::Link(target.as_os_str().as_bytes().to_vec()));
+            } else {
+                let bytes = std::fs::read(e.path()).expect("a host file");
+                let size = bytes.len() as u64;
+                out.insert(path, Shown::File { size, bytes });
+            }
+        }
+    }
+    out
+}

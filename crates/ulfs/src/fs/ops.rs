@@ -421,7 +421,7 @@ impl Volume {
     }
 
     /// Whether `ino` is `ancestor` or lies below it.
-    fn is_within(&self, mut ino: Ino, ancestor: Ino) -> Result<bool> {
+    pub(crate) fn is_within(&self, mut ino: Ino, ancestor: Ino) -> Result<bool> {
         for _ in 0..MAX_TREE_DEPTH {
             if ino == ancestor {
                 return Ok(true);

@@ -921,6 +921,20 @@ impl Ctx<'_> {
     /// onto another name of the same file is a no-op, checked by nothing).
     fn may_rename(&mut self, s: &Walk, src: Ino, d: &Walk, flags: u32) -> Result<()> {
         let src_is_dir = self.vol.stat_ino(src)?.is_dir();
+        // Linux's lock_rename trap comes before any permission: a directory
+        // moved into itself (EINVAL), a target that contains the source
+        // (ENOTEMPTY). The volume makes the same checks (for every caller).
+        if flags & RENAME_EXCHANGE == 0 {
+            if src_is_dir && s.parent != d.parent && self.vol.is_within(d.parent, src)? {
+                return Err(Errno::EINVAL);
+            }
+            if let Some(dst) = d.ino
+                && self.vol.stat_ino(dst)?.is_dir()
+                && self.vol.is_within(s.parent, dst)?
+            {
+                return Err(Errno::ENOTEMPTY);
+            }
+        }
         self.may_delete(s.parent, src, src_is_dir)?;
         let dst_is_dir = match d.ino {
             None => {

@@ -1,0 +1,122 @@
+//! Latency of one call through `ulfs serve` against the same call in
+//! process and against the kernel on tmpfs (issue 12, requirement 7):
+//! a null request (NOP; the kernel's getppid), fstat, and a 4 KiB pread of
+//! a cached file. The server runs in this process's threads (one worker),
+//! talking to the client over the same memfd channel and socket a
+//! separate process would use.
+//!
+//! `cargo run --release -p ulfs-client --example latency [ITERATIONS]`
+
+use std::hint::black_box;
+use std::time::Instant;
+use ulfs::fs::Volume;
+use ulfs::{Fs, MkfsOptions, Mode, MountOptions};
+use ulfs_client::Client;
+use ulfs_server::{Config, Server};
+
+/// Mean ns per call of `f`, best of five rounds (the machine's noise only
+/// ever adds time).
+fn measure(n: u32, mut f: impl FnMut()) -> f64 {
+    for _ in 0..n / 10 {
+        f();
+    }
+    (0..5)
+        .map(|_| {
+            let t = Instant::now();
+            for _ in 0..n {
+                f();
+            }
+            t.elapsed().as_nanos() as f64 / n as f64
+        })
+        .fold(f64::INFINITY, f64::min)
+}
+
+fn main() {
+    let n: u32 = std::env::args()
+        .nth(1)
+        .map_or(200_000, |s| s.parse().expect("a number of iterations"));
+    let dir = tempfile::tempdir_in("/dev/shm").expect("a tmpfs directory");
+    let img = dir.path().join("img");
+    ulfs::mkfs(
+        &img,
+        &MkfsOptions {
+            size: 64 << 20,
+            mode: Mode::Journal,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let data = vec![5u8; 1 << 20];
+    let mut buf = vec![0u8; 4096];
+
+    // In process.
+    let mut fs = Fs::mount(&img, MountOptions::default()).unwrap();
+    let fd = fs.open("/f", libc::O_CREAT | libc::O_RDWR, 0o644).unwrap();
+    fs.write(fd, &data).unwrap();
+    let in_null = measure(n, || {
+        black_box(fs.lseek(fd, 0, libc::SEEK_CUR).unwrap());
+    });
+    let in_fstat = measure(n, || {
+        black_box(fs.fstat(fd).unwrap());
+    });
+    let in_pread = measure(n, || {
+        black_box(fs.pread(fd, &mut buf, 8192).unwrap());
+    });
+    drop(fs);
+
+    // The kernel, on tmpfs.
+    let host = dir.path().join("host");
+    std::fs::write(&host, &data).unwrap();
+    let file = std::fs::File::open(&host).unwrap();
+    let hfd = std::os::fd::AsRawFd::as_raw_fd(&file);
+    // SAFETY: getppid has no preconditions.
+    let k_null = measure(n, || {
+        black_box(unsafe { libc::getppid() });
+    });
+    let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
+    // SAFETY: `st` has room for one struct stat; `hfd` is open.
+    let k_fstat = measure(n, || {
+        black_box(unsafe { libc::fstat(hfd, st.as_mut_ptr()) });
+    });
+    // SAFETY: `buf` has room for 4096 bytes; `hfd` is open.
+    let k_pread = measure(n, || {
+        black_box(unsafe { libc::pread(hfd, buf.as_mut_ptr().cast(), 4096, 8192) });
+    });
+
+    // Through the server.
+    let socket = dir.path().join("sock");
+    let vol = Volume::mount(&img, MountOptions::default()).unwrap();
+    let mut cfg = Config::new(&socket);
+    cfg.workers = 1;
+    let server = Server::start(vol, cfg).unwrap();
+    let mut c = Client::connect(&socket).unwrap();
+    let fd = c.open("/f", libc::O_RDONLY, 0).unwrap();
+    let s_null = measure(n, || c.nop().unwrap());
+    let s_fstat = measure(n, || {
+        black_box(c.fstat(fd).unwrap());
+    });
+    let s_pread = measure(n, || {
+        black_box(c.pread(fd, &mut buf, 8192).unwrap());
+    });
+    let stats = c.channel().stats();
+    drop(c);
+    server.stopper().stop();
+    server.join().unwrap();
+
+    println!("ns per call, best of 5 rounds of {n}");
+    println!(
+        "{:<12} {:>12} {:>12} {:>12}",
+        "call", "in process", "kernel tmpfs", "ulfs serve"
+    );
+    for (name, a, b, s) in [
+        ("null", in_null, k_null, s_null),
+        ("fstat", in_fstat, k_fstat, s_fstat),
+        ("pread 4KiB", in_pread, k_pread, s_pread),
+    ] {
+        println!("{name:<12} {a:>12.1} {b:>12.1} {s:>12.1}");
+    }
+    println!(
+        "client slow paths: {} kicks, {} futex sleeps ({} timed out)",
+        stats.kicks, stats.sleeps, stats.timeouts
+    );
+}
