@@ -66,7 +66,8 @@ extern "C" {
 #endif
 
 /* A mounted file system: an image, its descriptor table and working
- * directory. Opaque; created by ulfs_mount(), freed by ulfs_unmount(). */
+ * directory. Opaque; created by ulfs_mount() (or ulfs_connect(), for an
+ * image a server owns), freed by ulfs_unmount(). */
 typedef struct ulfs ulfs_t;
 
 /* ulfs_mount() flag: mount read-only (writes fail with -EROFS). */
@@ -113,6 +114,26 @@ int ulfs_mkfs(const char *image, uint64_t size, const char *options);
  * read-write mount, or any number of read-only ones, at a time).
  */
 ulfs_t *ulfs_mount(const char *image, int flags, int *err);
+
+/*
+ * Connects to a server (`ulfs serve IMAGE --socket SOCKET`) that owns an
+ * image, instead of mounting it here: several programs can then use one
+ * image at once. The handle is a process of the server's, with its own
+ * descriptors and working directory ("/"), and every call is judged by
+ * this process's user and groups as the kernel reports them to the server
+ * (a file this user may not read is -EACCES). Every ulfs_* call works on
+ * the handle as on a mounted image; ulfs_unmount() disconnects (the server
+ * closes the handle's descriptors and goes on serving others);
+ * ulfs_set_memory_budget() is -EOPNOTSUPP. `flags` is 0 or
+ * ULFS_THREADSAFE.
+ *
+ * Returns the handle, or NULL with the *positive* errno in *err (when `err`
+ * is not NULL): ENOENT or ECONNREFUSED when no server listens at `socket`,
+ * EPROTO for a server of another protocol version, EAGAIN when it serves
+ * as many clients as it takes. Once the server is gone (stopped or
+ * killed), calls on the handle fail with -ENOTCONN.
+ */
+ulfs_t *ulfs_connect(const char *socket, int flags, int *err);
 
 /*
  * Flushes everything to the image, closes all descriptors and frees `fs`.

@@ -14,6 +14,7 @@ use std::ops::{Deref, DerefMut};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Mutex, MutexGuard};
 
+use crate::backend::Backend;
 use ulfs::{Errno, Fs, Timespec};
 
 /// The largest transfer one call performs, as Linux's `MAX_RW_COUNT`
@@ -31,13 +32,14 @@ pub struct ulfs_t {
     _not_send_sync_unpin: PhantomData<(*mut u8, PhantomPinned)>,
 }
 
-/// What an `ulfs_t *` points to: the file system, and for a handle mounted
-/// with `ULFS_THREADSAFE` the mutex every call takes first. Without it the
+/// What an `ulfs_t *` points to: the file system (mounted here, or a
+/// server's), and for a handle made with `ULFS_THREADSAFE` the mutex every
+/// call takes first. Without it the
 /// handle has no lock at all (one thread at a time, the caller's promise),
 /// so the single-owner path pays for nothing but a branch.
 pub(crate) struct Handle {
     lock: Option<Mutex<()>>,
-    fs: UnsafeCell<Fs>,
+    fs: UnsafeCell<Backend>,
 }
 
 /// The file system of a handle for the length of one call; holds the
@@ -46,25 +48,25 @@ pub(crate) struct Handle {
 /// poisoned mutex, off the path every call takes.
 pub(crate) struct FsRef<'a> {
     _held: Option<MutexGuard<'a, ()>>,
-    fs: &'a mut Fs,
+    fs: &'a mut Backend,
 }
 
 impl Deref for FsRef<'_> {
-    type Target = Fs;
-    fn deref(&self) -> &Fs {
+    type Target = Backend;
+    fn deref(&self) -> &Backend {
         self.fs
     }
 }
 
 impl DerefMut for FsRef<'_> {
-    fn deref_mut(&mut self) -> &mut Fs {
+    fn deref_mut(&mut self) -> &mut Backend {
         self.fs
     }
 }
 
 impl ulfs_t {
     /// Hands a mounted file system to C, with a lock if `thread_safe`.
-    pub(crate) fn into_raw(fs: Fs, thread_safe: bool) -> *mut ulfs_t {
+    pub(crate) fn into_raw(fs: Backend, thread_safe: bool) -> *mut ulfs_t {
         let handle = Handle {
             lock: thread_safe.then(|| Mutex::new(())),
             fs: UnsafeCell::new(fs),
@@ -77,7 +79,7 @@ impl ulfs_t {
     /// # Safety
     /// `p` must be NULL or a pointer returned by `into_raw` that has not been
     /// given back yet; after this call the C side must not use it again.
-    pub(crate) unsafe fn from_raw(p: *mut ulfs_t) -> Option<Fs> {
+    pub(crate) unsafe fn from_raw(p: *mut ulfs_t) -> Option<Backend> {
         if p.is_null() {
             return None;
         }
@@ -183,7 +185,10 @@ pub(crate) unsafe fn fs_unlocked<'a>(fs: *mut ulfs_t) -> Option<&'a mut Fs> {
     }
     // SAFETY: no lock: the caller promises no other thread uses the
     // handle now, so the reference is unique.
-    Some(unsafe { &mut *handle.fs.get() })
+    match unsafe { &mut *handle.fs.get() } {
+        Backend::Local(fs) => Some(fs),
+        Backend::Remote(_) => None,
+    }
 }
 
 /// Takes a thread-safe handle's mutex (out of line: the single-owner path
@@ -314,7 +319,7 @@ pub(crate) fn ssize(n: usize) -> Result<isize, Errno> {
 pub(crate) unsafe fn path_op(
     fs: *mut ulfs_t,
     path: *const c_char,
-    op: impl FnOnce(&mut ulfs::Fs, &[u8]) -> ulfs::Result<()>,
+    op: impl FnOnce(&mut Backend, &[u8]) -> ulfs::Result<()>,
 ) -> c_int {
     guard_fs(fs, || {
         // SAFETY: `fs` is NULL or live and unshared, by the caller's contract.
@@ -334,7 +339,7 @@ pub(crate) unsafe fn two_path_op(
     fs: *mut ulfs_t,
     a: *const c_char,
     b: *const c_char,
-    op: impl FnOnce(&mut ulfs::Fs, &[u8], &[u8]) -> ulfs::Result<()>,
+    op: impl FnOnce(&mut Backend, &[u8], &[u8]) -> ulfs::Result<()>,
 ) -> c_int {
     guard_fs(fs, || {
         // SAFETY: `fs` is NULL or live and unshared, by the caller's contract.
@@ -383,7 +388,7 @@ mod tests {
             };
             ulfs::mkfs(&image, &opts).unwrap();
             let fs = ulfs::Fs::mount(&image, ulfs::MountOptions::default()).unwrap();
-            let h = ulfs_t::into_raw(fs, thread_safe);
+            let h = ulfs_t::into_raw(Backend::Local(fs), thread_safe);
             let body = || -> Result<i32, Errno> {
                 // SAFETY: `h` is live and used by this thread only.
                 let _fs = unsafe { fs_mut(h) }?;

@@ -1,16 +1,20 @@
-//! Whole-image calls of the C ABI: `ulfs_mkfs`, `ulfs_mount`, `ulfs_unmount`,
-//! `ulfs_sync`, `ulfs_statfs` and `ulfs_set_memory_budget`.
+//! Whole-image calls of the C ABI: `ulfs_mkfs`, `ulfs_mount`,
+//! `ulfs_connect`, `ulfs_unmount`, `ulfs_sync`, `ulfs_statfs` and
+//! `ulfs_set_memory_budget`.
 //!
 //! These are the calls that create, open, flush or close the image itself (as
-//! opposed to one file in it). `ulfs_mount` and `ulfs_unmount` are also the
-//! only places where the `Box<ulfs::Fs>` behind an `ulfs_t *` is created and
-//! destroyed.
+//! opposed to one file in it). `ulfs_mount`, `ulfs_connect` and
+//! `ulfs_unmount` are also the only places where the `Box` behind an
+//! `ulfs_t *` is created and destroyed.
 
 use std::ffi::{OsStr, c_char, c_int};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
 use ulfs::{Errno, Fs, MemoryBudget, MountOptions};
+use ulfs_client::Client;
+
+use crate::backend::Backend;
 
 use crate::ffi::{c_bytes, fs_mut, guard, guard_fs, put, ulfs_t};
 use crate::options::parse_mkfs_options;
@@ -72,15 +76,57 @@ pub unsafe extern "C" fn ulfs_mount(
             ..Default::default()
         };
         let mounted = Fs::mount(host_path(image)?, opts).map_err(|e| e.errno)?;
-        fs = ulfs_t::into_raw(mounted, flags & ULFS_THREADSAFE != 0);
+        fs = ulfs_t::into_raw(Backend::Local(mounted), flags & ULFS_THREADSAFE != 0);
         Ok(0)
     });
+    handle_or_err(fs, r, err)
+}
+
+/// The handle, or NULL with `-r` in `*err` (when `err` is not NULL).
+fn handle_or_err(fs: *mut ulfs_t, r: c_int, err: *mut c_int) -> *mut ulfs_t {
     if r < 0 && !err.is_null() {
         // SAFETY: `err` is non-NULL and valid for one `int` by the contract.
         // (A failure here can only be EFAULT for NULL, excluded above.)
         let _ = unsafe { put(err, -r) };
     }
     fs
+}
+
+/// Connects to the server (`ulfs serve`) listening at `socket`: the handle
+/// is a process of the server's, with its own descriptors and working
+/// directory, judged by this process's user and groups as the kernel
+/// reports them. Every `ulfs_*` call works on it as on a mounted image;
+/// `ulfs_unmount` disconnects (the server closes the handle's descriptors
+/// and goes on); `ulfs_set_memory_budget` is -EOPNOTSUPP. `flags` is 0 or
+/// `ULFS_THREADSAFE`. Returns the handle, or NULL with the positive errno
+/// in `*err`: ENOENT or ECONNREFUSED when no server listens there, EPROTO
+/// for a server of another protocol version. Once the server is gone,
+/// calls fail with -ENOTCONN.
+///
+/// # Safety
+/// `socket` must be NULL or a NUL-terminated string; `err` must be NULL or
+/// valid for writing one `int`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ulfs_connect(
+    socket: *const c_char,
+    flags: c_int,
+    err: *mut c_int,
+) -> *mut ulfs_t {
+    let mut fs: *mut ulfs_t = std::ptr::null_mut();
+    let r: c_int = guard(|| {
+        if flags & !ULFS_THREADSAFE != 0 {
+            return Err(Errno::EINVAL);
+        }
+        // SAFETY: NULL or NUL-terminated by the caller's contract.
+        let socket = unsafe { c_bytes(socket) }?;
+        let client = Client::connect(host_path(socket)?)?;
+        fs = ulfs_t::into_raw(
+            Backend::Remote(Box::new(client)),
+            flags & ULFS_THREADSAFE != 0,
+        );
+        Ok(0)
+    });
+    handle_or_err(fs, r, err)
 }
 
 /// Flushes and closes the file system and frees `fs` (also when the flush
@@ -137,7 +183,7 @@ pub unsafe extern "C" fn ulfs_set_memory_budget(fs: *mut ulfs_t, bytes: i64) -> 
         };
         // SAFETY: `fs` is NULL or live and unshared, by the caller's contract.
         let mut fs = unsafe { fs_mut(fs) }?;
-        fs.set_memory_budget(budget);
+        fs.set_memory_budget(budget)?;
         Ok(0)
     })
 }

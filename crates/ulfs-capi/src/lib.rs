@@ -7,10 +7,12 @@
 //! (Linux values), never unwinding into C. The file system logic stays in
 //! the `ulfs` crate.
 //!
+//! - `backend`: what a handle's calls go to: an image mounted here, or a
+//!   server (`ulfs serve`) reached with `ulfs_connect`;
 //! - `ffi`: the opaque handle, the return convention, panic containment and
 //!   pointer-to-slice conversions shared by all functions;
 //! - `options`: the parser of `ulfs_mkfs`'s option string;
-//! - `image`: mkfs, mount, unmount, sync, statfs;
+//! - `image`: mkfs, mount, connect, unmount, sync, statfs;
 //! - `fd`: calls on descriptors (read, write, lseek, fstat, getdents64, ...);
 //! - `vectored`: `readv` and `writev`;
 //! - `paths`: calls on paths (open, stat, mkdir, rename, ...) and the
@@ -22,6 +24,7 @@
 //! and tests can call the ABI exactly as C does.
 
 mod at;
+mod backend;
 mod fd;
 mod ffi;
 mod image;

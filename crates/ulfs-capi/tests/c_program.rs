@@ -197,6 +197,48 @@ fn run_smoke(link: Link) {
     assert!(!out.contains("FAIL"), "{out}");
 }
 
+/// `tests/c/served.c` on a handle from `ulfs_connect`, served by a server
+/// in this process: the calls answer as on a mounted image, and what the
+/// C program wrote is in the image once the server has stopped.
+#[test]
+fn a_c_program_uses_an_image_a_server_owns() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let bin = dir.path().join("served");
+    compile("served.c", Link::Static, &bin);
+    let image = dir.path().join("img");
+    ulfs::mkfs(
+        &image,
+        &ulfs::MkfsOptions {
+            size: 32 << 20,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let socket = dir.path().join("sock");
+    let vol = ulfs::fs::Volume::mount(&image, ulfs::MountOptions::default()).unwrap();
+    let server = ulfs_server::Server::start(vol, ulfs_server::Config::new(&socket)).unwrap();
+    let output = Command::new(&bin)
+        .arg(&socket)
+        .env_remove("LD_LIBRARY_PATH")
+        .output()
+        .expect("run served");
+    server.stopper().stop();
+    server.join().unwrap();
+    assert!(output.status.success(), "served failed:\n{}", text(&output));
+    let out = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        out.lines()
+            .last()
+            .is_some_and(|l| l.starts_with("served: all ")),
+        "{out}"
+    );
+    let mut fs = ulfs::Fs::mount(&image, ulfs::MountOptions::default()).unwrap();
+    let fd = fs.open("/served/data", libc::O_RDONLY, 0).unwrap();
+    let mut buf = [0u8; 64];
+    let n = fs.read(fd, &mut buf).unwrap();
+    assert_eq!(&buf[..n], b"hello from C");
+}
+
 #[test]
 fn smoke_static() {
     run_smoke(Link::Static);

@@ -268,6 +268,38 @@ impl Client {
         self.write_pieces(fd, buf, Some(off))
     }
 
+    /// `readv(2)`: one buffer after the other, stopping at a short read, as
+    /// `Fs::readv`.
+    pub fn readv(&mut self, fd: Fd, bufs: &mut [std::io::IoSliceMut<'_>]) -> Result<usize> {
+        let mut total = 0;
+        for b in bufs.iter_mut() {
+            let n = self.read(fd, b)?;
+            total += n;
+            if n < b.len() {
+                break;
+            }
+        }
+        Ok(total)
+    }
+
+    /// `writev(2)`, as `Fs::writev`.
+    pub fn writev(&mut self, fd: Fd, bufs: &[std::io::IoSlice<'_>]) -> Result<usize> {
+        let mut total = 0;
+        for b in bufs {
+            let n = self.write(fd, b)?;
+            total += n;
+            if n < b.len() {
+                break;
+            }
+        }
+        Ok(total)
+    }
+
+    /// `lseek(fd, off, SEEK_SET)`.
+    pub fn seek_to(&mut self, fd: Fd, off: u64) -> Result<u64> {
+        self.lseek(fd, off as i64, libc::SEEK_SET)
+    }
+
     pub fn lseek(&mut self, fd: Fd, off: i64, whence: i32) -> Result<u64> {
         let a = [off as u64, whence as i64 as u64, 0, 0];
         self.call_res(Self::req(Op::Lseek, fd, a))
@@ -309,6 +341,16 @@ impl Client {
         r.p2 = Span::new(OUT, 128);
         self.call(r)?;
         Ok(self.stat_of()?.stat())
+    }
+
+    /// `fstat` into a C `struct stat`.
+    pub fn fstat_libc(
+        &mut self,
+        fd: Fd,
+        out: &mut std::mem::MaybeUninit<libc::stat>,
+    ) -> Result<()> {
+        out.write(self.fstat(fd)?.to_libc());
+        Ok(())
     }
 
     pub fn stat(&mut self, path: impl AsRef<[u8]>) -> Result<Stat> {
@@ -426,6 +468,16 @@ impl Client {
 
     pub fn rename(&mut self, old: impl AsRef<[u8]>, new: impl AsRef<[u8]>) -> Result<()> {
         self.renameat2(libc::AT_FDCWD, old, libc::AT_FDCWD, new, 0)
+    }
+
+    /// `renameat2` from the working directory.
+    pub fn rename2(
+        &mut self,
+        old: impl AsRef<[u8]>,
+        new: impl AsRef<[u8]>,
+        flags: u32,
+    ) -> Result<()> {
+        self.renameat2(libc::AT_FDCWD, old, libc::AT_FDCWD, new, flags)
     }
 
     pub fn renameat2(
