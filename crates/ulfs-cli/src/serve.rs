@@ -61,6 +61,7 @@ fn serve(
         read_only,
         ..MountOptions::default()
     };
+    raise_descriptor_limit();
     let vol = Volume::mount(image, opts).map_err(|e| e.to_string())?;
     let server = Server::start(vol, cfg).map_err(|e| e.to_string())?;
     let stopper = server.stopper();
@@ -71,4 +72,22 @@ fn serve(
     server
         .join()
         .map_err(|e| format!("unmounting {}: {e}", image.display()))
+}
+
+/// Raises the soft limit on open descriptors to the hard one: each client
+/// takes two (its socket and its kick) and the usual soft limit of 1,024
+/// would refuse clients long before `Limits::max_clients`.
+fn raise_descriptor_limit() {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `lim` is a valid rlimit for getrlimit/setrlimit to read and
+    // fill.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < lim.rlim_max {
+            lim.rlim_cur = lim.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+        }
+    }
 }

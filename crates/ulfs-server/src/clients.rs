@@ -22,7 +22,7 @@
 use crate::Shared;
 use std::collections::HashMap;
 use std::os::fd::{AsFd, OwnedFd};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use ulfs::posix::Process;
 use ulfs::posix::perm::Creds;
@@ -34,6 +34,10 @@ pub(crate) struct Client {
     pub sock: OwnedFd,
     pub creds: Creds,
     pub state: Mutex<State>,
+    /// Set (before its state is locked) when the client is being torn
+    /// down: the worker serving it stops after the request in hand rather
+    /// than finish its turn for a client that is gone.
+    pub leaving: AtomicBool,
 }
 
 /// A client's state, changed only by whoever holds its mutex.
@@ -77,19 +81,21 @@ impl Clients {
     /// for its HELLO (in the epoll). Refused with a message when the
     /// server is full or the kernel cannot say who it is.
     pub fn accept(&self, s: &Shared, sock: OwnedFd) {
-        let refuse = |sock: &OwnedFd, e: Errno, why: &str| {
-            let _ = ulfs_wire::control::send_refused(sock.as_fd(), e, why);
-        };
         if self.len() >= s.cfg.limits.max_clients {
             return refuse(
-                &sock,
-                Errno(libc::EAGAIN),
-                "the server has too many clients",
+                sock,
+                Msg::Refused(ulfs_wire::Refusal::new(
+                    Errno(libc::EAGAIN),
+                    "the server has too many clients",
+                )),
             );
         }
         let peer = match ulfs_wire::control::peer_credentials(sock.as_fd()) {
             Ok(p) => p,
-            Err(e) => return refuse(&sock, e, "the kernel could not say who is connecting"),
+            Err(e) => {
+                let why = "the kernel could not say who is connecting";
+                return refuse(sock, Msg::Refused(ulfs_wire::Refusal::new(e, why)));
+            }
         };
         if rustix::io::ioctl_fionbio(&sock, true).is_err() {
             return;
@@ -105,6 +111,7 @@ impl Clients {
                 proc: None,
                 dead: false,
             }),
+            leaving: AtomicBool::new(false),
         });
         self.map().insert(id, client.clone());
         if crate::worker::watch_socket(s, &client).is_err() {
@@ -152,6 +159,7 @@ impl Clients {
 
     /// Tears a client down (see the module comment); once.
     pub fn remove(&self, s: &Shared, c: &Arc<Client>) {
+        c.leaving.store(true, Ordering::Relaxed);
         let mut st = c.lock();
         if st.dead {
             return;
@@ -186,6 +194,31 @@ impl Clients {
     }
 }
 
+/// Sends a connection its REFUSED (or GONE) and closes it. What it sent
+/// first (its HELLO, most likely, queued before we accepted) is read
+/// before the close: a socket closed with unread data makes the peer's
+/// next receive fail with ECONNRESET, before it can read our message.
+pub(crate) fn refuse(sock: OwnedFd, msg: Msg) {
+    tell(&sock, msg);
+}
+
+/// As [`refuse`], without closing the socket.
+pub(crate) fn tell(sock: &OwnedFd, msg: Msg) {
+    let _ = match msg {
+        Msg::Refused(r) => {
+            ulfs_wire::control::send_raw(sock.as_fd(), &ulfs_wire::control::encode_refused(&r), &[])
+        }
+        _ => ulfs_wire::control::send_gone(sock.as_fd()),
+    };
+    if rustix::io::ioctl_fionbio(sock, true).is_ok() {
+        for _ in 0..4 {
+            if ulfs_wire::control::recv(sock.as_fd()).is_err() {
+                break;
+            }
+        }
+    }
+}
+
 /// Makes the client's channel and process, and sends the WELCOME.
 fn welcome(
     s: &Shared,
@@ -202,10 +235,13 @@ fn welcome(
     let _ = proc_limit(&mut proc, s);
     // Nobody polls the new channel: its first request must kick.
     chan.set_idle();
-    ulfs_wire::control::send_welcome(c.sock.as_fd(), c.id, &geo, memfd.as_fd(), kick.as_fd())?;
+    // Kept before the WELCOME is sent, so that if it cannot be (the client
+    // hung up already) the teardown undoes the process (`Ctx::exit` lets
+    // go of the root it holds as its working directory).
     st.chan = Some(chan);
     st.proc = Some(proc);
-    st.kick = Some(kick);
+    let kick = st.kick.insert(kick);
+    ulfs_wire::control::send_welcome(c.sock.as_fd(), c.id, &geo, memfd.as_fd(), kick.as_fd())?;
     crate::worker::watch_kick(s, c, st)?;
     Ok(())
 }

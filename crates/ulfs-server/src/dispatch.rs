@@ -112,6 +112,19 @@ impl Call<'_> {
         Ok(n)
     }
 
+    /// The length of an output buffer `span` (READ, PREAD, GETDENTS64),
+    /// checked before the call runs: a span outside the data area is
+    /// EFAULT with nothing done, as Linux checks a buffer before it reads
+    /// (a read that consumed file data, or moved a directory's position,
+    /// and then could not hand it over would lose it).
+    fn out_len(&self, span: Span) -> Result<usize> {
+        let n = span.len as usize;
+        if !span.fits(self.chan.geometry().data_len) || n > self.scratch.data.len() {
+            return Err(Errno::EFAULT);
+        }
+        Ok(n)
+    }
+
     fn out_stat(&mut self, span: Span, st: WireStat) -> Result<i64> {
         self.chan.copy_out(span, st.as_bytes())?;
         Ok(0)
@@ -120,6 +133,11 @@ impl Call<'_> {
     /// A variable-length answer into `span`: cut to fit, with the full
     /// length in `aux[0]`.
     fn out_bytes(&mut self, span: Span, bytes: &[u8], cqe: &mut Cqe) -> Result<i64> {
+        // The whole span must lie in the data area (op.rs), not only the
+        // part this answer fills.
+        if !span.fits(self.chan.geometry().data_len) {
+            return Err(Errno::EFAULT);
+        }
         let n = bytes.len().min(span.len as usize);
         self.chan
             .copy_out(Span::new(span.off, n as u32), &bytes[..n])?;
@@ -176,7 +194,7 @@ impl Call<'_> {
                 Ok(d.refs as i64)
             }
             Op::Read | Op::Pread => {
-                let len = (r.p1.len as usize).min(self.scratch.data.len());
+                let len = self.out_len(r.p1)?;
                 let n = self.shared(|c, buf, later| {
                     if op == Op::Read {
                         c.read(r.fd, &mut buf[..len], later)
@@ -208,7 +226,7 @@ impl Call<'_> {
             Op::Fsync => self.exclusive(|c| c.fsync(r.fd)).map(|()| 0),
             Op::Fdatasync => self.exclusive(|c| c.fdatasync(r.fd)).map(|()| 0),
             Op::Getdents64 => {
-                let len = (r.p1.len as usize).min(self.scratch.data.len());
+                let len = self.out_len(r.p1)?;
                 let (proc, buf) = (&mut *self.proc, &mut self.scratch.data[..len]);
                 let n = self
                     .vol

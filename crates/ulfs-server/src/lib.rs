@@ -97,6 +97,22 @@ pub(crate) struct Shared {
     pub listener: ulfs_wire::Listener,
     /// Channels with requests waiting for a worker, in turn.
     pub ready: Mutex<VecDeque<u64>>,
+    /// A descriptor kept open to be closed when the server runs out: it
+    /// makes room to accept a connection and refuse it (EMFILE).
+    pub spare: Mutex<Option<OwnedFd>>,
+    /// The last accept error reported (an errno), so that a lasting one
+    /// is logged once.
+    pub accept_error: std::sync::atomic::AtomicI32,
+}
+
+/// The spare descriptor (`Shared::spare`).
+pub(crate) fn open_spare() -> Option<OwnedFd> {
+    rustix::fs::open(
+        "/dev/null",
+        rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::CLOEXEC,
+        rustix::fs::Mode::empty(),
+    )
+    .ok()
 }
 
 impl Shared {
@@ -114,6 +130,10 @@ impl Shared {
 
     pub fn ready_is_empty(&self) -> bool {
         self.ready().is_empty()
+    }
+
+    pub fn spare(&self) -> std::sync::MutexGuard<'_, Option<OwnedFd>> {
+        self.spare.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
 
@@ -170,6 +190,8 @@ impl Server {
             clients: clients::Clients::default(),
             listener,
             ready: Mutex::new(VecDeque::new()),
+            spare: Mutex::new(open_spare()),
+            accept_error: std::sync::atomic::AtomicI32::new(0),
         });
         worker::register_fixed(&shared)
             .map_err(|e| start_error("epoll for", &shared.cfg.socket, e))?;
@@ -179,7 +201,7 @@ impl Server {
             threads.push(
                 std::thread::Builder::new()
                     .name(format!("ulfs-serve-{i}"))
-                    .spawn(move || worker::run(&s))
+                    .spawn(move || worker_thread(&s))
                     .expect("spawn a worker"),
             );
         }
@@ -211,8 +233,14 @@ impl Server {
         for t in self.threads.drain(..) {
             let _ = t.join();
         }
-        self.shared.clients.drop_all(&self.shared);
+        // No new connections, then every client told; those still in the
+        // listener's backlog too (nobody will accept them, and the
+        // listener outlives `join` while a `Stopper` does).
         let _ = self.shared.listener.remove();
+        self.shared.clients.drop_all(&self.shared);
+        while let Ok(sock) = self.shared.listener.accept() {
+            clients::refuse(sock, ulfs_wire::Msg::Gone);
+        }
         match self.shared.vol.unmount(|_| {}) {
             Some(r) => r,
             None => Ok(()),
@@ -228,6 +256,24 @@ impl Stopper {
     pub fn stop(&self) {
         self.0.stopping.store(true, Ordering::Release);
         let _ = rustix::io::write(self.0.stop_fd.as_fd(), &1u64.to_ne_bytes());
+    }
+}
+
+/// A worker, kept alive through a panic outside a request (a request's
+/// own is caught where it is answered): the volume is abandoned as after
+/// any panic in a call, and the worker goes on, so that clients are still
+/// answered (EROFS) and torn down rather than left waiting on a server
+/// with no workers.
+fn worker_thread(s: &Shared) {
+    loop {
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| worker::run(s))) {
+            Ok(()) => return,
+            Err(_) => {
+                eprintln!("ulfs serve: a worker panicked; the volume is read-only from now on");
+                s.vol.abandon();
+                worker::rearm_listener(s);
+            }
+        }
     }
 }
 

@@ -100,6 +100,9 @@ pub const WAIT_SLICE: Duration = Duration::from_millis(100);
 /// when both are running, far below the cost of a futex sleep and wake.
 pub const DEFAULT_SPIN: Duration = Duration::from_micros(5);
 
+/// How long a client spins before it yields between looks at the ring.
+const YIELD_AFTER: Duration = Duration::from_micros(1);
+
 /// Spins between two clock reads: a clock read is ~20 ns, a spin a few.
 const SPIN_BATCH: u32 = 64;
 
@@ -781,8 +784,14 @@ impl ClientChannel {
                         return Ok(c);
                     }
                 }
-                if start.elapsed() >= self.spin {
+                let spun = start.elapsed();
+                if spun >= self.spin {
                     break;
+                }
+                // Past the first microsecond, let the CPU go between looks:
+                // the server's worker may be waiting for this very CPU.
+                if spun >= YIELD_AFTER {
+                    std::thread::yield_now();
                 }
             }
         }

@@ -356,14 +356,30 @@ pub fn recv(sock: BorrowedFd<'_>) -> Result<Msg, Errno> {
 /// A client's HELLO and the server's answer: the WELCOME, or the errno of
 /// a REFUSED (ENOTCONN for GONE, EPROTO for anything else).
 pub fn hello(sock: BorrowedFd<'_>, want_sq: u32, want_data: u32) -> Result<Welcome, Errno> {
-    send_hello(sock, want_sq, want_data)?;
+    sent(sock, send_hello(sock, want_sq, want_data))?;
     expect_welcome(sock)
 }
 
 /// A client's ADOPT and the server's answer, as [`hello`].
 pub fn adopt(sock: BorrowedFd<'_>, token: &[u8; 16], kind: AdoptKind) -> Result<Welcome, Errno> {
-    send_adopt(sock, token, kind)?;
+    sent(sock, send_adopt(sock, token, kind))?;
     expect_welcome(sock)
+}
+
+/// A request's send, unless the server refused the connection before
+/// reading it: a server that refuses at accept (full, or out of
+/// descriptors) sends its REFUSED and closes, so the send fails with EPIPE
+/// or ECONNRESET while the reason waits in our queue. Its errno is the
+/// answer then.
+fn sent(sock: BorrowedFd<'_>, r: Result<(), Errno>) -> Result<(), Errno> {
+    match r {
+        Err(e) if e == Errno(libc::EPIPE) || e == Errno(libc::ECONNRESET) => match recv(sock) {
+            Ok(Msg::Refused(refusal)) => Err(refusal.errno),
+            Ok(Msg::Gone) => Err(ENOTCONN),
+            _ => Err(e),
+        },
+        r => r,
+    }
 }
 
 fn expect_welcome(sock: BorrowedFd<'_>) -> Result<Welcome, Errno> {
