@@ -7,7 +7,9 @@
  *     code under `ulfs run`, its calls served from the image by the
  *     preloaded library);
  *   - with BENCH_ULFS defined, with ulfs's C API (ulfs_open, ulfs_pread,
- *     ...) on a mounted image: the peers ulfs-journal and ulfs-none.
+ *     ...) on a mounted image: the peers ulfs-journal and ulfs-none; or on
+ *     a handle from ulfs_connect() to a `ulfs serve` of the image (the
+ *     worker's argument `server:SOCKET`): the peer ulfs-server.
  *
  * So every peer runs the same loop; the only difference left is the call.
  * Each call goes through a `static inline` wrapper that turns its result
@@ -145,6 +147,46 @@ static int do_lseek(uint64_t n) {
     for (uint64_t i = 0; i < n; i++) bad |= b_lseek((int)fd, 0, SEEK_SET);
     uint64_t t = now_ns() - t0;
     if (bad) return fail("lseek", bad < 0 ? bad : -EIO); /* every call returns 0 */
+    snprintf(reply, sizeof reply, "ok %llu", (unsigned long long)t);
+    return 0;
+}
+
+/* `ulfs bench server`: the least a call can do, n times: lseek(fd, 0,
+ * SEEK_CUR) on an empty file kept open, which only reads the offset. On
+ * the kernel it is a system call; in process, a C call (the slow path:
+ * only SEEK_SET has a fast one); through `ulfs serve`, one request and
+ * its answer; through FUSE, the kernel's own (no request). */
+static int do_null(uint64_t n) {
+    static long fd = -1;
+    if (keep_open("null.dat", &fd)) return -1;
+    long bad = 0;
+    uint64_t t0 = now_ns();
+    for (uint64_t i = 0; i < n; i++) bad |= b_lseek((int)fd, 0, SEEK_CUR);
+    uint64_t t = now_ns() - t0;
+    if (bad) return fail("lseek SEEK_CUR", bad < 0 ? bad : -EIO); /* every call returns 0 */
+    snprintf(reply, sizeof reply, "ok %llu", (unsigned long long)t);
+    return 0;
+}
+
+/* The same call, n times, each after `pause_us` of sleep (untimed): what
+ * one call costs when the caller was quiet, as a program that does other
+ * work between its calls. Through `ulfs serve` the channel has then gone
+ * to sleep (the server's worker polls a quiet client for --spin-us, 20 µs
+ * by default), and the call wakes it. Each call is timed on its own, so
+ * each time includes about one clock read. */
+static int do_null_idle(uint64_t n, uint64_t pause_us) {
+    static long fd = -1;
+    if (keep_open("null.dat", &fd)) return -1;
+    struct timespec pause = {(time_t)(pause_us / 1000000), (long)(pause_us % 1000000) * 1000};
+    long bad = 0;
+    uint64_t t = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        nanosleep(&pause, NULL);
+        uint64_t t0 = now_ns();
+        bad |= b_lseek((int)fd, 0, SEEK_CUR);
+        t += now_ns() - t0;
+    }
+    if (bad) return fail("lseek SEEK_CUR", bad < 0 ? bad : -EIO);
     snprintf(reply, sizeof reply, "ok %llu", (unsigned long long)t);
     return 0;
 }
@@ -642,6 +684,50 @@ static int do_metadata(uint64_t n) {
     return 0;
 }
 
+/* `ulfs bench server`: n preads of 4 KiB from a 1 MiB file (written and
+ * read whole once, untimed, when the worker first needs it, so it is
+ * cached: in the kernel's page cache, the image's mapping, the server's),
+ * block after block, wrapping; each block's stamp checked. */
+static int do_pread4k(uint64_t n) {
+    static long fd = -1;
+    static unsigned char block[BLOCK];
+    const uint64_t salt = 0x4b;
+    const char *name = "pread.dat";
+    if (fd < 0) {
+        if (need_buffers()) return -1;
+        b_unlink(name);
+        long f = b_open(name, O_CREAT | O_EXCL | O_RDWR, 0644);
+        if (f < 0) return fail(name, f);
+        for (uint64_t b = 0; b < MIB / BLOCK; b++) {
+            uint64_t s = stamp_of(salt, b);
+            memcpy(big_w + b * BLOCK, &s, 8);
+        }
+        long w = b_pwrite((int)f, big_w, MIB, 0);
+        long r = w == (long)MIB ? b_pread((int)f, big_r, MIB, 0) : 0;
+        if (w != (long)MIB || r != (long)MIB || memcmp(big_r, big_w, MIB)) {
+            b_close((int)f);
+            return w < 0 ? fail(name, w) : r < 0 ? fail(name, r) : failmsg("%s: not read back as written", name);
+        }
+        fd = f;
+    }
+    long err = 0;
+    uint64_t wrong = 0;
+    uint64_t t0 = now_ns();
+    for (uint64_t i = 0; i < n; i++) {
+        uint64_t b = i % (MIB / BLOCK);
+        long r = b_pread((int)fd, block, BLOCK, (off_t)(b * BLOCK));
+        if (r != (long)BLOCK) { err = r < 0 ? r : -EIO; break; }
+        uint64_t s;
+        memcpy(&s, block, 8);
+        wrong += s != stamp_of(salt, b);
+    }
+    uint64_t t = now_ns() - t0;
+    if (err) return fail("pread 4 KiB", err);
+    if (wrong) return failmsg("pread 4 KiB: %llu reads found another block's stamp", (unsigned long long)wrong);
+    snprintf(reply, sizeof reply, "ok %llu", (unsigned long long)t);
+    return 0;
+}
+
 /* N empty files in "mnt" (the mount experiment's image), untimed. */
 static int do_populate(uint64_t n) {
     if (populate("mnt", n)) return -1;
@@ -854,6 +940,9 @@ static void serve(char *line) {
     }
     if (!strcmp(op, "lseek") && sscanf(line, "%*s %llu", &a) == 1) do_lseek(a);
     else if (!strcmp(op, "fstat") && sscanf(line, "%*s %llu", &a) == 1) do_fstat(a);
+    else if (!strcmp(op, "null") && sscanf(line, "%*s %llu", &a) == 1) do_null(a);
+    else if (!strcmp(op, "null-idle") && sscanf(line, "%*s %llu %llu", &a, &b) == 2) do_null_idle(a, b);
+    else if (!strcmp(op, "pread4k") && sscanf(line, "%*s %llu", &a) == 1) do_pread4k(a);
     else if (!strcmp(op, "raw") && sscanf(line, "%*s %31s %llu", word, &a) == 2) do_raw(word, (size_t)a);
     else if (!strcmp(op, "files") && (got = sscanf(line, "%*s %llu %llu", &a, &b)) >= 1)
         do_files(a, got == 2 ? (size_t)b : MIB);
@@ -892,8 +981,9 @@ static int answer(const char *s) {
 
 /*
  * The worker's main loop. POSIX build: `where` is the working directory
- * (made if missing). ulfs build: `where` is the image, mounted here, and
- * the work happens in its directory /w.
+ * (made if missing). ulfs build: `where` is the image, mounted here, or
+ * `server:SOCKET`, a server of the image to connect to; the work happens
+ * in the image's directory /w.
  * Returns the process's exit status.
  */
 int ENTRY(const char *where) {
@@ -902,11 +992,30 @@ int ENTRY(const char *where) {
     /* Read-only (ULFS_BENCH_READ_ONLY set): work in the root, which a
      * read-only mount cannot add /w to. */
     int read_only = getenv("ULFS_BENCH_READ_ONLY") != NULL;
+    /* `server:SOCKET`: connect to the `ulfs serve` listening there (its
+     * worker started it: ulfs-server) instead of mounting an image. */
+    const char *sock = strncmp(where, "server:", 7) == 0 ? where + 7 : NULL;
+    if (sock && (read_only || getenv("ULFS_BENCH_NO_BUDGET"))) {
+        fprintf(stderr, "ulfs-bench worker: a server's client cannot be read-only or unbudgeted\n");
+        return 1;
+    }
     uint64_t t0 = now_ns();
-    FS = ulfs_mount(where, read_only ? ULFS_RDONLY : 0, &err);
+    if (sock) {
+        /* Between the server's bind and listen a connect is refused:
+         * retried for a few seconds. */
+        for (;;) {
+            FS = ulfs_connect(sock, 0, &err);
+            if (FS || (err != ECONNREFUSED && err != ENOENT) || now_ns() - t0 > 5000000000ull) break;
+            struct timespec ms = {0, 1000000};
+            nanosleep(&ms, NULL);
+        }
+    } else {
+        FS = ulfs_mount(where, read_only ? ULFS_RDONLY : 0, &err);
+    }
     mount_ns = now_ns() - t0;
     if (!FS) {
-        fprintf(stderr, "ulfs-bench worker: mount %s: %s\n", where, strerror(err));
+        fprintf(stderr, "ulfs-bench worker: %s %s: %s\n", sock ? "connect" : "mount", sock ? sock : where,
+                strerror(err));
         return 1;
     }
     /* ULFS_BENCH_NO_BUDGET: no memory budget, whatever the cgroup allows
@@ -956,7 +1065,7 @@ int ENTRY(const char *where) {
 #ifdef BENCH_ULFS
     r = ulfs_unmount(FS);
     if (r < 0) {
-        fprintf(stderr, "ulfs-bench worker: unmount: %s\n", strerror((int)-r));
+        fprintf(stderr, "ulfs-bench worker: %s: %s\n", sock ? "disconnect" : "unmount", strerror((int)-r));
         return 1;
     }
 #endif

@@ -45,6 +45,7 @@ const JOURNAL: &str = "ulfs-journal";
 const PRELOAD: &str = "ulfs-preload";
 const PRELOAD_EXT4: &str = "ulfs-preload-ext4";
 const FUSE: &str = "ulfs-fuse";
+const SERVER: &str = "ulfs-server";
 
 /// A figure as most are: lines on log-log axes, ratios to ulfs-journal.
 /// Entries below override what differs.
@@ -86,6 +87,17 @@ const fn fuse_figure(
         shape: Shape::Bars,
         reference: FUSE,
         ..figure(name, title, x_label, y_label, workload)
+    }
+}
+
+/// A figure of `ulfs bench server`: one parameter (the calls), bar
+/// groups on a log scale; ratios to ulfs-server, the system it is about.
+const fn server_figure(name: &'static str, title: &'static str, workload: &'static str) -> Figure {
+    Figure {
+        log_x: false,
+        shape: Shape::Bars,
+        reference: SERVER,
+        ..figure(name, title, "calls", "time per call", workload)
     }
 }
 
@@ -412,6 +424,26 @@ pub static FIGURES: &[Figure] = &[
         "time to extract",
         "GNU tar extracting a tarball of /usr/include (--quick: /usr/include/linux), made at the start of the run and kept in memory, into an empty directory: wall time of the tar process; in process it is `ulfs run` on a new image (its start, mount and final commit included), through FUSE a new mount (its unmount not included)",
     ),
+    server_figure(
+        "server-null",
+        "ulfs serve: null call (lseek SEEK_CUR), back to back",
+        "lseek(fd, 0, SEEK_CUR) on an open empty file, N times back to back: through ulfs serve one request and its answer over shared memory (the null round trip), in process a C call, on tmpfs and through FUSE a system call (the kernel answers it, no FUSE request)",
+    ),
+    server_figure(
+        "server-null-idle",
+        "ulfs serve: null call after a 1 ms pause",
+        "the same lseek, N times, each after a 1 ms sleep (untimed; each call timed alone, so about one clock read is included): through ulfs serve the channel has gone to sleep and the call wakes the server",
+    ),
+    server_figure(
+        "server-fstat",
+        "ulfs serve: fstat",
+        "fstat of one open file, N times, reading st_ino: through ulfs serve one request each; through FUSE the kernel's attribute cache answers",
+    ),
+    server_figure(
+        "server-pread",
+        "ulfs serve: 4 KiB pread of a cached file",
+        "4 KiB preads of a 1 MiB file read whole once before, block after block, N times, each block's stamp checked: through ulfs serve one request each (the data copied through the channel); through FUSE the kernel's page cache answers",
+    ),
 ];
 
 #[cfg(test)]
@@ -422,7 +454,7 @@ mod tests {
     /// then the other experiments under these prefixes.
     #[test]
     fn every_figure_name_has_an_agreed_prefix_and_is_unique() {
-        const PREFIXES: [&str; 15] = [
+        const PREFIXES: [&str; 16] = [
             "fig6-",
             "fig7-",
             "fig8-",
@@ -438,6 +470,7 @@ mod tests {
             "create",
             "mount",
             "fuse-",
+            "server-",
         ];
         let mut seen = std::collections::HashSet::new();
         for f in FIGURES {

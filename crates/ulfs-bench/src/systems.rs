@@ -29,6 +29,9 @@ pub enum System {
     /// The same mounted with `-o writeback_cache`: the kernel gathers
     /// writes in its page cache and sends them in large pieces.
     UlfsFuseWriteback,
+    /// The C-API workload connected (`ulfs_connect`) to a `ulfs serve` of a
+    /// journaled image, a process of its own started by the worker.
+    UlfsServer,
     Memcpy,
 }
 
@@ -45,6 +48,7 @@ impl System {
             System::UlfsPreloadExt4 => "ulfs-preload-ext4",
             System::UlfsFuse => "ulfs-fuse",
             System::UlfsFuseWriteback => "ulfs-fuse-writeback",
+            System::UlfsServer => "ulfs-server",
             System::Memcpy => "memcpy",
         }
     }
@@ -56,7 +60,8 @@ impl System {
             | System::UlfsPreload
             | System::UlfsPreloadExt4
             | System::UlfsFuse
-            | System::UlfsFuseWriteback => Some(Mode::Journal),
+            | System::UlfsFuseWriteback
+            | System::UlfsServer => Some(Mode::Journal),
             System::UlfsNone | System::UlfsPreloadNone => Some(Mode::None),
             _ => None,
         }
@@ -70,6 +75,9 @@ impl System {
 
 /// Why ulfs-fuse does not run whole programs (yet).
 const FUSE_MISSING: &str = "missing: whole programs through `ulfs mount` are not measured yet";
+/// Why ulfs-server does not run whole programs (yet).
+pub const SERVER_MISSING: &str =
+    "missing: whole programs through `ulfs serve` need `ulfs run --server`, not built yet";
 
 /// Where an experiment's files live: memory (`/dev/shm`, against
 /// host-tmpfs) or the disk (ext4, for the durable experiments).
@@ -228,6 +236,12 @@ impl Place {
                 }
                 c
             }
+            System::UlfsServer => {
+                let ulfs = self.tools.ulfs.as_ref().map_err(Clone::clone)?;
+                let mut c = self.worker("server", &self.image_path(system)?);
+                c.env(crate::fuse_worker::ULFS_ENV, ulfs);
+                c
+            }
         };
         // Only the system under test may be preloaded into a worker.
         cmd.env_remove("LD_PRELOAD");
@@ -266,6 +280,7 @@ impl Place {
                 PathBuf::from("/ulfs"),
             )),
             System::UlfsFuse | System::UlfsFuseWriteback => Err(FUSE_MISSING.into()),
+            System::UlfsServer => Err(SERVER_MISSING.into()),
             _ => Err(format!("{} cannot run another program", system.name())),
         }
     }
@@ -312,6 +327,9 @@ impl Place {
     pub fn prepare_in(&self, system: System, group: &Cgroup) -> Result<(), String> {
         if system.is_fuse() {
             return Err("missing: the memory of `ulfs mount`'s server is not measured yet".into());
+        }
+        if system == System::UlfsServer {
+            return Err("missing: the memory of `ulfs serve` is not measured yet".into());
         }
         let Some(mode) = system.image_mode() else {
             return Ok(());

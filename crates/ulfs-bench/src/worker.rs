@@ -91,8 +91,9 @@ pub fn serve(kind: &str, place: &Path) -> i32 {
         // SAFETY: as above.
         "ulfs" => unsafe { ulfs_bench_worker_ulfs(c.as_ptr()) },
         "fuse" => crate::fuse_worker::serve(place),
+        "server" => crate::server_worker::serve(place),
         _ => {
-            eprintln!("ulfs-bench worker: posix, ulfs or fuse, not {kind:?}");
+            eprintln!("ulfs-bench worker: posix, ulfs, fuse or server, not {kind:?}");
             2
         }
     }
@@ -101,12 +102,15 @@ pub fn serve(kind: &str, place: &Path) -> i32 {
 /// A running worker, spoken to line by line.
 pub struct Worker {
     child: Child,
-    to: ChildStdin,
+    /// Requests go here; `None` once closed (the worker's end of input).
+    to: Option<ChildStdin>,
     from: BufReader<ChildStdout>,
     what: String,
     /// The last [`TAIL`] bytes the worker wrote on stderr.
     tail: Arc<Mutex<Vec<u8>>>,
     drain: Option<std::thread::JoinHandle<()>>,
+    /// Killed by the run (a hang, an interrupt): its end says nothing new.
+    killed: bool,
 }
 
 /// How much of a worker's stderr is kept for the message when it fails.
@@ -129,7 +133,7 @@ impl Worker {
             .map_err(|e| format!("{what}: cannot start the worker: {e}"))?;
         live.push(child.id());
         drop(live);
-        let to = child.stdin.take().ok_or("no worker stdin")?;
+        let to = Some(child.stdin.take().ok_or("no worker stdin")?);
         let from = BufReader::new(child.stdout.take().ok_or("no worker stdout")?);
         let (tail, drain) = drain_stderr(&mut child);
         Ok(Worker {
@@ -139,6 +143,7 @@ impl Worker {
             what: what.to_string(),
             tail,
             drain,
+            killed: false,
         })
     }
 
@@ -152,7 +157,10 @@ impl Worker {
 
     /// [`Worker::ask`] with its own limit on the wait.
     pub fn ask_within(&mut self, request: &str, patience: Duration) -> Result<Vec<f64>, String> {
-        let sent = writeln!(self.to, "{request}").and_then(|()| self.to.flush());
+        let sent = match self.to.as_mut() {
+            Some(to) => writeln!(to, "{request}").and_then(|()| to.flush()),
+            None => Err(std::io::ErrorKind::BrokenPipe.into()),
+        };
         let mut line = String::new();
         let got = if sent.is_ok() {
             self.wait_for_answer(patience)?;
@@ -195,10 +203,12 @@ impl Worker {
             }
             if interrupted() {
                 let _ = self.child.kill();
+                self.killed = true;
                 return Err(format!("{}: interrupted", self.what));
             }
             if started.elapsed() > patience {
                 let _ = self.child.kill();
+                self.killed = true;
                 return Err(format!(
                     "{}: no answer in {} s: the worker was killed",
                     self.what,
@@ -242,8 +252,10 @@ impl Worker {
     /// Asks the worker to finish and waits for it; an error if it did not
     /// exit cleanly (an unmount that failed, say).
     pub fn finish(mut self) -> Result<(), String> {
-        let _ = writeln!(self.to, "quit");
-        let _ = self.to.flush();
+        if let Some(to) = self.to.as_mut() {
+            let _ = writeln!(to, "quit");
+            let _ = to.flush();
+        }
         match self.wait_limited() {
             Ok(s) if s.success() => Ok(()),
             other => Err(self.why(other)),
@@ -377,12 +389,29 @@ fn wait_a_little(exit: Option<&std::os::fd::OwnedFd>) {
 
 impl Drop for Worker {
     /// A worker left behind by an error must not outlive the run (it may
-    /// hold an image or a loop mount busy).
+    /// hold an image or a loop mount busy). One still alive (it answered
+    /// an error) is first let finish as after `quit`: the end of its input
+    /// makes it unmount, or stop its server and check the image
+    /// (ulfs-server); what goes wrong then is said on stderr, as the run
+    /// has already failed. Killed if it takes more than a minute, and at
+    /// once once the run is interrupted.
     fn drop(&mut self) {
         if let Ok(None) = self.child.try_wait() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
+            if interrupted() {
+                let _ = self.child.kill();
+                self.killed = true;
+            }
+            self.to = None;
+            match self.wait_limited() {
+                Ok(s) if s.success() => {}
+                _ if self.killed => {}
+                status => {
+                    let why = self.why(status);
+                    eprintln!("ulfs bench: after its failure, {why}");
+                }
+            }
         }
+        let _ = self.child.try_wait();
         forget(self.child.id());
     }
 }

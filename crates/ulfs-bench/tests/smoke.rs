@@ -90,7 +90,8 @@ fn a_quick_run_writes_every_figure_or_says_why_not() {
             "open",
             "create",
             "mount",
-            "fuse"
+            "fuse",
+            "server"
         ]
         .map(String::from)
         .into(),
@@ -138,14 +139,15 @@ fn a_quick_run_writes_every_figure_or_says_why_not() {
         assert_eq!(f.len(), 3, "{line}");
         // The reasons a run on a root machine with everything installed
         // may give: ulfs-fuse's whole programs and memory (not measured
-        // yet; its other cells are), tar on the C API (which runs no
-        // program), the OOM killer under fig. 9's tightest limits, or a
+        // yet; its other cells are), tar on the C API and through the
+        // server (which run no program: `ulfs run --server` is not built
+        // yet), the OOM killer under fig. 9's tightest limits, or a
         // process there that thrashes without end.
         // Elsewhere (not root, no cgroups, programs not installed) what
         // is missing is said, and is a skip of this test's strictness;
         // scripts/test.sh requires all as root.
         let expected = f[1].starts_with("ulfs-fuse")
-            || (f[0] == "fuse-tar-extract" && f[1] == "ulfs-journal")
+            || (f[0] == "fuse-tar-extract" && (f[1] == "ulfs-journal" || f[1] == "ulfs-server"))
             || (f[0] == "fig9-memory-limit"
                 && (f[2].contains("OOM killer")
                     || f[2].contains("no answer in")
@@ -272,4 +274,90 @@ fn a_wrong_experiment_or_flag_is_refused_with_the_names() {
         std::fs::read_to_string(dir.path().join("results.csv")).unwrap(),
         theirs
     );
+}
+
+/// ulfs-server's worker starts `ulfs serve` for its image and stops it:
+/// on `quit` it stops the server and checks the image (its exit status
+/// says both went well); killed, it takes the server with it (SIGTERM on
+/// the parent's death), which commits and marks the image clean.
+#[test]
+fn the_server_worker_stops_its_server_even_when_killed() {
+    use std::io::{BufRead, BufReader, Write};
+    use std::process::Stdio;
+    let ulfs = ulfs_bin();
+    let bench = PathBuf::from(env!("CARGO_BIN_EXE_ulfs-bench"));
+    let dir = tempfile::tempdir().unwrap();
+    let image = dir.path().join("s.img");
+    let socket = dir.path().join("s.sock");
+    let mkfs = Command::new(&ulfs)
+        .arg("mkfs")
+        .arg(&image)
+        .arg("64M")
+        .output()
+        .unwrap();
+    assert!(
+        mkfs.status.success(),
+        "{}",
+        String::from_utf8_lossy(&mkfs.stderr)
+    );
+    for killed in [false, true] {
+        let mut worker = Command::new(&bench)
+            .args(["--internal-worker", "server"])
+            .arg(&image)
+            .env("ULFS_BENCH_ULFS", &ulfs)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut to = worker.stdin.take().unwrap();
+        let mut from = BufReader::new(worker.stdout.take().unwrap());
+        for request in ["null 100", "fstat 100", "pread4k 100", "metadata 20"] {
+            writeln!(to, "{request}").unwrap();
+            let mut line = String::new();
+            from.read_line(&mut line).unwrap();
+            assert!(line.starts_with("ok "), "{request}: {line}");
+        }
+        assert!(socket.exists(), "the server listens beside the image");
+        if killed {
+            worker.kill().unwrap();
+            worker.wait().unwrap();
+        } else {
+            writeln!(to, "quit").unwrap();
+            assert!(worker.wait().unwrap().success(), "stop or fsck failed");
+        }
+        // The server removes its socket, then lets go of the image (fsck
+        // is refused while it holds it).
+        let start = std::time::Instant::now();
+        let fsck = loop {
+            let fsck = Command::new(&ulfs)
+                .arg("fsck")
+                .arg(&image)
+                .output()
+                .unwrap();
+            if (fsck.status.success() && !socket.exists())
+                || start.elapsed() > std::time::Duration::from_secs(30)
+            {
+                break fsck;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        };
+        assert!(!socket.exists(), "the server outlived its worker");
+        assert!(
+            fsck.status.success(),
+            "{}{}",
+            String::from_utf8_lossy(&fsck.stdout),
+            String::from_utf8_lossy(&fsck.stderr)
+        );
+        let info = Command::new(&ulfs)
+            .arg("info")
+            .arg(&image)
+            .output()
+            .unwrap();
+        let info = String::from_utf8_lossy(&info.stdout);
+        assert!(
+            info.lines()
+                .any(|l| l.starts_with("clean:") && l.ends_with("yes")),
+            "{info}"
+        );
+    }
 }

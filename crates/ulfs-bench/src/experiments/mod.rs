@@ -6,14 +6,16 @@
 //! one or more figures of `catalog.rs`. Each module owns a family:
 //! `paper` (the ULFS paper's micro-benchmarks), `memory` (figs 8 and 9),
 //! `programs` (real libraries and programs: gdbm, SQLite, PostMark),
-//! `metadata` (fsync loop, open, create, mount) and `fuse` (`ulfs mount`
-//! against the host's file systems and ulfs in process).
+//! `metadata` (fsync loop, open, create, mount), `fuse` (`ulfs mount`
+//! against the host's file systems and ulfs in process) and `server`
+//! (`ulfs serve`'s round trip against the kernel, in process and FUSE).
 
 mod fuse;
 mod memory;
 mod metadata;
 mod paper;
 mod programs;
+mod server;
 
 use crate::host::Disk;
 use crate::measure::{Rounds, mean_stddev, rotation};
@@ -83,6 +85,7 @@ pub static EXPERIMENTS: &[Experiment] = &[
     metadata::CREATE,
     metadata::MOUNT,
     fuse::FUSE,
+    server::SERVER,
 ];
 
 /// The state of a run: where files go, what was measured, what was not.

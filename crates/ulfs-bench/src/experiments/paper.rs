@@ -65,7 +65,7 @@ fn fig6(ctx: &mut Ctx) {
 }
 
 /// Small, fast cells get more rounds: their spread is mostly noise.
-fn more_rounds(ctx: &Ctx) -> crate::measure::Rounds {
+pub(super) fn more_rounds(ctx: &Ctx) -> crate::measure::Rounds {
     let r = ctx.rounds();
     crate::measure::Rounds {
         warmup: r.warmup,
