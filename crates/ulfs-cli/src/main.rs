@@ -545,7 +545,7 @@ pub(crate) enum Command {
         /// Where clients connect (a UNIX socket made here)
         #[arg(long, value_name = "PATH")]
         socket: PathBuf,
-        /// Threads serving clients (default: one per core)
+        /// Threads serving clients (default: half the cores, at least one)
         #[arg(long, value_name = "N")]
         workers: Option<usize>,
         /// Serve the image read-only (every change is EROFS)

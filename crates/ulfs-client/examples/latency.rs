@@ -5,7 +5,12 @@
 //! talking to the client over the same memfd channel and socket a
 //! separate process would use.
 //!
+//! Then the throughput of 1, 2 and 4 clients at once (threads, each with
+//! its own connection): 4 KiB preads of one cached file, and stats of it
+//! by name.
+//!
 //! `cargo run --release -p ulfs-client --example latency [ITERATIONS]`
+//! (`ULFS_LATENCY_WORKERS=N`: the server's worker threads, default 1)
 
 use std::hint::black_box;
 use std::time::Instant;
@@ -86,8 +91,9 @@ fn main() {
     // Through the server.
     let socket = dir.path().join("sock");
     let vol = Volume::mount(&img, MountOptions::default()).unwrap();
+    let workers: usize = std::env::var("ULFS_LATENCY_WORKERS").map_or(1, |w| w.parse().unwrap());
     let mut cfg = Config::new(&socket);
-    cfg.workers = 1;
+    cfg.workers = workers;
     let server = Server::start(vol, cfg).unwrap();
     let mut c = Client::connect(&socket).unwrap();
     let fd = c.open("/f", libc::O_RDONLY, 0).unwrap();
@@ -100,6 +106,39 @@ fn main() {
     });
     let stats = c.channel().stats();
     drop(c);
+
+    // Throughput with several clients at once, each in its own thread
+    // with its own connection, reading 4 KiB of the same cached file or
+    // stat'ing it by name: calls per second over all clients.
+    let scaling: Vec<(usize, f64, f64)> = [1usize, 2, 4]
+        .iter()
+        .map(|&clients| {
+            let per_client = n / 4;
+            let run = |by_name: bool| {
+                let t = Instant::now();
+                std::thread::scope(|s| {
+                    for _ in 0..clients {
+                        let socket = &socket;
+                        s.spawn(move || {
+                            let mut c = Client::connect(socket).unwrap();
+                            let fd = c.open("/f", libc::O_RDONLY, 0).unwrap();
+                            let mut buf = vec![0u8; 4096];
+                            for i in 0..per_client {
+                                if by_name {
+                                    black_box(c.stat("/f").unwrap());
+                                } else {
+                                    let off = u64::from(i % 256) * 4096;
+                                    black_box(c.pread(fd, &mut buf, off).unwrap());
+                                }
+                            }
+                        });
+                    }
+                });
+                (clients as u32 * per_client) as f64 / t.elapsed().as_secs_f64()
+            };
+            (clients, run(false), run(true))
+        })
+        .collect();
     server.stopper().stop();
     server.join().unwrap();
 
@@ -119,4 +158,12 @@ fn main() {
         "client slow paths: {} kicks, {} futex sleeps ({} timed out)",
         stats.kicks, stats.sleeps, stats.timeouts
     );
+    let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
+    println!(
+        "\nthroughput, all clients together ({cores} cores; the server has {workers} worker(s))"
+    );
+    println!("{:<8} {:>16} {:>16}", "clients", "pread 4KiB /s", "stat /s");
+    for (clients, reads, stats) in scaling {
+        println!("{clients:<8} {reads:>16.0} {stats:>16.0}");
+    }
 }

@@ -77,7 +77,7 @@ impl Config {
         Config {
             socket: socket.into(),
             socket_mode: 0o666,
-            workers: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            workers: default_workers(),
             spin: Duration::from_micros(20),
             commit_every: Duration::from_secs(5),
             limits: Limits::default(),
@@ -292,4 +292,14 @@ fn committer(s: &Shared) {
             }
         }
     }
+}
+
+/// Half the cores, at least one: the other half is for the clients. A
+/// worker and its client each spin while busy, so more spinning threads
+/// than cores make them take turns on the CPUs: on 2 cores, 2 workers and
+/// 2 clients served 0.3-1.2 million 4 KiB preads a second together, 1
+/// worker 1.0-1.8 million (`cargo run --release -p ulfs-client --example
+/// latency`, docs/BENCHMARKS.md).
+pub fn default_workers() -> usize {
+    (std::thread::available_parallelism().map_or(1, |n| n.get()) / 2).max(1)
 }
