@@ -38,6 +38,8 @@ pub(crate) struct Client {
     /// down: the worker serving it stops after the request in hand rather
     /// than finish its turn for a client that is gone.
     pub leaving: AtomicBool,
+    /// When the connection was accepted (for `Limits::hello_timeout`).
+    pub accepted: std::time::Instant,
 }
 
 /// A client's state, changed only by whoever holds its mutex.
@@ -112,6 +114,7 @@ impl Clients {
                 dead: false,
             }),
             leaving: AtomicBool::new(false),
+            accepted: std::time::Instant::now(),
         });
         self.map().insert(id, client.clone());
         if crate::worker::watch_socket(s, &client).is_err() {
@@ -182,6 +185,35 @@ impl Clients {
         st.kick = None;
         drop(st);
         self.map().remove(&c.id);
+    }
+
+    /// Closes the connections that have not said HELLO within `timeout`
+    /// (they hold a client slot each): told ETIMEDOUT, then torn down.
+    pub fn close_silent(&self, s: &Shared, timeout: std::time::Duration) {
+        let silent: Vec<Arc<Client>> = self
+            .map()
+            .values()
+            .filter(|c| c.accepted.elapsed() > timeout)
+            .cloned()
+            .collect();
+        for c in silent {
+            // A client being welcomed holds its lock: skip it this time.
+            let Ok(st) = c.state.try_lock() else {
+                continue;
+            };
+            let speechless = st.chan.is_none() && !st.dead;
+            drop(st);
+            if speechless {
+                tell(
+                    &c.sock,
+                    Msg::Refused(ulfs_wire::Refusal::new(
+                        Errno(libc::ETIMEDOUT),
+                        "no HELLO in time",
+                    )),
+                );
+                self.remove(s, &c);
+            }
+        }
     }
 
     /// At shutdown: every client is told the server is gone, and let go.

@@ -39,6 +39,10 @@ pub struct Limits {
     pub max_channel_bytes: u32,
     /// The most clients at once; later connections are refused.
     pub max_clients: usize,
+    /// How long a connection may take to say HELLO before it is closed:
+    /// a connection holds a client slot from accept, so one that never
+    /// speaks must not hold it for good.
+    pub hello_timeout: Duration,
 }
 
 impl Default for Limits {
@@ -47,6 +51,7 @@ impl Default for Limits {
             max_fds: 65_536,
             max_channel_bytes: ulfs_wire::layout::MAX_DATA_LEN,
             max_clients: 1024,
+            hello_timeout: Duration::from_secs(5),
         }
     }
 }
@@ -278,12 +283,14 @@ fn worker_thread(s: &Shared) {
 }
 
 /// Commits the running transaction on a timer, so that an idle server's
-/// changes are as durable as the commit interval says.
+/// changes are as durable as the commit interval says; and closes the
+/// connections that did not say HELLO in time.
 fn committer(s: &Shared) {
     let tick = Duration::from_millis(50);
     let mut waited = Duration::ZERO;
     while !s.stopping.load(Ordering::Acquire) {
         std::thread::sleep(tick);
+        s.clients.close_silent(s, s.cfg.limits.hello_timeout);
         waited += tick;
         if waited >= s.cfg.commit_every {
             waited = Duration::ZERO;

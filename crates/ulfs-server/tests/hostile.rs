@@ -483,7 +483,11 @@ fn a_client_that_never_takes_its_answers_stalls_only_itself() {
 
 #[test]
 fn silent_and_garbled_connections_tie_up_no_worker() {
-    let mut s = serve(64 << 20, |c| c.workers = 1);
+    let mut s = serve(64 << 20, |c| {
+        c.workers = 1;
+        // The silent ones are counted below: not closed meanwhile.
+        c.limits.hello_timeout = Duration::from_secs(600);
+    });
     // Connections that never say HELLO.
     let silent: Vec<_> = (0..200)
         .map(|_| control::connect(&s.socket).unwrap())
@@ -535,6 +539,32 @@ fn silent_and_garbled_connections_tie_up_no_worker() {
     drop(greedy);
     drop((garbage, with_fds, twice));
     s.wait_clients(0);
+    s.stop();
+}
+
+#[test]
+fn a_connection_that_never_says_hello_is_closed_and_frees_its_slot() {
+    let mut s = serve(64 << 20, |c| {
+        c.limits.max_clients = 3;
+        c.limits.hello_timeout = Duration::from_millis(200);
+    });
+    let silent: Vec<_> = (0..3)
+        .map(|_| control::connect(&s.socket).unwrap())
+        .collect();
+    s.wait_clients(3);
+    // Their slots come back once the timeout has passed...
+    s.wait_clients(0);
+    // ...each told why before its end.
+    for sock in &silent {
+        match control::recv(sock.as_fd()) {
+            Ok(ulfs_wire::Msg::Refused(r)) => assert_eq!(r.errno, Errno(libc::ETIMEDOUT)),
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+    }
+    // A real client is served (it says HELLO at once).
+    let mut c = s.client();
+    c.nop().unwrap();
+    drop(c);
     s.stop();
 }
 
