@@ -16,10 +16,13 @@
 //! - everything else: the exclusive lock.
 //!
 //! Nothing here trusts the request: spans are checked by the channel
-//! (`copy_in`, `copy_out`, `path`: EFAULT, ENOENT, ENAMETOOLONG, EINVAL),
+//! (`copy_in`, `copy_out`, `raw_path`: EFAULT outside the data area),
 //! lengths are bounded by the worker's buffer (the data area's size),
-//! unknown codes are ENOSYS, and the engine checks every descriptor and
-//! flag as it does for the library.
+//! unknown codes are ENOSYS, and the engine checks every path, descriptor
+//! and flag as it does for the library, in the same order (paths are
+//! handed over as bytes, not judged here: a rename whose first path fails
+//! its walk answers that error even when its second path is empty, as
+//! Linux does; the model test runs through the server to hold that).
 
 use crate::Limits;
 use ulfs::fs::{SharedVolume, Volume};
@@ -166,7 +169,7 @@ impl Call<'_> {
                 self.out_bytes(r.p2, &cwd, cqe)
             }
             Op::Chdir => {
-                let path = self.chan.path(r.p1, &mut self.scratch.path1)?;
+                let path = self.chan.raw_path(r.p1, &mut self.scratch.path1)?;
                 let proc = &mut *self.proc;
                 self.vol.exclusive(|vol| Ctx { vol, proc }.chdir(&*path))?;
                 Ok(0)
@@ -174,7 +177,7 @@ impl Call<'_> {
             Op::Fchdir => self.exclusive(|c| c.fchdir(r.fd)).map(|()| 0),
             Op::Sync => self.exclusive(|c| c.sync()).map(|()| 0),
             Op::Openat => {
-                let path = self.chan.path(r.p1, &mut self.scratch.path1)?;
+                let path = self.chan.raw_path(r.p1, &mut self.scratch.path1)?;
                 let proc = &mut *self.proc;
                 let new = self.vol.exclusive(|vol| {
                     Ctx { vol, proc }.openat(r.fd, &*path, a0 as i32, a1 as u32)
@@ -239,7 +242,7 @@ impl Call<'_> {
                 self.out_stat(r.p2, WireStat::from_stat(&st))
             }
             Op::Fstatat => {
-                let path = self.chan.path_or_empty(r.p1, &mut self.scratch.path1)?;
+                let path = self.chan.raw_path(r.p1, &mut self.scratch.path1)?;
                 let (proc, later) = (&mut *self.proc, &mut self.scratch.later);
                 let st = self
                     .vol
@@ -248,7 +251,7 @@ impl Call<'_> {
                 self.out_stat(r.p2, WireStat::from_stat(&st?))
             }
             Op::Statx => {
-                let path = self.chan.path_or_empty(r.p1, &mut self.scratch.path1)?;
+                let path = self.chan.raw_path(r.p1, &mut self.scratch.path1)?;
                 let (proc, later) = (&mut *self.proc, &mut self.scratch.later);
                 let x = self.vol.shared(|vol| {
                     SharedCtx { vol, proc }.statx(r.fd, &*path, a0 as i32, a1 as u32, later)
@@ -257,7 +260,7 @@ impl Call<'_> {
                 self.out_stat(r.p2, WireStat::from_statx(&x?))
             }
             Op::Statfs => {
-                let path = self.chan.path(r.p1, &mut self.scratch.path1)?;
+                let path = self.chan.raw_path(r.p1, &mut self.scratch.path1)?;
                 let proc = &mut *self.proc;
                 let s = self.vol.exclusive(|vol| Ctx { vol, proc }.statfs(&*path))?;
                 self.chan.copy_out(r.p2, WireStatFs::new(&s).as_bytes())?;
@@ -269,7 +272,7 @@ impl Call<'_> {
                 Ok(0)
             }
             Op::Faccessat => {
-                let path = self.chan.path_or_empty(r.p1, &mut self.scratch.path1)?;
+                let path = self.chan.raw_path(r.p1, &mut self.scratch.path1)?;
                 let proc = &mut *self.proc;
                 self.vol.exclusive(|vol| {
                     Ctx { vol, proc }.faccessat(r.fd, &*path, a0 as i32, a1 as i32)
@@ -277,7 +280,7 @@ impl Call<'_> {
                 Ok(0)
             }
             Op::Readlinkat => {
-                let path = self.chan.path_or_empty(r.p1, &mut self.scratch.path1)?;
+                let path = self.chan.raw_path(r.p1, &mut self.scratch.path1)?;
                 let proc = &mut *self.proc;
                 let target = self
                     .vol
@@ -285,29 +288,29 @@ impl Call<'_> {
                 self.out_bytes(r.p2, &target, cqe)
             }
             Op::Mkdirat => {
-                let path = self.chan.path(r.p1, &mut self.scratch.path1)?;
+                let path = self.chan.raw_path(r.p1, &mut self.scratch.path1)?;
                 let proc = &mut *self.proc;
                 self.vol
                     .exclusive(|vol| Ctx { vol, proc }.mkdirat(r.fd, &*path, a0 as u32))?;
                 Ok(0)
             }
             Op::Mknodat => {
-                let path = self.chan.path(r.p1, &mut self.scratch.path1)?;
+                let path = self.chan.raw_path(r.p1, &mut self.scratch.path1)?;
                 let proc = &mut *self.proc;
                 self.vol
                     .exclusive(|vol| Ctx { vol, proc }.mknodat(r.fd, &*path, a0 as u32, a1))?;
                 Ok(0)
             }
             Op::Unlinkat => {
-                let path = self.chan.path(r.p1, &mut self.scratch.path1)?;
+                let path = self.chan.raw_path(r.p1, &mut self.scratch.path1)?;
                 let proc = &mut *self.proc;
                 self.vol
                     .exclusive(|vol| Ctx { vol, proc }.unlinkat(r.fd, &*path, a0 as i32))?;
                 Ok(0)
             }
             Op::Renameat2 => {
-                let old = self.chan.path(r.p1, &mut self.scratch.path1)?;
-                let new = self.chan.path(r.p2, &mut self.scratch.path2)?;
+                let old = self.chan.raw_path(r.p1, &mut self.scratch.path1)?;
+                let new = self.chan.raw_path(r.p2, &mut self.scratch.path2)?;
                 let proc = &mut *self.proc;
                 self.vol.exclusive(|vol| {
                     Ctx { vol, proc }.renameat2(r.fd, &*old, r.fd2, &*new, a0 as u32)
@@ -315,8 +318,8 @@ impl Call<'_> {
                 Ok(0)
             }
             Op::Linkat => {
-                let old = self.chan.path_or_empty(r.p1, &mut self.scratch.path1)?;
-                let new = self.chan.path(r.p2, &mut self.scratch.path2)?;
+                let old = self.chan.raw_path(r.p1, &mut self.scratch.path1)?;
+                let new = self.chan.raw_path(r.p2, &mut self.scratch.path2)?;
                 let proc = &mut *self.proc;
                 self.vol.exclusive(|vol| {
                     Ctx { vol, proc }.linkat(r.fd, &*old, r.fd2, &*new, a0 as i32)
@@ -324,15 +327,15 @@ impl Call<'_> {
                 Ok(0)
             }
             Op::Symlinkat => {
-                let target = self.chan.path(r.p1, &mut self.scratch.path1)?;
-                let link = self.chan.path(r.p2, &mut self.scratch.path2)?;
+                let target = self.chan.raw_path(r.p1, &mut self.scratch.path1)?;
+                let link = self.chan.raw_path(r.p2, &mut self.scratch.path2)?;
                 let proc = &mut *self.proc;
                 self.vol
                     .exclusive(|vol| Ctx { vol, proc }.symlinkat(&*target, r.fd, &*link))?;
                 Ok(0)
             }
             Op::Truncate => {
-                let path = self.chan.path(r.p1, &mut self.scratch.path1)?;
+                let path = self.chan.raw_path(r.p1, &mut self.scratch.path1)?;
                 let proc = &mut *self.proc;
                 self.vol
                     .exclusive(|vol| Ctx { vol, proc }.truncate(&*path, a0))?;
@@ -352,14 +355,14 @@ impl Call<'_> {
                 if op == Op::Futimens {
                     return self.exclusive(|c| c.futimens(r.fd, times)).map(|()| 0);
                 }
-                let path = self.chan.path_or_empty(r.p1, &mut self.scratch.path1)?;
+                let path = self.chan.raw_path(r.p1, &mut self.scratch.path1)?;
                 let proc = &mut *self.proc;
                 self.vol
                     .exclusive(|vol| Ctx { vol, proc }.utimensat(r.fd, &*path, times, a0 as i32))?;
                 Ok(0)
             }
             Op::Fchmodat => {
-                let path = self.chan.path_or_empty(r.p1, &mut self.scratch.path1)?;
+                let path = self.chan.raw_path(r.p1, &mut self.scratch.path1)?;
                 let proc = &mut *self.proc;
                 self.vol.exclusive(|vol| {
                     Ctx { vol, proc }.fchmodat(r.fd, &*path, a0 as u32, a1 as i32)
@@ -368,7 +371,7 @@ impl Call<'_> {
             }
             Op::Fchmod => self.exclusive(|c| c.fchmod(r.fd, a0 as u32)).map(|()| 0),
             Op::Fchownat => {
-                let path = self.chan.path_or_empty(r.p1, &mut self.scratch.path1)?;
+                let path = self.chan.raw_path(r.p1, &mut self.scratch.path1)?;
                 let proc = &mut *self.proc;
                 self.vol.exclusive(|vol| {
                     Ctx { vol, proc }.fchownat(r.fd, &*path, a0 as u32, a1 as u32, a2 as i32)

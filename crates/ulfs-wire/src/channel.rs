@@ -485,6 +485,20 @@ impl ServerChannel {
         Ok(dst)
     }
 
+    /// The bytes of a path in `span`, copied into `buf` as they are, for a
+    /// call that checks its paths itself, in its own order (as the engine
+    /// does: rename walks its first path before it looks at the second,
+    /// as Linux does). Only EFAULT outside the data area; a path of
+    /// `PATH_MAX` bytes or more is cut to `PATH_MAX`, which the engine
+    /// still finds too long (ENAMETOOLONG).
+    pub fn raw_path<'b>(&self, span: Span, buf: &'b mut PathBuf) -> Result<&'b [u8], Errno> {
+        self.window(span, 0)?;
+        let n = (span.len as usize).min(PATH_MAX);
+        let dst = &mut buf[..n];
+        self.copy_in(Span::new(span.off, n as u32), dst)?;
+        Ok(dst)
+    }
+
     /// As [`ServerChannel::path`], but an empty span is an empty path (for
     /// `AT_EMPTY_PATH`).
     pub fn path_or_empty<'b>(&self, span: Span, buf: &'b mut PathBuf) -> Result<&'b [u8], Errno> {

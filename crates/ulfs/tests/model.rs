@@ -79,73 +79,25 @@ mod model_kit;
 use model_kit::*;
 use ulfs_testkit::skip;
 
-use proptest::collection::vec;
-use proptest::prelude::*;
 use ulfs::{Errno, Fs, MkfsOptions, MountOptions};
 
-/// Skipped steps may be at most this share of all steps (in percent).
-const MAX_SKIPPED_PERCENT: u64 = 10;
-
-/// The random cases (proptest, run by hand rather than through the
-/// `proptest!` macro so that the steps skipped across all cases can be
-/// counted and reported once at the end).
+/// The random cases (proptest), through the library.
 #[test]
 fn ulfs_matches_tmpfs() {
-    use proptest::test_runner::{Config, TestError, TestRunner};
-    use std::sync::Mutex;
-    let mut runner = TestRunner::new(Config {
-        cases: cases(),
-        failure_persistence: None,
-        max_shrink_iters: 4096,
-        ..Config::default()
-    });
-    // Only the passing cases count (shrinking reruns failing ones).
-    type Counts = std::collections::BTreeMap<&'static str, u64>;
-    let totals: Mutex<(u64, u64, u64, Counts)> = Default::default();
-    let strategy = (prop::bool::weighted(0.7), vec(op(), 1..=60));
-    let result = runner.run(&strategy, |(seeded, ops)| {
-        let mut all = if seeded { seed_ops() } else { Vec::new() };
-        all.extend(ops);
-        let stats = run_case(&all).map_err(TestCaseError::fail)?;
-        let mut t = totals.lock().unwrap_or_else(|e| e.into_inner());
-        t.0 += stats.steps;
-        t.1 += stats.times_checked;
-        t.2 += stats.succeeded;
-        for why in stats.skipped {
-            *t.3.entry(why).or_default() += 1;
-        }
-        Ok(())
-    });
-    match result {
-        Ok(()) => {}
-        Err(TestError::Fail(why, (seeded, ops))) => {
-            panic!("Test failed: {why}.\nminimal failing input: seeded = {seeded}, ops = {ops:?}")
-        }
-        Err(e) => panic!("{e}"),
-    }
-    let (steps, times, succeeded, skipped) = totals.into_inner().unwrap_or_else(|e| e.into_inner());
-    let n_skipped: u64 = skipped.values().sum();
-    eprintln!(
-        "ulfs_matches_tmpfs: {} cases, {steps} steps compared ({succeeded} succeeded, \
-         {times} node times checked), {n_skipped} skipped: {skipped:?}",
-        cases()
+    random_cases("ulfs_matches_tmpfs", Via::Library, cases());
+}
+
+/// The same random cases through `ulfs serve` and its client (a server in
+/// this process, one per case, stopped before the image is mounted again
+/// and fsck'd): every call's encoding, dispatch and answer against tmpfs.
+/// A quarter of the cases: each starts a server.
+#[test]
+fn ulfs_matches_tmpfs_through_the_server() {
+    random_cases(
+        "ulfs_matches_tmpfs_through_the_server",
+        Via::Server,
+        cases().div_ceil(4),
     );
-    assert!(
-        n_skipped * 100 <= steps * MAX_SKIPPED_PERCENT,
-        "{n_skipped} of {steps} steps were skipped (more than {MAX_SKIPPED_PERCENT}%): {skipped:?}"
-    );
-    // Steps skipped for lack of privilege: a visible, counted skip (and a
-    // failure where every test must run, as in CI, which runs as root).
-    let unprivileged: u64 = PRIVILEGE_SKIPS
-        .iter()
-        .filter_map(|why| skipped.get(why))
-        .sum();
-    if unprivileged > 0 {
-        skip::skip(
-            "ulfs_matches_tmpfs (steps needing root or CAP_SYS_CHROOT)",
-            &format!("{unprivileged} steps not run without privileges"),
-        );
-    }
 }
 
 // ---------------------------------------------------------------------------

@@ -9,7 +9,7 @@ use std::path::Path;
 use proptest::collection::vec;
 use proptest::prelude::*;
 use proptest::sample::select;
-use ulfs::{Errno, Fs, MkfsOptions, MountOptions, Stat};
+use ulfs::{Errno, MkfsOptions, Stat};
 
 /// A descriptor number closed on both sides (above any RLIMIT_NOFILE here and
 /// never handed out by ulfs): the "closed slot" of the model.
@@ -35,6 +35,7 @@ mod outcomes;
 mod run;
 mod sides;
 mod strategies;
+mod target;
 
 pub use harness::*;
 pub use libc_host::*;
@@ -43,3 +44,4 @@ pub use outcomes::*;
 pub use run::*;
 pub use sides::*;
 pub use strategies::*;
+pub use target::*;

@@ -50,13 +50,18 @@ pub struct Finished {
 }
 
 pub fn run_case(ops: &[Op]) -> Result<CaseStats, String> {
+    run_case_via(ops, Via::Library)
+}
+
+/// `run_case`, reaching ulfs as `via` says.
+pub fn run_case_via(ops: &[Op], via: Via) -> Result<CaseStats, String> {
     let img_dir = tempfile::tempdir().map_err(|e| format!("tempdir: {e}"))?;
     let host_dir = host_tempdir();
     let img = img_dir.path().join("image");
     let hroot = host_dir.path().as_os_str().as_encoded_bytes().to_vec();
     let ops = ops.to_vec();
     let img2 = img.clone();
-    let t = std::thread::spawn(move || run_in_thread(&img2, &hroot, &ops));
+    let t = std::thread::spawn(move || run_in_thread(&img2, &hroot, &ops, via));
     let r = match t.join() {
         Ok(r) => r,
         Err(p) => {
@@ -73,7 +78,7 @@ pub fn run_case(ops: &[Op]) -> Result<CaseStats, String> {
     // means what it did before) and compare again: the same tree
     // (contents, modes, owners, link counts against the host) and the
     // same times as before unmounting.
-    let fs = Fs::mount(&img, MountOptions::default()).map_err(|e| format!("remount: {e}"))?;
+    let fs = Target::mount(&img, via).map_err(|e| format!("remount: {e}"))?;
     let mut h = Harness {
         host: HostSide {
             prefix: fin.host_prefix,
@@ -119,13 +124,16 @@ pub fn run_case(ops: &[Op]) -> Result<CaseStats, String> {
     Ok(stats)
 }
 
-pub fn run_in_thread(img: &Path, hroot: &[u8], ops: &[Op]) -> Result<Finished, String> {
+pub fn run_in_thread(img: &Path, hroot: &[u8], ops: &[Op], via: Via) -> Result<Finished, String> {
     let opts = MkfsOptions {
         size: IMAGE_SIZE,
         ..MkfsOptions::default()
     };
     ulfs::mkfs(img, &opts).map_err(|e| format!("mkfs: {e}"))?;
-    let mut fs = Fs::mount(img, MountOptions::default()).map_err(|e| format!("mount: {e}"))?;
+    // Before the chroot below: the image and the server's socket are
+    // outside it (the server's threads, started here, keep the process's
+    // root).
+    let mut fs = Target::mount(img, via).map_err(|e| format!("mount: {e}"))?;
     let mode = if enter_chroot(hroot) {
         HostMode::Chroot
     } else {
@@ -218,4 +226,67 @@ pub fn cases() -> u32 {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(256)
+}
+
+/// Skipped steps may be at most this share of all steps (in percent).
+const MAX_SKIPPED_PERCENT: u64 = 10;
+
+/// Random cases (proptest, run by hand rather than through the
+/// `proptest!` macro so that the steps skipped across all cases can be
+/// counted and reported once at the end), reaching ulfs as `via` says.
+pub fn random_cases(name: &str, via: Via, cases: u32) {
+    use proptest::test_runner::{Config, TestError, TestRunner};
+    use std::sync::Mutex;
+    let mut runner = TestRunner::new(Config {
+        cases,
+        failure_persistence: None,
+        max_shrink_iters: 4096,
+        ..Config::default()
+    });
+    // Only the passing cases count (shrinking reruns failing ones).
+    type Counts = std::collections::BTreeMap<&'static str, u64>;
+    let totals: Mutex<(u64, u64, u64, Counts)> = Default::default();
+    let strategy = (prop::bool::weighted(0.7), vec(op(), 1..=60));
+    let result = runner.run(&strategy, |(seeded, ops)| {
+        let mut all = if seeded { seed_ops() } else { Vec::new() };
+        all.extend(ops);
+        let stats = run_case_via(&all, via).map_err(TestCaseError::fail)?;
+        let mut t = totals.lock().unwrap_or_else(|e| e.into_inner());
+        t.0 += stats.steps;
+        t.1 += stats.times_checked;
+        t.2 += stats.succeeded;
+        for why in stats.skipped {
+            *t.3.entry(why).or_default() += 1;
+        }
+        Ok(())
+    });
+    match result {
+        Ok(()) => {}
+        Err(TestError::Fail(why, (seeded, ops))) => {
+            panic!("Test failed: {why}.\nminimal failing input: seeded = {seeded}, ops = {ops:?}")
+        }
+        Err(e) => panic!("{e}"),
+    }
+    let (steps, times, succeeded, skipped) = totals.into_inner().unwrap_or_else(|e| e.into_inner());
+    let n_skipped: u64 = skipped.values().sum();
+    eprintln!(
+        "{name}: {cases} cases, {steps} steps compared ({succeeded} succeeded, \
+         {times} node times checked), {n_skipped} skipped: {skipped:?}"
+    );
+    assert!(
+        n_skipped * 100 <= steps * MAX_SKIPPED_PERCENT,
+        "{n_skipped} of {steps} steps were skipped (more than {MAX_SKIPPED_PERCENT}%): {skipped:?}"
+    );
+    // Steps skipped for lack of privilege: a visible, counted skip (and a
+    // failure where every test must run, as in CI, which runs as root).
+    let unprivileged: u64 = PRIVILEGE_SKIPS
+        .iter()
+        .filter_map(|why| skipped.get(why))
+        .sum();
+    if unprivileged > 0 {
+        ulfs_testkit::skip::skip(
+            &format!("{name} (steps needing root or CAP_SYS_CHROOT)"),
+            &format!("{unprivileged} steps not run without privileges"),
+        );
+    }
 }

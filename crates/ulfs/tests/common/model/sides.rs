@@ -156,7 +156,7 @@ impl Side for HostSide {
 }
 
 pub struct UlfsSide {
-    pub fs: Fs,
+    pub fs: Target,
     pub prefix: Vec<u8>,
 }
 
