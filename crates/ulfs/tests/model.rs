@@ -65,6 +65,11 @@
 //! fixed) has a regression test at the bottom of this file, named for the
 //! rule it pins, with the minimal sequence and Linux's answer.
 //!
+//! The same random cases also run through `ulfs serve` and its client
+//! (`ulfs_matches_tmpfs_through_the_server`, a quarter as many, one
+//! in-process server per case): every call then also goes through the
+//! wire's encoding and the server's dispatch.
+//!
 //! Reproducing a failure: proptest shrinks a failing case and panics with the
 //! minimal op sequence (`ops = [...]`) and a numbered trace of every step with
 //! the host and ulfs results; the last step of the trace is the divergence.
