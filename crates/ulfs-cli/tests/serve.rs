@@ -108,6 +108,32 @@ fn serve_in_the_background_refuses_the_image_to_others_and_stops_cleanly() {
     );
 }
 
+#[test]
+fn a_server_that_cannot_start_says_why_and_leaves_the_image_clean() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = mkfs(dir.path());
+    let socket = dir.path().join("no/such/dir/sock");
+    for fg in [false, true] {
+        let mut args = vec![
+            "serve".as_ref(),
+            img.as_os_str(),
+            "--socket".as_ref(),
+            socket.as_os_str(),
+        ];
+        if fg {
+            args.push("-f".as_ref());
+        }
+        let err = refused(ulfs(), &args);
+        assert!(err.contains("cannot listen on"), "{err}");
+        let info = ok(ulfs(), &["info".as_ref(), img.as_os_str()]);
+        assert!(
+            info.lines()
+                .any(|l| l.starts_with("clean:") && l.ends_with("yes")),
+            "{info}"
+        );
+    }
+}
+
 /// The pid of the process holding `img` open (the daemon), from /proc.
 fn server_pid(img: &Path) -> i32 {
     let img = std::fs::canonicalize(img).unwrap();

@@ -174,17 +174,16 @@ impl Server {
     /// Serves `vol` at `cfg.socket` until `stop` (or a fatal error). The
     /// volume is unmounted, committed and marked clean, when the server
     /// stops.
-    pub fn start(vol: Volume, cfg: Config) -> Result<Server, StartError> {
-        let listener = ulfs_wire::control::listen(&cfg.socket, cfg.socket_mode)
-            .map_err(|e| start_error("cannot listen on", &cfg.socket, e))?;
-        let sys = |e: rustix::io::Errno| Errno(e.raw_os_error());
-        let epoll = rustix::event::epoll::create(rustix::event::epoll::CreateFlags::CLOEXEC)
-            .map_err(|e| start_error("epoll for", &cfg.socket, sys(e)))?;
-        let stop_fd = rustix::event::eventfd(
-            0,
-            rustix::event::EventfdFlags::CLOEXEC | rustix::event::EventfdFlags::NONBLOCK,
-        )
-        .map_err(|e| start_error("eventfd for", &cfg.socket, sys(e)))?;
+    pub fn start(mut vol: Volume, cfg: Config) -> Result<Server, StartError> {
+        // A server that cannot start gives the image back as it found it
+        // (unmounted cleanly), not as after a crash.
+        let (listener, epoll, stop_fd) = match Self::sockets(&cfg) {
+            Ok(fds) => fds,
+            Err(e) => {
+                let _ = vol.unmount();
+                return Err(e);
+            }
+        };
         let workers = cfg.workers.max(1);
         let shared = Arc::new(Shared {
             vol: SharedVolume::new(vol),
@@ -198,8 +197,11 @@ impl Server {
             spare: Mutex::new(open_spare()),
             accept_error: std::sync::atomic::AtomicI32::new(0),
         });
-        worker::register_fixed(&shared)
-            .map_err(|e| start_error("epoll for", &shared.cfg.socket, e))?;
+        if let Err(e) = worker::register_fixed(&shared) {
+            let _ = shared.listener.remove();
+            let _ = shared.vol.unmount(|_| {});
+            return Err(start_error("epoll for", &shared.cfg.socket, e));
+        }
         let mut threads = Vec::new();
         for i in 0..workers {
             let s = shared.clone();
@@ -218,6 +220,30 @@ impl Server {
                 .expect("spawn the committer"),
         );
         Ok(Server { shared, threads })
+    }
+
+    /// The listening socket, the epoll and the stop eventfd.
+    fn sockets(cfg: &Config) -> Result<(ulfs_wire::Listener, OwnedFd, OwnedFd), StartError> {
+        let listener = ulfs_wire::control::listen(&cfg.socket, cfg.socket_mode)
+            .map_err(|e| start_error("cannot listen on", &cfg.socket, e))?;
+        let sys = |e: rustix::io::Errno| Errno(e.raw_os_error());
+        let made = rustix::event::epoll::create(rustix::event::epoll::CreateFlags::CLOEXEC)
+            .map_err(|e| start_error("epoll for", &cfg.socket, sys(e)))
+            .and_then(|epoll| {
+                rustix::event::eventfd(
+                    0,
+                    rustix::event::EventfdFlags::CLOEXEC | rustix::event::EventfdFlags::NONBLOCK,
+                )
+                .map(|stop| (epoll, stop))
+                .map_err(|e| start_error("eventfd for", &cfg.socket, sys(e)))
+            });
+        match made {
+            Ok((epoll, stop)) => Ok((listener, epoll, stop)),
+            Err(e) => {
+                let _ = listener.remove();
+                Err(e)
+            }
+        }
     }
 
     /// A handle that stops the server from anywhere (a signal handler's
