@@ -126,6 +126,8 @@ impl Client {
         self.call_res(Req::new(Op::Nop)).map(drop)
     }
 
+    /// `umask(2)`, which cannot fail: with the server gone it answers the
+    /// default 022 (the next call that can fail says ENOTCONN).
     pub fn umask(&mut self, mask: u32) -> u32 {
         self.call_res(Self::req(Op::Umask, -1, [mask as u64, 0, 0, 0]))
             .map_or(0o022, |m| m as u32)
@@ -271,28 +273,12 @@ impl Client {
     /// `readv(2)`: one buffer after the other, stopping at a short read, as
     /// `Fs::readv`.
     pub fn readv(&mut self, fd: Fd, bufs: &mut [std::io::IoSliceMut<'_>]) -> Result<usize> {
-        let mut total = 0;
-        for b in bufs.iter_mut() {
-            let n = self.read(fd, b)?;
-            total += n;
-            if n < b.len() {
-                break;
-            }
-        }
-        Ok(total)
+        ulfs::posix::readv_by(bufs, |b| self.read(fd, b))
     }
 
     /// `writev(2)`, as `Fs::writev`.
     pub fn writev(&mut self, fd: Fd, bufs: &[std::io::IoSlice<'_>]) -> Result<usize> {
-        let mut total = 0;
-        for b in bufs {
-            let n = self.write(fd, b)?;
-            total += n;
-            if n < b.len() {
-                break;
-            }
-        }
-        Ok(total)
+        ulfs::posix::writev_by(bufs, |b| self.write(fd, b))
     }
 
     /// `lseek(fd, off, SEEK_SET)`.

@@ -25,7 +25,7 @@
 //! Linux does; the model test runs through the server to hold that).
 
 use crate::Limits;
-use ulfs::fs::{SharedVolume, Volume};
+use ulfs::fs::SharedVolume;
 use ulfs::posix::{Ctx, Deferred, Process, SharedCtx};
 use ulfs::{Errno, Result};
 use ulfs_wire::channel::PathBuf;
@@ -95,13 +95,7 @@ impl Call<'_> {
                 &mut scratch.later,
             )
         });
-        if !scratch.later.is_empty() {
-            let later = &mut scratch.later;
-            let _ = self.vol.exclusive(|vol: &mut Volume| {
-                later.apply(vol);
-                Ok(())
-            });
-        }
+        self.apply_later();
         r
     }
 
@@ -396,6 +390,8 @@ impl Call<'_> {
         }
     }
 
+    /// Records the access times a shared call deferred (with the volume
+    /// to itself), if it deferred any.
     fn apply_later(&mut self) {
         if !self.scratch.later.is_empty() {
             let later = &mut self.scratch.later;

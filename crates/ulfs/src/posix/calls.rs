@@ -449,15 +449,7 @@ impl Ctx<'_> {
     }
 
     pub fn readv(&mut self, fd: Fd, bufs: &mut [IoSliceMut<'_>]) -> Result<usize> {
-        let mut total = 0;
-        for b in bufs.iter_mut() {
-            let n = self.read(fd, b)?;
-            total += n;
-            if n < b.len() {
-                break;
-            }
-        }
-        Ok(total)
+        readv_by(bufs, |b| self.read(fd, b))
     }
 
     pub fn write(&mut self, fd: Fd, buf: &[u8]) -> Result<usize> {
@@ -494,15 +486,7 @@ impl Ctx<'_> {
     }
 
     pub fn writev(&mut self, fd: Fd, bufs: &[IoSlice<'_>]) -> Result<usize> {
-        let mut total = 0;
-        for b in bufs {
-            let n = self.write(fd, b)?;
-            total += n;
-            if n < b.len() {
-                break;
-            }
-        }
-        Ok(total)
+        writev_by(bufs, |b| self.write(fd, b))
     }
 
     #[inline]
@@ -1305,6 +1289,40 @@ pub(super) fn statx_of(stat: Stat, mask: u32) -> Statx {
         mask: libc::STATX_BASIC_STATS | (mask & libc::STATX_BTIME),
         stat,
     }
+}
+
+/// `readv` over a `read`: one buffer after the other, stopping at a short
+/// read (for a regular file, what Linux's one-call readv gives). Shared
+/// by every implementation of the calls (this one, the server's client).
+pub fn readv_by(
+    bufs: &mut [IoSliceMut<'_>],
+    mut read: impl FnMut(&mut [u8]) -> Result<usize>,
+) -> Result<usize> {
+    let mut total = 0;
+    for b in bufs.iter_mut() {
+        let n = read(b)?;
+        total += n;
+        if n < b.len() {
+            break;
+        }
+    }
+    Ok(total)
+}
+
+/// `writev` over a `write`, as `readv_by`.
+pub fn writev_by(
+    bufs: &[IoSlice<'_>],
+    mut write: impl FnMut(&[u8]) -> Result<usize>,
+) -> Result<usize> {
+    let mut total = 0;
+    for b in bufs {
+        let n = write(b)?;
+        total += n;
+        if n < b.len() {
+            break;
+        }
+    }
+    Ok(total)
 }
 
 /// Linux's `rw_verify_area`: an offset or an end past `i64::MAX` is EINVAL.
