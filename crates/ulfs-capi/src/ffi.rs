@@ -14,8 +14,8 @@ use std::ops::{Deref, DerefMut};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Mutex, MutexGuard};
 
-use crate::backend::Backend;
 use ulfs::{Errno, Fs, Timespec};
+use ulfs_client::Backend;
 
 /// The largest transfer one call performs, as Linux's `MAX_RW_COUNT`
 /// (`INT_MAX` rounded down to a page): longer requests are shortened, which

@@ -14,7 +14,7 @@ use std::path::Path;
 use ulfs::{Errno, Fs, MemoryBudget, MountOptions};
 use ulfs_client::Client;
 
-use crate::backend::Backend;
+use ulfs_client::Backend;
 
 use crate::ffi::{c_bytes, fs_mut, guard, guard_fs, put, ulfs_t};
 use crate::options::parse_mkfs_options;

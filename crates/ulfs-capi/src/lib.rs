@@ -24,7 +24,6 @@
 //! and tests can call the ABI exactly as C does.
 
 mod at;
-mod backend;
 mod fd;
 mod ffi;
 mod image;

@@ -14,8 +14,15 @@
 //! Once the server is gone (it stopped, or was killed), every call fails
 //! with ENOTCONN.
 
+mod backend;
+pub mod locks;
+pub mod maps;
+mod session;
+
+pub use backend::Backend;
+pub use session::Token;
 use std::path::Path;
-use ulfs::{Errno, Fd, Ino, Result, Stat, StatFs, Statx, Timespec};
+use ulfs::{Errno, Fd, Result, Stat, StatFs, Statx, Timespec};
 use ulfs_wire::layout::CQE_TRUNCATED;
 use ulfs_wire::{ClientChannel, Cqe, Op, Req, Span, WireStat, WireStatFs};
 
@@ -60,7 +67,7 @@ impl Client {
         self.chan.geometry().data_len as usize
     }
 
-    fn call(&mut self, req: Req) -> Result<Cqe> {
+    pub(crate) fn call(&mut self, req: Req) -> Result<Cqe> {
         let cqe = self.chan.call(req)?;
         cqe.result()?;
         Ok(cqe)
@@ -70,7 +77,7 @@ impl Client {
         Ok(self.call(req)?.res as u64)
     }
 
-    fn req(op: Op, fd: Fd, a: [u64; 4]) -> Req {
+    pub(crate) fn req(op: Op, fd: Fd, a: [u64; 4]) -> Req {
         let mut r = Req::new(op);
         r.fd = fd;
         r.a = a;
@@ -597,9 +604,13 @@ impl Client {
             .map(drop)
     }
 
-    /// The open file description `fd` refers to: (id, inode, references).
-    pub fn file_description(&mut self, fd: Fd) -> Result<(u64, Ino, u32)> {
+    /// The open file description `fd` refers to, as `Fs::file_description`.
+    pub fn file_description(&mut self, fd: Fd) -> Result<ulfs::FileDescription> {
         let cqe = self.call(Self::req(Op::FileDescription, fd, [0; 4]))?;
-        Ok((cqe.aux[0], cqe.aux[1], cqe.res as u32))
+        Ok(ulfs::FileDescription {
+            id: cqe.aux[0],
+            ino: cqe.aux[1],
+            refs: cqe.res as u32,
+        })
     }
 }

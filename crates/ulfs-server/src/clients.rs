@@ -12,8 +12,11 @@
 //! killed with SIGKILL in the middle of a request, or breaks its ring),
 //! the server sees its socket hang up or the ring broken, and does what a
 //! process's exit does: every descriptor it had is closed and its working
-//! directory let go (`Ctx::exit`), so files it held open, unlinked or not,
-//! are released. A request being served when it died finishes first: it
+//! directory let go (`Ctx::exit_noting`), so files it held open, unlinked
+//! or not, are released; its locks go as those closes and its exit say
+//! (`locks.rs`), and its shared mappings as if it had unmapped each
+//! (`maps.rs`: the last mapping of a file writes it back). A request being
+//! served when it died finishes first: it
 //! only touches the server's own mapping of the channel, which outlives
 //! the client. The state is behind one mutex per client, taken by the one
 //! worker serving it, so teardown waits for that request and no later one
@@ -33,6 +36,10 @@ pub(crate) struct Client {
     pub id: u64,
     pub sock: OwnedFd,
     pub creds: Creds,
+    /// The client's pid as the kernel reported it at connect time
+    /// (SO_PEERCRED; 0 for a process in a pid namespace the server cannot
+    /// see): what `F_GETLK` reports for its POSIX locks.
+    pub pid: i32,
     pub state: Mutex<State>,
     /// Set (before its state is locked) when the client is being torn
     /// down: the worker serving it stops after the request in hand rather
@@ -49,6 +56,14 @@ pub(crate) struct State {
     /// The server's end of the client's kick eventfd.
     pub kick: Option<OwnedFd>,
     pub proc: Option<Process>,
+    /// Who the client's POSIX locks belong to: its id, unless an exec
+    /// adoption carries the locks of the process it continues (the same
+    /// process to the kernel, so the same owner).
+    pub lock_owner: u64,
+    /// The token of an exec this client prepared (PREPARE_EXEC): its next
+    /// request means the exec failed, and takes the process set aside
+    /// back.
+    pub exec_token: Option<crate::adopt::Token>,
     pub dead: bool,
 }
 
@@ -107,10 +122,13 @@ impl Clients {
             id,
             sock,
             creds: Creds::new(peer.uid, peer.gid, peer.groups),
+            pid: peer.pid,
             state: Mutex::new(State {
                 chan: None,
                 kick: None,
                 proc: None,
+                lock_owner: id,
+                exec_token: None,
                 dead: false,
             }),
             leaving: AtomicBool::new(false),
@@ -135,7 +153,7 @@ impl Clients {
                 let _ = crate::worker::rearm_socket(s, c);
             }
             Ok(Msg::Hello { want_sq, want_data }) if st.chan.is_none() => {
-                match welcome(s, c, &mut st, want_sq, want_data) {
+                match welcome(s, c, &mut st, want_sq, want_data, None) {
                     Ok(()) => {
                         drop(st);
                         let _ = crate::worker::rearm_socket(s, c);
@@ -151,8 +169,44 @@ impl Clients {
                     }
                 }
             }
-            // A hang-up, garbage, or a message this server does not take
-            // (ADOPT comes later): the client is gone or confused.
+            Ok(Msg::Adopt { token, kind }) if st.chan.is_none() => {
+                // SO_PEERCRED's pid: 0 for a process the server cannot see
+                // (another pid namespace), which adopts nothing.
+                let pid = u32::try_from(c.pid).unwrap_or(0);
+                let taken = if pid == 0 {
+                    Err(Errno::EACCES)
+                } else {
+                    s.tokens
+                        .take(&token, kind, pid, crate::adopt::parent_of(pid))
+                };
+                let r = taken.and_then(|p| {
+                    let lock_owner = p.lock_owner;
+                    let holder = p.holder;
+                    st.lock_owner = lock_owner;
+                    let r = welcome(s, c, &mut st, 0, 0, Some(p.proc));
+                    if holder != 0 {
+                        s.maps.rehome(holder, c.id);
+                    }
+                    r
+                });
+                match r {
+                    Ok(()) => {
+                        drop(st);
+                        let _ = crate::worker::rearm_socket(s, c);
+                    }
+                    Err(e) => {
+                        let _ = ulfs_wire::control::send_refused(
+                            c.sock.as_fd(),
+                            e,
+                            "no process was set aside for this one under that token",
+                        );
+                        drop(st);
+                        self.remove(s, c);
+                    }
+                }
+            }
+            // A hang-up, garbage, or a message this server does not take:
+            // the client is gone or confused.
             _ => {
                 drop(st);
                 self.remove(s, c);
@@ -173,13 +227,7 @@ impl Clients {
             chan.mark_gone();
         }
         if let Some(mut proc) = st.proc.take() {
-            let _ = s.vol.exclusive(|vol| {
-                ulfs::posix::Ctx {
-                    vol,
-                    proc: &mut proc,
-                }
-                .exit()
-            });
+            crate::adopt::exit_process(s, &mut proc, st.lock_owner, c.id);
         }
         st.chan = None;
         st.kick = None;
@@ -251,19 +299,38 @@ pub(crate) fn tell(sock: &OwnedFd, msg: Msg) {
     }
 }
 
-/// Makes the client's channel and process, and sends the WELCOME.
+/// Makes the client's channel and process (or takes on `adopted`, judged
+/// by this connection's credentials from now on), and sends the WELCOME.
 fn welcome(
     s: &Shared,
     c: &Client,
     st: &mut State,
     want_sq: u32,
     want_data: u32,
+    adopted: Option<Process>,
 ) -> Result<(), Errno> {
     let geo = Geometry::negotiate(want_sq, want_data, s.cfg.limits.max_channel_bytes);
-    let (chan, memfd, kick) = ServerChannel::create(geo)?;
-    let mut proc = s
-        .vol
-        .exclusive(|vol| Ok(Process::new(vol, Identity::Verified(c.creds.clone()))))?;
+    let made = ServerChannel::create(geo);
+    let identity = Identity::Verified(c.creds.clone());
+    let mut proc = match adopted {
+        Some(mut p) => {
+            p.set_identity(identity);
+            p
+        }
+        None => {
+            let p = s.vol.exclusive(|vol| Ok(Process::new(vol, identity)))?;
+            s.tokens.hold_owner(st.lock_owner);
+            p
+        }
+    };
+    let (chan, memfd, kick) = match made {
+        Ok(m) => m,
+        Err(e) => {
+            // The process is this client's already: it exits with it.
+            st.proc = Some(proc);
+            return Err(e);
+        }
+    };
     let _ = proc_limit(&mut proc, s);
     // Nobody polls the new channel: its first request must kick.
     chan.set_idle();

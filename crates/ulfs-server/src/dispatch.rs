@@ -12,8 +12,14 @@
 //!   written over a `&mut Volume`;
 //! - READ, PREAD, FSTAT, FSTATAT, STATX: the shared lock, side by side with
 //!   other clients' reads; an access time they find due is recorded after,
-//!   under the exclusive lock;
+//!   under the exclusive lock (a READ or PREAD of a file with a shared
+//!   mapping takes the exclusive lock, to see the mapping's bytes);
 //! - everything else: the exclusive lock.
+//!
+//! Shared mappings (`maps.rs`) and locks (`locks.rs`) hook in here: a call
+//! that reads, writes or resizes a mapped file keeps the mapping coherent
+//! with it, and CLOSE and DUP2 release the locks the closed descriptor
+//! ends. The volume is always taken before either table's own mutex.
 //!
 //! Nothing here trusts the request: spans are checked by the channel
 //! (`copy_in`, `copy_out`, `raw_path`: EFAULT outside the data area),
@@ -25,11 +31,15 @@
 //! Linux does; the model test runs through the server to hold that).
 
 use crate::Limits;
+use crate::clients::Client;
+use crate::locks::{self, Locks};
+use crate::maps::{self, MapReq, Maps};
+use std::os::fd::AsFd;
 use ulfs::fs::SharedVolume;
 use ulfs::posix::{Ctx, Deferred, Process, SharedCtx};
-use ulfs::{Errno, Result};
+use ulfs::{Errno, Fd, Result, Stat};
 use ulfs_wire::channel::PathBuf;
-use ulfs_wire::layout::CQE_TRUNCATED;
+use ulfs_wire::layout::{CQE_TRUNCATED, CQE_WOULD_BLOCK};
 use ulfs_wire::stat::decode_times;
 use ulfs_wire::{Cqe, Op, Req, ServerChannel, Span, WireStat, WireStatFs};
 
@@ -54,24 +64,53 @@ impl Scratch {
 }
 
 /// What a request needs: the volume, the client's process and channel, the
-/// worker's buffers.
+/// worker's buffers, the server's locks and mappings, and who the client
+/// is.
 pub(crate) struct Call<'a> {
     pub vol: &'a SharedVolume,
     pub proc: &'a mut Process,
     pub chan: &'a mut ServerChannel,
     pub scratch: &'a mut Scratch,
     pub limits: &'a Limits,
+    pub locks: &'a Locks,
+    pub maps: &'a Maps,
+    pub client: &'a Client,
+    /// `State::lock_owner`, for the call's duration.
+    pub lock_owner: u64,
+    /// `State::exec_token`.
+    pub exec_token: &'a mut Option<crate::adopt::Token>,
+    /// The server, for what outlives a call (processes set aside).
+    pub shared: &'a crate::Shared,
+}
+
+/// `fd`'s stat if its file has a shared mapping (the state a call that
+/// changes the file compares with afterwards); `None` otherwise, at the
+/// cost of one atomic load while nothing is mapped.
+fn mapped(maps: &Maps, c: &mut Ctx<'_>, fd: Fd) -> Option<Stat> {
+    if !maps.active() {
+        return None;
+    }
+    c.fstat(fd).ok().filter(|st| maps.has(st.ino))
 }
 
 impl Call<'_> {
     /// Runs `req` and answers it.
     pub fn answer(&mut self, req: &Req) -> Cqe {
+        // A request after PREPARE_EXEC: the exec failed, and this process
+        // goes on; the copy set aside for the new program exits.
+        if let Some(t) = self.exec_token.take()
+            && let Some(p) = self.shared.tokens.cancel(&t)
+        {
+            crate::adopt::retire(self.shared, p);
+        }
         let Some(op) = Op::from_u16(req.op) else {
             return Cqe::err(req.tag, Errno::ENOSYS);
         };
         let mut cqe = Cqe::ok(req.tag, 0);
         match self.run(op, req, &mut cqe) {
             Ok(v) => cqe.res = v,
+            // A lock in the way: -EAGAIN, and the holder in `aux`.
+            Err(e) if cqe.flags & CQE_WOULD_BLOCK != 0 => cqe.res = -(e.0 as i64),
             Err(e) => cqe = Cqe::err(req.tag, e),
         }
         cqe
@@ -172,15 +211,33 @@ impl Call<'_> {
             Op::Sync => self.exclusive(|c| c.sync()).map(|()| 0),
             Op::Openat => {
                 let path = self.chan.raw_path(r.p1, &mut self.scratch.path1)?;
-                let proc = &mut *self.proc;
+                let (proc, maps) = (&mut *self.proc, self.maps);
                 let new = self.vol.exclusive(|vol| {
-                    Ctx { vol, proc }.openat(r.fd, &*path, a0 as i32, a1 as u32)
+                    let mut c = Ctx { vol, proc };
+                    let new = c.openat(r.fd, &*path, a0 as i32, a1 as u32)?;
+                    // O_TRUNC emptied a file that may be mapped.
+                    if a0 as i32 & libc::O_TRUNC != 0
+                        && let Some(st) = mapped(maps, &mut c, new)
+                    {
+                        let _ = maps.zeroed(st.ino, st.size, u64::MAX);
+                    }
+                    Ok(new)
                 })?;
                 Ok(new as i64)
             }
-            Op::Close => self.exclusive(|c| c.close(r.fd)).map(|()| 0),
+            Op::Close => {
+                let closed = self.exclusive(|c| c.close_noting(r.fd))?;
+                self.locks.closed(self.lock_owner, &closed);
+                Ok(0)
+            }
             Op::Dup => Ok(self.exclusive(|c| c.dup(r.fd))? as i64),
-            Op::Dup2 => Ok(self.exclusive(|c| c.dup2(r.fd, r.fd2))? as i64),
+            Op::Dup2 => {
+                let (new, closed) = self.exclusive(|c| c.dup2_noting(r.fd, r.fd2))?;
+                if let Some(closed) = closed {
+                    self.locks.closed(self.lock_owner, &closed);
+                }
+                Ok(new as i64)
+            }
             Op::FcntlGetfl => Ok(self.exclusive(|c| c.fcntl_getfl(r.fd))? as i64),
             Op::FcntlSetfl => self
                 .exclusive(|c| c.fcntl_setfl(r.fd, a0 as i32))
@@ -192,34 +249,80 @@ impl Call<'_> {
             }
             Op::Read | Op::Pread => {
                 let len = self.out_len(r.p1)?;
+                let maps = self.maps;
+                // `None`: the file has a shared mapping (no mapping can be
+                // made while the shared lock is held, so the answer holds
+                // for the read).
                 let n = self.shared(|c, buf, later| {
+                    if maps.active() && c.fstat(r.fd).is_ok_and(|st| maps.has(st.ino)) {
+                        return Ok(None);
+                    }
                     if op == Op::Read {
-                        c.read(r.fd, &mut buf[..len], later)
+                        c.read(r.fd, &mut buf[..len], later).map(Some)
                     } else {
-                        c.pread(r.fd, &mut buf[..len], a0, later)
+                        c.pread(r.fd, &mut buf[..len], a0, later).map(Some)
                     }
                 })?;
+                let n = match n {
+                    Some(n) => n,
+                    None => self.read_mapped(op, r, len)?,
+                };
                 self.chan.copy_out(r.p1, &self.scratch.data[..n])?;
                 Ok(n as i64)
             }
             Op::Write | Op::Pwrite => {
                 let n = self.input(r.p1)?;
-                let (proc, data) = (&mut *self.proc, &self.scratch.data[..n]);
+                let (proc, data, maps) = (&mut *self.proc, &self.scratch.data[..n], self.maps);
                 let w = self.vol.exclusive(|vol| {
                     let mut c = Ctx { vol, proc };
-                    if op == Op::Write {
-                        c.write(r.fd, data)
+                    let before = mapped(maps, &mut c, r.fd);
+                    let w = if op == Op::Write {
+                        c.write(r.fd, data)?
                     } else {
-                        c.pwrite(r.fd, data, a0)
+                        c.pwrite(r.fd, data, a0)?
+                    };
+                    if let Some(st) = before
+                        && w > 0
+                    {
+                        // The write is done: a failure to copy it into
+                        // the mapping cannot undo it (and is as unlikely
+                        // as a failed write to memory).
+                        let _ = wrote_mapped(maps, &mut c, op, r, &data[..w], &st);
                     }
+                    Ok(w)
                 })?;
                 Ok(w as i64)
             }
             Op::Lseek => Ok(self.exclusive(|c| c.lseek(r.fd, a0 as i64, a1 as i32))? as i64),
-            Op::Ftruncate => self.exclusive(|c| c.ftruncate(r.fd, a0)).map(|()| 0),
-            Op::Fallocate => self
-                .exclusive(|c| c.fallocate(r.fd, a0 as i32, a1, a2))
-                .map(|()| 0),
+            Op::Ftruncate => {
+                let maps = self.maps;
+                self.exclusive(|c| {
+                    let before = mapped(maps, c, r.fd);
+                    c.ftruncate(r.fd, a0)?;
+                    if let Some(st) = before {
+                        let _ = maps.zeroed(st.ino, st.size.min(a0), u64::MAX);
+                    }
+                    Ok(0)
+                })
+            }
+            Op::Fallocate => {
+                let maps = self.maps;
+                self.exclusive(|c| {
+                    let before = mapped(maps, c, r.fd);
+                    c.fallocate(r.fd, a0 as i32, a1, a2)?;
+                    if let Some(st) = before {
+                        if a0 as i32 & libc::FALLOC_FL_PUNCH_HOLE != 0 {
+                            let _ = maps.zeroed(st.ino, a1, a1.saturating_add(a2));
+                        }
+                        if let Ok(now) = c.fstat(r.fd)
+                            && now.size > st.size
+                        {
+                            let _ = maps.zeroed(st.ino, st.size, u64::MAX);
+                        }
+                    }
+                    Ok(0)
+                })
+            }
             Op::Fsync => self.exclusive(|c| c.fsync(r.fd)).map(|()| 0),
             Op::Fdatasync => self.exclusive(|c| c.fdatasync(r.fd)).map(|()| 0),
             Op::Getdents64 => {
@@ -330,9 +433,20 @@ impl Call<'_> {
             }
             Op::Truncate => {
                 let path = self.chan.raw_path(r.p1, &mut self.scratch.path1)?;
-                let proc = &mut *self.proc;
-                self.vol
-                    .exclusive(|vol| Ctx { vol, proc }.truncate(&*path, a0))?;
+                let (proc, maps) = (&mut *self.proc, self.maps);
+                self.vol.exclusive(|vol| {
+                    let mut c = Ctx { vol, proc };
+                    let before = if maps.active() {
+                        c.stat(&*path).ok().filter(|st| maps.has(st.ino))
+                    } else {
+                        None
+                    };
+                    c.truncate(&*path, a0)?;
+                    if let Some(st) = before {
+                        let _ = maps.zeroed(st.ino, st.size.min(a0), u64::MAX);
+                    }
+                    Ok(())
+                })?;
                 Ok(0)
             }
             Op::Utimensat | Op::Futimens => {
@@ -376,18 +490,208 @@ impl Call<'_> {
                 .exclusive(|c| c.fchown(r.fd, a0 as u32, a1 as u32))
                 .map(|()| 0),
             Op::Dupfd => Ok(self.exclusive(|c| c.dupfd(r.fd, a0 as i32))? as i64),
-            // Not served yet: inheritance across fork and exec, locks,
-            // shared mappings, server-side copies, reopening by inode.
-            Op::ChdirIno
-            | Op::PrepareFork
-            | Op::PrepareExec
-            | Op::Reopen
-            | Op::CopyRange
-            | Op::Lock
-            | Op::MapShared
-            | Op::Msync
-            | Op::Unmap => Err(Errno::ENOSYS),
+            Op::Lock => self.lock(r, cqe),
+            Op::MapShared => self.map_shared(r),
+            Op::Msync => self.msync(r),
+            Op::Unmap => {
+                let (maps, client) = (self.maps, self.client.id);
+                self.vol.exclusive(|vol| maps.unmap(vol, client, a0))?;
+                Ok(0)
+            }
+            Op::PrepareFork | Op::PrepareExec => self.prepare(op == Op::PrepareExec, cqe),
+            Op::Reopen => Ok(self.exclusive(|c| c.reopen(r.fd, a0 as i32))? as i64),
+            // Not served yet: server-side copies, and a working directory
+            // by inode (the client's is kept here across fork and exec).
+            Op::ChdirIno | Op::CopyRange => Err(Errno::ENOSYS),
         }
+    }
+
+    /// PREPARE_FORK / PREPARE_EXEC: a copy of the process set aside under
+    /// a token (`adopt.rs`), in `aux`. A fork's child gets a lock owner of
+    /// its own (POSIX locks are not inherited) and holds the parent's
+    /// shared mappings (its memory has them); an exec's program is this
+    /// process, with its locks.
+    fn prepare(&mut self, exec: bool, cqe: &mut Cqe) -> Result<i64> {
+        let s = self.shared;
+        let identity = self.proc.identity().clone();
+        let mut child = self.exclusive(|c| Ok(c.fork(identity)))?;
+        let (kind, owner, holder) = if exec {
+            (ulfs_wire::AdoptKind::Exec, self.lock_owner, 0)
+        } else {
+            let new = s.tokens.new_owner();
+            (ulfs_wire::AdoptKind::Fork, new, new)
+        };
+        let pid = u32::try_from(self.client.pid).unwrap_or(0);
+        if pid == 0 {
+            // Nobody could prove to be this process's child or successor.
+            crate::adopt::exit_process(s, &mut child, s.tokens.new_owner(), 0);
+            return Err(Errno::EACCES);
+        }
+        s.tokens.hold_owner(owner);
+        if holder != 0 {
+            s.maps.inherit(self.client.id, holder);
+        }
+        match s
+            .tokens
+            .put(child, kind, pid, self.client.id, owner, holder)
+        {
+            Ok(t) => {
+                cqe.aux = [
+                    u64::from_le_bytes(t[..8].try_into().expect("8 bytes")),
+                    u64::from_le_bytes(t[8..].try_into().expect("8 bytes")),
+                ];
+                if exec {
+                    *self.exec_token = Some(t);
+                }
+                Ok(0)
+            }
+            Err((e, mut child)) => {
+                crate::adopt::exit_process(s, &mut child, owner, holder);
+                Err(e)
+            }
+        }
+    }
+
+    /// READ or PREAD of a file with a shared mapping: with the volume to
+    /// itself (so no write or write-back runs meanwhile), the file's bytes
+    /// and then the mapping's over them where it covers.
+    fn read_mapped(&mut self, op: Op, r: &Req, len: usize) -> Result<usize> {
+        let (proc, maps) = (&mut *self.proc, self.maps);
+        let buf = &mut self.scratch.data[..len];
+        self.vol.exclusive(|vol| {
+            let mut c = Ctx { vol, proc };
+            let ino = c.fstat(r.fd)?.ino;
+            let (off, n) = if op == Op::Read {
+                let off = c.lseek(r.fd, 0, libc::SEEK_CUR)?;
+                (off, c.read(r.fd, buf)?)
+            } else {
+                (r.a[0], c.pread(r.fd, buf, r.a[0])?)
+            };
+            maps.overlay(ino, off, &mut buf[..n])?;
+            Ok(n)
+        })
+    }
+
+    /// LOCK (op.rs): the descriptor first (EBADF before anything, as
+    /// fcntl's `fdget`), then the request, then the table.
+    fn lock(&mut self, r: &Req, cqe: &mut Cqe) -> Result<i64> {
+        let (d, acc) = self.exclusive(|c| {
+            Ok((
+                c.file_description(r.fd)?,
+                c.fcntl_getfl(r.fd)? & libc::O_ACCMODE,
+            ))
+        })?;
+        let mut q = locks::decode(r)?;
+        if locks::wants_range(r) {
+            let mut b = [0u8; 16];
+            if r.p1.len as usize != b.len() {
+                return Err(Errno::EINVAL);
+            }
+            self.chan.copy_in(r.p1, &mut b)?;
+            q = q.with_range(r, &b);
+        }
+        let (mut pos, mut size) = (0, 0);
+        if q.class != locks::Class::Flock {
+            match q.whence {
+                libc::SEEK_CUR => pos = self.exclusive(|c| c.lseek(r.fd, 0, libc::SEEK_CUR))?,
+                libc::SEEK_END => size = self.exclusive(|c| c.fstat(r.fd))?.size,
+                _ => {}
+            }
+        }
+        let target = locks::Target {
+            ino: d.ino,
+            description: d.id,
+            readable: acc != libc::O_WRONLY,
+            writable: acc != libc::O_RDONLY,
+            pos,
+            size,
+        };
+        let who = locks::Who {
+            lock_owner: self.lock_owner,
+            pid: self.client.pid,
+        };
+        self.locks.request(who, &q, &target, cqe)
+    }
+
+    /// MAP_SHARED (op.rs), with Linux's checks in Linux's order: an
+    /// unaligned offset (the syscall's own check, before the descriptor),
+    /// the descriptor, a zero length, a length or range that overflows,
+    /// then the open mode (EACCES: any mapping needs read access, a
+    /// writable shared one write access), then what the file is (ENODEV
+    /// for anything but a regular file). The memfd goes to the client
+    /// over its socket before the answer.
+    fn map_shared(&mut self, r: &Req) -> Result<i64> {
+        let (off, len, prot) = (r.a[0], r.a[1], r.a[2]);
+        if !off.is_multiple_of(maps::page_size()) {
+            return Err(Errno::EINVAL);
+        }
+        let known = (libc::PROT_READ | libc::PROT_WRITE | libc::PROT_EXEC) as u64;
+        if prot & !known != 0 {
+            return Err(Errno::EINVAL);
+        }
+        let (proc, maps) = (&mut *self.proc, self.maps);
+        let (client, sock, tag) = (self.client.id, self.client.sock.as_fd(), r.tag);
+        let id = self.vol.exclusive(|vol| {
+            let mut c = Ctx { vol, proc };
+            let d = c.file_description(r.fd)?;
+            if len == 0 {
+                return Err(Errno::EINVAL);
+            }
+            let pages = len
+                .checked_next_multiple_of(maps::page_size())
+                .ok_or(Errno::ENOMEM)?;
+            if off
+                .checked_add(pages)
+                .is_none_or(|end| end > i64::MAX as u64)
+            {
+                return Err(Errno::EOVERFLOW);
+            }
+            let acc = c.fcntl_getfl(r.fd)? & libc::O_ACCMODE;
+            let writable = acc != libc::O_RDONLY;
+            if (prot & libc::PROT_WRITE as u64 != 0 && !writable) || acc == libc::O_WRONLY {
+                return Err(Errno::EACCES);
+            }
+            if c.fstat(r.fd)?.mode & libc::S_IFMT != libc::S_IFREG {
+                return Err(Errno::ENODEV);
+            }
+            let q = MapReq {
+                client,
+                ino: d.ino,
+                off,
+                len,
+                writable,
+            };
+            maps.map(vol, &q, |id, writable, memfd| {
+                ulfs_wire::control::send_object(sock, tag, id, writable, memfd)
+            })
+        })?;
+        Ok(id as i64)
+    }
+
+    /// MSYNC (op.rs), with msync's checks: unknown flags, or MS_ASYNC with
+    /// MS_SYNC, EINVAL; an unaligned offset EINVAL; a range that wraps
+    /// ENOMEM. MS_SYNC also makes the file durable, as fsync.
+    fn msync(&mut self, r: &Req) -> Result<i64> {
+        let (id, off, len, flags) = (r.a[0], r.a[1], r.a[2], r.a[3]);
+        let known = (libc::MS_ASYNC | libc::MS_INVALIDATE | libc::MS_SYNC) as u64;
+        let both = (libc::MS_ASYNC | libc::MS_SYNC) as u64;
+        if flags & !known != 0 || flags & both == both {
+            return Err(Errno::EINVAL);
+        }
+        if !off.is_multiple_of(maps::page_size()) {
+            return Err(Errno::EINVAL);
+        }
+        if off.checked_add(len).is_none() {
+            return Err(Errno::ENOMEM);
+        }
+        let (maps, client) = (self.maps, self.client.id);
+        self.vol.exclusive(|vol| {
+            maps.msync(vol, client, id, off, len)?;
+            if flags & libc::MS_SYNC as u64 != 0 {
+                vol.sync()?;
+            }
+            Ok(0)
+        })
     }
 
     /// Records the access times a shared call deferred (with the volume
@@ -401,4 +705,29 @@ impl Call<'_> {
             });
         }
     }
+}
+
+/// A WRITE or PWRITE of `data` to a mapped file whose state before was
+/// `before`: the same bytes go into the mapping. Where they went: before
+/// the description's new offset (WRITE, appending or not), at the end of
+/// the file (PWRITE on an O_APPEND descriptor, which Linux appends), or
+/// at the offset asked.
+fn wrote_mapped(
+    maps: &Maps,
+    c: &mut Ctx<'_>,
+    op: Op,
+    r: &Req,
+    data: &[u8],
+    before: &Stat,
+) -> Result<()> {
+    let size = c.fstat(r.fd)?.size;
+    let n = data.len() as u64;
+    let at = if op == Op::Write {
+        c.lseek(r.fd, 0, libc::SEEK_CUR)?.saturating_sub(n)
+    } else if c.fcntl_getfl(r.fd)? & libc::O_APPEND != 0 {
+        size.saturating_sub(n)
+    } else {
+        r.a[0]
+    };
+    maps.wrote(before.ino, at, data, before.size, size)
 }

@@ -10,14 +10,24 @@
 //! - `worker`: the threads that serve channels: they sleep in one epoll
 //!   while every channel is idle, and while one is busy they take its
 //!   requests from shared memory with no system call per request;
+//! - `adopt`: processes set aside across a client's `fork` and `exec`
+//!   (PREPARE_FORK, PREPARE_EXEC) until the new process ADOPTs them;
 //! - `dispatch`: one request to one answer, through the engine's own calls
-//!   (`posix::Ctx`), for the client's own `Process` on the one volume.
+//!   (`posix::Ctx`), for the client's own `Process` on the one volume;
+//! - `locks`: the one table of record, OFD and `flock` locks of every
+//!   client (LOCK), released as descriptors close and clients go;
+//! - `maps`: shared mappings (MAP_SHARED, MSYNC, UNMAP): a memfd per
+//!   mapped inode that the clients map and the server keeps coherent with
+//!   the file.
 //!
 //! The wire itself (channel layout, records, control messages) is
 //! `ulfs-wire`, shared with the clients.
 
+mod adopt;
 mod clients;
 mod dispatch;
+mod locks;
+mod maps;
 mod worker;
 
 use std::collections::VecDeque;
@@ -43,6 +53,19 @@ pub struct Limits {
     /// a connection holds a client slot from accept, so one that never
     /// speaks must not hold it for good.
     pub hello_timeout: Duration,
+    /// The most lock records one owner may hold (a client's POSIX locks,
+    /// or one open file description's OFD or `flock` locks): ENOLCK past
+    /// it. Adjacent ranges of one owner merge into one record.
+    pub max_locks_per_owner: usize,
+    /// The most lock records of all clients together: ENOLCK past it.
+    pub max_locks: usize,
+    /// The most shared mappings (MAP_SHARED not yet UNMAPped) one client
+    /// may hold: ENOMEM past it, as `mmap` past `vm.max_map_count`.
+    pub max_maps_per_client: usize,
+    /// The most bytes of files the shared mappings of all clients may
+    /// hold in memory together (each mapped page of each mapped file
+    /// once, however many clients map it): ENOMEM past it.
+    pub max_mapped_bytes: u64,
 }
 
 impl Default for Limits {
@@ -52,6 +75,10 @@ impl Default for Limits {
             max_channel_bytes: ulfs_wire::layout::MAX_DATA_LEN,
             max_clients: 1024,
             hello_timeout: Duration::from_secs(5),
+            max_locks_per_owner: 4096,
+            max_locks: 1 << 18,
+            max_maps_per_client: 4096,
+            max_mapped_bytes: 1 << 30,
         }
     }
 }
@@ -108,6 +135,12 @@ pub(crate) struct Shared {
     /// The last accept error reported (an errno), so that a lasting one
     /// is logged once.
     pub accept_error: std::sync::atomic::AtomicI32,
+    /// Every client's file locks.
+    pub locks: locks::Locks,
+    /// Every client's shared mappings.
+    pub maps: maps::Maps,
+    /// Processes set aside for a fork's child or an exec's program.
+    pub tokens: adopt::Tokens,
 }
 
 /// The spare descriptor (`Shared::spare`).
@@ -185,6 +218,7 @@ impl Server {
             }
         };
         let workers = cfg.workers.max(1);
+        let (locks, maps) = (locks::Locks::new(&cfg.limits), maps::Maps::new(&cfg.limits));
         let shared = Arc::new(Shared {
             vol: SharedVolume::new(vol),
             cfg,
@@ -196,6 +230,9 @@ impl Server {
             ready: Mutex::new(VecDeque::new()),
             spare: Mutex::new(open_spare()),
             accept_error: std::sync::atomic::AtomicI32::new(0),
+            locks,
+            maps,
+            tokens: adopt::Tokens::default(),
         });
         if let Err(e) = worker::register_fixed(&shared) {
             let _ = shared.listener.remove();
@@ -259,7 +296,8 @@ impl Server {
 
     /// Waits until the server is stopped, then lets every client go (each
     /// is told the server is gone: its calls fail with ENOTCONN), closes
-    /// their files and unmounts the volume. The socket file is removed.
+    /// their files, writes their shared mappings back and unmounts the
+    /// volume. The socket file is removed.
     pub fn join(mut self) -> ulfs::Result<()> {
         for t in self.threads.drain(..) {
             let _ = t.join();
@@ -272,7 +310,12 @@ impl Server {
         while let Ok(sock) = self.shared.listener.accept() {
             clients::refuse(sock, ulfs_wire::Msg::Gone);
         }
-        match self.shared.vol.unmount(|_| {}) {
+        adopt::sweep(&self.shared, true);
+        // Every client's teardown wrote its mappings back; whatever is
+        // left (nothing, unless a teardown was cut short) is written back
+        // before the volume commits.
+        let maps = &self.shared.maps;
+        match self.shared.vol.unmount(|vol| maps.close_all(vol)) {
             Some(r) => r,
             None => Ok(()),
         }
@@ -317,6 +360,7 @@ fn committer(s: &Shared) {
     while !s.stopping.load(Ordering::Acquire) {
         std::thread::sleep(tick);
         s.clients.close_silent(s, s.cfg.limits.hello_timeout);
+        adopt::sweep(s, false);
         waited += tick;
         if waited >= s.cfg.commit_every {
             waited = Duration::ZERO;

@@ -261,8 +261,14 @@ fn serve(s: &Shared, c: &Arc<Client>, scratch: &mut Scratch) {
         return;
     }
     let State {
-        chan, kick, proc, ..
+        chan,
+        kick,
+        proc,
+        lock_owner,
+        exec_token,
+        ..
     } = &mut *st;
+    let lock_owner = *lock_owner;
     let (Some(chan), Some(kick), Some(proc)) = (chan, kick.as_ref(), proc) else {
         return;
     };
@@ -283,7 +289,7 @@ fn serve(s: &Shared, c: &Arc<Client>, scratch: &mut Scratch) {
         }
         match chan.next_request() {
             Some(Ok(req)) => {
-                let cqe = answer(s, chan, proc, scratch, &req);
+                let cqe = answer(s, c, lock_owner, exec_token, chan, proc, scratch, &req);
                 chan.complete(cqe);
                 served += 1;
                 if served >= BATCH {
@@ -347,8 +353,12 @@ const YIELD_AFTER: std::time::Duration = std::time::Duration::from_micros(2);
 /// the client's: the client gets EIO, and the volume is abandoned
 /// (read-only, nothing more committed), as the library does after a
 /// caught panic, because the call may have been cut in half.
+#[allow(clippy::too_many_arguments)]
 fn answer(
     s: &Shared,
+    client: &Client,
+    lock_owner: u64,
+    exec_token: &mut Option<crate::adopt::Token>,
     chan: &mut ServerChannel,
     proc: &mut ulfs::posix::Process,
     scratch: &mut Scratch,
@@ -361,6 +371,12 @@ fn answer(
             chan,
             scratch,
             limits: &s.cfg.limits,
+            locks: &s.locks,
+            maps: &s.maps,
+            client,
+            lock_owner,
+            exec_token,
+            shared: s,
         }
         .answer(req)
     }));

@@ -637,6 +637,45 @@ impl ClientChannel {
         ))
     }
 
+    /// Connects to the server at `path` and ADOPTs the process a
+    /// PREPARE_FORK or PREPARE_EXEC set aside under `token` (a forked
+    /// child, or the program an exec started). Returns the channel and the
+    /// client id; a REFUSED answer is its errno (EACCES for a token that is
+    /// not this process's, or no longer there).
+    pub fn adopt(
+        path: &std::path::Path,
+        token: &[u8; 16],
+        kind: crate::control::AdoptKind,
+    ) -> Result<(ClientChannel, u64), Errno> {
+        let sock = crate::control::connect(path)?;
+        let w = crate::control::adopt(sock.as_fd(), token, kind)?;
+        let id = w.client_id;
+        Ok((
+            ClientChannel::attach(w.geometry, w.memfd, w.kick, sock)?,
+            id,
+        ))
+    }
+
+    /// Lets the caller move the channel's two descriptors (the control
+    /// socket, then the kick eventfd): a library living inside another
+    /// program keeps its own descriptors out of the program's numbering.
+    /// `relocate` returns a duplicate to keep instead (the old one is
+    /// closed), or `None` to keep the old one.
+    pub fn relocate_fds(&mut self, mut relocate: impl FnMut(BorrowedFd<'_>) -> Option<OwnedFd>) {
+        if let Some(sock) = relocate(self.sock.as_fd()) {
+            self.sock = sock;
+        }
+        if let Some(kick) = relocate(self.kick.as_fd()) {
+            self.kick = kick;
+        }
+    }
+
+    /// The socket and kick descriptors, in that order.
+    pub fn raw_fds(&self) -> [i32; 2] {
+        use std::os::fd::AsRawFd;
+        [self.sock.as_raw_fd(), self.kick.as_raw_fd()]
+    }
+
     pub fn geometry(&self) -> Geometry {
         self.geo
     }

@@ -1,7 +1,8 @@
 //! The control socket: an `AF_UNIX` `SOCK_SEQPACKET` socket at the
-//! server's `--socket PATH`. It carries only the handshake and goodbyes;
-//! requests go over the channel. Its other use is its lifetime: either
-//! side's death closes it, which is how the other learns of it.
+//! server's `--socket PATH`. It carries the handshake, goodbyes, and the
+//! descriptors a request's answer cannot carry (a shared mapping's memfd,
+//! OBJECT); requests go over the channel. Its other use is its lifetime:
+//! either side's death closes it, which is how the other learns of it.
 //!
 //! Why rustix and not std: stable std has no SOCK_SEQPACKET, and its
 //! ancillary data (`SocketAncillary`) and `peer_cred` are nightly-only.
@@ -18,10 +19,18 @@
 //! ADOPT    3  24 B  4 kind u32 (1 fork, 2 exec), 8 token [u8; 16]
 //! REFUSED  4 128 B  4 errno i32, 8 text length u16, 12 text [u8; 116]
 //! GONE     5   8 B
+//! OBJECT   6  24 B  4 tag u32, 8 object u64, 16 writable u32 (0 or 1),
+//!                   20 reserved  + SCM_RIGHTS [memfd]
 //! ```
 //!
 //! A client sends HELLO or ADOPT and gets WELCOME or REFUSED; the server
-//! may send GONE at any time (shutdown). A receiver treats anything else
+//! may send GONE at any time (shutdown). OBJECT goes with a `MAP_SHARED`
+//! answer: the server sends it on the socket *before* it publishes the
+//! answer (tag = the request's tag, object = the answer's object id), so a
+//! client that has the answer finds the message already queued and reads
+//! it without waiting ([`try_recv`]); `writable` says whether the memfd
+//! was sent open for writing (the mapped descriptor was writable), as the
+//! kernel's `VM_MAYWRITE`. A receiver treats anything else
 //! (a wrong length, an unknown kind, a wrong number of fds, truncated
 //! ancillary data) as EPROTO, closing every fd that came with it, and a
 //! version it does not speak as EPROTONOSUPPORT.
@@ -45,12 +54,14 @@ pub const KIND_WELCOME: u16 = 2;
 pub const KIND_ADOPT: u16 = 3;
 pub const KIND_REFUSED: u16 = 4;
 pub const KIND_GONE: u16 = 5;
+pub const KIND_OBJECT: u16 = 6;
 
 const HELLO_LEN: usize = 16;
 const WELCOME_LEN: usize = 32;
 const ADOPT_LEN: usize = 24;
 const REFUSED_LEN: usize = 128;
 const GONE_LEN: usize = 8;
+const OBJECT_LEN: usize = 24;
 /// The longest message; a receive buffer one byte longer notices a longer
 /// one even without MSG_TRUNC.
 const MAX_MSG: usize = 128;
@@ -132,11 +143,24 @@ impl std::fmt::Debug for Refusal {
 /// A message as received.
 #[derive(Debug)]
 pub enum Msg {
-    Hello { want_sq: u32, want_data: u32 },
+    Hello {
+        want_sq: u32,
+        want_data: u32,
+    },
     Welcome(Welcome),
-    Adopt { token: [u8; 16], kind: AdoptKind },
+    Adopt {
+        token: [u8; 16],
+        kind: AdoptKind,
+    },
     Refused(Refusal),
     Gone,
+    /// A shared mapping's memfd (see the module comment).
+    Object {
+        tag: u32,
+        object: u64,
+        writable: bool,
+        memfd: OwnedFd,
+    },
 }
 
 fn header(kind: u16, buf: &mut [u8]) {
@@ -200,6 +224,16 @@ pub fn encode_gone() -> [u8; GONE_LEN] {
     b
 }
 
+/// OBJECT's bytes (the memfd travels beside them).
+pub fn encode_object(tag: u32, object: u64, writable: bool) -> [u8; OBJECT_LEN] {
+    let mut b = [0u8; OBJECT_LEN];
+    header(KIND_OBJECT, &mut b);
+    b[4..8].copy_from_slice(&tag.to_le_bytes());
+    b[8..16].copy_from_slice(&object.to_le_bytes());
+    b[16..20].copy_from_slice(&u32::from(writable).to_le_bytes());
+    b
+}
+
 /// Decodes one message and the fds that came with it. Every fd not moved
 /// into the result is closed (dropped) whatever the outcome.
 pub fn decode(b: &[u8], fds: Vec<OwnedFd>) -> Result<Msg, Errno> {
@@ -216,6 +250,7 @@ pub fn decode(b: &[u8], fds: Vec<OwnedFd>) -> Result<Msg, Errno> {
         KIND_ADOPT => (ADOPT_LEN, 0),
         KIND_REFUSED => (REFUSED_LEN, 0),
         KIND_GONE => (GONE_LEN, 0),
+        KIND_OBJECT => (OBJECT_LEN, 1),
         _ => return Err(EPROTO),
     };
     if b.len() != len || fds.len() != nfds {
@@ -268,6 +303,25 @@ pub fn decode(b: &[u8], fds: Vec<OwnedFd>) -> Result<Msg, Errno> {
                 text: b[12..12 + REFUSAL_MAX].try_into().expect("116 bytes"),
             })
         }
+        KIND_OBJECT => {
+            let writable = match u32_at(b, 16) {
+                0 => false,
+                1 => true,
+                _ => return Err(EPROTO),
+            };
+            if u32_at(b, 20) != 0 {
+                return Err(EPROTO);
+            }
+            let Some(memfd) = fds.into_iter().next() else {
+                return Err(EPROTO);
+            };
+            Msg::Object {
+                tag: u32_at(b, 4),
+                object: u64_at(b, 8),
+                writable,
+                memfd,
+            }
+        }
         _ => Msg::Gone,
     })
 }
@@ -318,22 +372,40 @@ pub fn send_gone(sock: BorrowedFd<'_>) -> Result<(), Errno> {
     send_raw(sock, &encode_gone(), &[])
 }
 
+/// The memfd of a `MAP_SHARED` answer, sent before the answer itself.
+pub fn send_object(
+    sock: BorrowedFd<'_>,
+    tag: u32,
+    object: u64,
+    writable: bool,
+    memfd: BorrowedFd<'_>,
+) -> Result<(), Errno> {
+    send_raw(sock, &encode_object(tag, object, writable), &[memfd])
+}
+
 /// Receives one message. Blocks unless the socket is non-blocking (then
 /// EAGAIN) or has a receive timeout. The peer's close is ENOTCONN.
 /// Received fds are close-on-exec; any the message does not carry by
 /// definition are closed.
 pub fn recv(sock: BorrowedFd<'_>) -> Result<Msg, Errno> {
+    recv_with(sock, RecvFlags::CMSG_CLOEXEC)
+}
+
+/// As [`recv`], but never waits: EAGAIN when no message is queued, even
+/// on a blocking socket. For a message known to be queued already (an
+/// OBJECT, sent before the answer that announces it): a confused or dead
+/// server then costs an error, never a hang.
+pub fn try_recv(sock: BorrowedFd<'_>) -> Result<Msg, Errno> {
+    recv_with(sock, RecvFlags::CMSG_CLOEXEC | RecvFlags::DONTWAIT)
+}
+
+fn recv_with(sock: BorrowedFd<'_>, flags: RecvFlags) -> Result<Msg, Errno> {
     let mut buf = [0u8; MAX_MSG + 1];
     let mut space = [MaybeUninit::<u8>::uninit(); rustix::cmsg_space!(ScmRights(MAX_RECV_FDS))];
     // Dropping the buffer closes any fd not taken out of it.
     let mut cmsg = RecvAncillaryBuffer::new(&mut space);
     let r = loop {
-        match rustix::net::recvmsg(
-            sock,
-            &mut [IoSliceMut::new(&mut buf)],
-            &mut cmsg,
-            RecvFlags::CMSG_CLOEXEC,
-        ) {
+        match rustix::net::recvmsg(sock, &mut [IoSliceMut::new(&mut buf)], &mut cmsg, flags) {
             Err(rustix::io::Errno::INTR) => continue,
             r => break r.map_err(errno)?,
         }
@@ -714,6 +786,69 @@ mod tests {
         let mut r = encode_refused(&Refusal::new(Errno::EPERM, "x"));
         r[4..8].copy_from_slice(&0i32.to_le_bytes());
         assert_eq!(decode(&r, vec![]).unwrap_err(), EPROTO);
+    }
+
+    #[test]
+    fn object_carries_its_memfd_and_try_recv_never_waits() {
+        let (a, b) = pair();
+        // Nothing queued: EAGAIN at once on a blocking socket.
+        assert_eq!(try_recv(b.as_fd()).unwrap_err(), Errno::EAGAIN);
+        let memfd = rustix::fs::memfd_create("t", rustix::fs::MemfdFlags::CLOEXEC).unwrap();
+        rustix::io::write(&memfd, b"shared").unwrap();
+        send_object(a.as_fd(), 7, 0x1_0000_0002, true, memfd.as_fd()).unwrap();
+        match try_recv(b.as_fd()).unwrap() {
+            Msg::Object {
+                tag,
+                object,
+                writable,
+                memfd: got,
+            } => {
+                assert_eq!((tag, object, writable), (7, 0x1_0000_0002, true));
+                // The same file: what one end wrote, the other reads.
+                let mut buf = [0u8; 6];
+                rustix::io::pread(&got, &mut buf, 0).unwrap();
+                assert_eq!(&buf, b"shared");
+                let (x, y) = (
+                    rustix::fs::fstat(&memfd).unwrap(),
+                    rustix::fs::fstat(&got).unwrap(),
+                );
+                assert_eq!((x.st_dev, x.st_ino), (y.st_dev, y.st_ino));
+            }
+            m => panic!("{m:?}"),
+        }
+        send_object(a.as_fd(), 8, 9, false, memfd.as_fd()).unwrap();
+        assert!(matches!(
+            recv(b.as_fd()).unwrap(),
+            Msg::Object {
+                tag: 8,
+                object: 9,
+                writable: false,
+                ..
+            }
+        ));
+
+        // Garbled OBJECTs: no fd, a flag that is neither 0 nor 1, a
+        // reserved word that is not zero.
+        let o = encode_object(1, 2, false);
+        assert_eq!(decode(&o, vec![]).unwrap_err(), EPROTO);
+        let mut bad = o;
+        bad[16] = 2;
+        let fd = rustix::fs::memfd_create("t", rustix::fs::MemfdFlags::CLOEXEC).unwrap();
+        assert_eq!(decode(&bad, vec![fd]).unwrap_err(), EPROTO);
+        let mut bad = o;
+        bad[20] = 1;
+        let fd = rustix::fs::memfd_create("t", rustix::fs::MemfdFlags::CLOEXEC).unwrap();
+        assert_eq!(decode(&bad, vec![fd]).unwrap_err(), EPROTO);
+        assert_eq!(decode(&o[..20], vec![]).unwrap_err(), EPROTO);
+        // A GONE carrying an fd is garbage too, and its fd is closed.
+        let (r, w) = nonblocking_pipe();
+        send_raw(a.as_fd(), &encode_gone(), &[w.as_fd()]).unwrap();
+        drop(w);
+        assert_eq!(try_recv(b.as_fd()).unwrap_err(), EPROTO);
+        assert!(write_end_closed(&r));
+        // The peer's close: ENOTCONN, not EAGAIN.
+        drop(a);
+        assert_eq!(try_recv(b.as_fd()).unwrap_err(), ENOTCONN);
     }
 
     /// Whether every copy of a pipe's write end is closed: its read end

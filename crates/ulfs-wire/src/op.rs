@@ -83,9 +83,9 @@
 //! | FCHMOD | fd | | `[0]` mode | | | 0 |
 //! | FCHOWNAT | dirfd | | `[0]` uid, `[1]` gid (`u32::MAX`: keep), `[2]` AT flags | path | | 0 |
 //! | FCHOWN | fd | | `[0]` uid, `[1]` gid | | | 0 |
-//! | LOCK | fd | | `[0]` class, `[1]` cmd, `[2]` type, `[3]` whence | start `i64`, len `i64` (16 bytes) | | see [`Op::Lock`] |
-//! | MAP_SHARED | fd | | `[0]` offset, `[1]` length, `[2]` prot | | | object id |
-//! | MSYNC | | | `[0]` object, `[1]` offset, `[2]` length, `[3]` flags | | | 0 |
+//! | LOCK | fd | | `[0]` class, `[1]` cmd, `[2]` type, `[3]` whence | start `i64`, len `i64` (16 bytes; none for flock) | | SET: 0, or `-EAGAIN` + `CQE_WOULD_BLOCK`, aux = holder \[start, len\]; GET: `type \| pid << 8`, aux = \[start, len\]; see [`Op::Lock`] |
+//! | MAP_SHARED | fd | | `[0]` offset, `[1]` length, `[2]` prot | | | object id (memfd in an OBJECT message before it) |
+//! | MSYNC | | | `[0]` object, `[1]` file offset, `[2]` length, `[3]` flags | | | 0 |
 //! | UNMAP | | | `[0]` object | | | 0 |
 
 macro_rules! ops {
@@ -155,13 +155,16 @@ ops! {
     /// A new description of `fd`'s inode with flags `a[0]` → new fd
     /// (replaces `open_ino`; `/proc/self/fd/N` reopening).
     Reopen = 17, "REOPEN";
-    /// `close(fd)`. Drops the process's POSIX locks on the file.
+    /// `close(fd)`. Drops the client's POSIX locks on the file (any
+    /// descriptor of it, as Linux), and the description's OFD and `flock`
+    /// locks if this was its last descriptor.
     Close = 18, "CLOSE";
     /// `dup(fd)` → new fd.
     Dup = 19, "DUP";
     /// `fcntl(fd, F_DUPFD, a[0])` → the lowest free fd `>= a[0]`.
     Dupfd = 20, "DUPFD";
-    /// `dup2(fd, fd2)` → `fd2`.
+    /// `dup2(fd, fd2)` → `fd2`. Closing a descriptor already at `fd2`
+    /// releases locks as CLOSE does.
     Dup2 = 21, "DUP2";
     /// `fcntl(fd, F_GETFL)` → status flags.
     FcntlGetfl = 22, "FCNTL_GETFL";
@@ -250,30 +253,94 @@ ops! {
     Fchown = 85, "FCHOWN";
 
     // Locks.
-    /// A lock call on `fd`. `a[0]` class ([`LOCK_POSIX`], [`LOCK_OFD`],
-    /// [`LOCK_FLOCK`]); `a[1]` cmd ([`LOCK_SET`], [`LOCK_GET`]); `a[2]`
-    /// type (`F_RDLCK`, `F_WRLCK`, `F_UNLCK`; for flock the same three);
-    /// `a[3]` whence (`SEEK_SET/CUR/END`, resolved by the server, which
-    /// owns the offset); `p1` 16 bytes: start `i64`, len `i64` (LE, as
-    /// `struct flock`; flock ignores them).
+    /// A lock call on `fd`: `fcntl`'s `F_SETLK`/`F_GETLK` (POSIX),
+    /// `F_OFD_SETLK`/`F_OFD_GETLK` (OFD), or `flock(2)`.
     ///
-    /// The server never waits. SET → 0 when granted; when another owner is
-    /// in the way, `-EAGAIN` with `CQE_WOULD_BLOCK` (the client sleeps and
-    /// retries for `F_SETLKW` or a blocking flock) and `aux = [start, len]`
-    /// of the holder. GET → `res = type | (pid as u32) << 8` of the first
-    /// conflicting lock (`F_UNLCK`, pid 0 when none; pid `-1` for an OFD
-    /// lock, as Linux reports it) and `aux = [start, len]`.
+    /// - `a[0]` class: [`LOCK_POSIX`] (the lock belongs to the client's
+    ///   lock owner, its process), [`LOCK_OFD`] or [`LOCK_FLOCK`] (to the
+    ///   open file description).
+    /// - `a[1]` cmd: [`LOCK_SET`] (set, or with `F_UNLCK` clear) or
+    ///   [`LOCK_GET`] (who would be in the way).
+    /// - `a[2]` type: `F_RDLCK`, `F_WRLCK`, `F_UNLCK`; a flock's
+    ///   `LOCK_SH`, `LOCK_EX`, `LOCK_UN` are sent as these three
+    ///   (`LOCK_NB` is the client's business: the server never waits).
+    /// - `a[3]` whence, `SEEK_SET/CUR/END`, resolved by the server, which
+    ///   owns the description's offset and the file's size.
+    /// - `p1`: exactly 16 bytes, start `i64` and len `i64`, little-endian,
+    ///   as `struct flock`'s `l_start`/`l_len` (len 0: to the end of any
+    ///   file; negative: the bytes before start). A flock has no range:
+    ///   `p1` is ignored, it covers the whole file.
+    ///
+    /// Errors, in Linux's order: EBADF (not an open descriptor); EINVAL
+    /// (unknown class or cmd, `p1` not 16 bytes, GET of anything but
+    /// `F_RDLCK`/`F_WRLCK`); EFAULT (`p1` outside the data area); EINVAL
+    /// (unknown whence, a start before 0), EOVERFLOW (past `OFF_MAX`),
+    /// EINVAL (SET of an unknown type); EBADF (SET of `F_RDLCK` on a
+    /// descriptor not open for reading, `F_WRLCK` not open for writing; a
+    /// flock needs neither); ENOLCK (past the server's caps on lock
+    /// records). An OFD request's `l_pid` must be 0: the client checks
+    /// it, it does not travel.
+    ///
+    /// The server never waits. SET → 0 when granted; when another owner
+    /// is in the way, `res = -EAGAIN` with `CQE_WOULD_BLOCK` in `flags`
+    /// and `aux = [start, len]` of the lowest lock in the way (len 0: to
+    /// the end of any file); its mode and pid are a GET away. The client
+    /// sleeps and retries for `F_SETLKW` or a blocking flock.
+    ///
+    /// GET → `res = type | (pid as u32 as i64) << 8` of the lowest lock in
+    /// the way (bits 0-7 its type, bits 8-39 its pid: the holder's pid as
+    /// the kernel told the server, or -1, `0xffff_ffff`, for an OFD or
+    /// flock lock, as Linux reports them) with `aux = [start, len]`; or
+    /// `res = F_UNLCK` when nothing is in the way. A process's own POSIX
+    /// locks, and a description's own locks, are never in its way.
+    ///
+    /// Released: a client's POSIX locks on a file at any CLOSE (or DUP2
+    /// onto) of a descriptor of that file, all of them when it goes; a
+    /// description's OFD and flock locks when its last descriptor closes.
     Lock = 96, "LOCK";
 
     // Shared mappings.
-    /// `mmap(MAP_SHARED)` of `fd` at offset `a[0]`, length `a[1]`, prot
-    /// `a[2]` → an object id; the memfd backing it comes over the control
-    /// socket.
+    /// `mmap(MAP_SHARED)` of `fd` at file offset `a[0]` (page-aligned),
+    /// length `a[1]`, prot `a[2]` (`PROT_READ`, `PROT_WRITE`, `PROT_EXEC`
+    /// bits only) → an object id.
+    ///
+    /// The server keeps one *object* per mapped file, a memfd holding the
+    /// file's bytes at the file's offsets: every mapping of the file, by
+    /// any client, gets the same object id and maps the same memfd, so
+    /// their stores are coherent. The memfd comes over the control
+    /// socket in an OBJECT message (control.rs) with the request's tag and
+    /// the object id, sent *before* the answer, so a client holding the
+    /// answer reads it without waiting. The memfd is at least `a[0] +
+    /// a[1]` rounded up to a page long, holds the file's bytes there
+    /// (zeros past its end), and is open for writing only if `fd` is
+    /// (then a later `mprotect(PROT_WRITE)` works, as the kernel allows);
+    /// it cannot be shrunk or sealed. The client maps it itself and may
+    /// close it once mapped.
+    ///
+    /// While an object exists, the server's READ/PREAD of the file see its
+    /// bytes, WRITE/PWRITE and truncations change them too, and the file
+    /// gets them back (up to its size) at MSYNC, at the object's last
+    /// UNMAP, when a client holding it goes, and at shutdown.
+    ///
+    /// Errors, in Linux's order: EINVAL (unaligned offset, unknown prot
+    /// bits); EBADF; EINVAL (zero length); ENOMEM (a length that cannot be
+    /// rounded up), EOVERFLOW (past `OFF_MAX`); EACCES (`fd` not open for
+    /// reading, or `PROT_WRITE` without `fd` open for writing); ENODEV
+    /// (not a regular file); ENOMEM (past the server's bounds on mappings
+    /// per client and mapped bytes). Each success is one mapping of the
+    /// client's, ended by one UNMAP.
     MapShared = 112, "MAP_SHARED";
-    /// `msync` of object `a[0]`, offset `a[1]`, length `a[2]`, flags
-    /// `a[3]`: the server writes the mapping's pages back to the file.
+    /// `msync` of object `a[0]`'s file range `[a[1], a[1] + a[2])`
+    /// (`a[1]` page-aligned), flags `a[3]` (`MS_ASYNC`, `MS_SYNC`,
+    /// `MS_INVALIDATE`): the server writes the object's bytes there back
+    /// into the file (up to its size; only pages that differ), and with
+    /// `MS_SYNC` makes the volume durable, as fsync. EINVAL for unknown
+    /// flags, `MS_ASYNC` with `MS_SYNC`, an unaligned offset, or an object
+    /// the client does not map; ENOMEM for a range that wraps.
     Msync = 113, "MSYNC";
-    /// Drops object `a[0]` (after the client's `munmap`).
+    /// Ends one of the client's mappings of object `a[0]` (after its
+    /// `munmap`); EINVAL if it has none. The object's last mapping, of
+    /// any client, writes it back into the file and closes it.
     Unmap = 114, "UNMAP";
 }
 

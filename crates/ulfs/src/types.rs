@@ -229,8 +229,8 @@ impl Statx {
 /// An open file description, as `Fs::file_description` shows it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FileDescription {
-    /// Shared by every descriptor of the description; reused only after
-    /// its last descriptor is closed.
+    /// Shared by every descriptor of the description (and by a forked
+    /// copy in a server); never reused in the address space.
     pub id: u64,
     pub ino: Ino,
     /// Descriptors referring to it.

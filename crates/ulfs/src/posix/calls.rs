@@ -12,7 +12,7 @@ use super::dirents;
 use super::fdtable::{self, OpenFile};
 use super::namei::{self, Last, Walk, walk};
 use super::perm;
-use super::process::Process;
+use super::process::{Identity, Process};
 use crate::errno::{Errno, Result};
 use crate::fs::{OpenId, SetTime, Volume};
 use crate::types::*;
@@ -346,6 +346,14 @@ impl Ctx<'_> {
         self.insert_open(ino, flags, is_dir)
     }
 
+    /// A new open file description of the file open as `fd`, with
+    /// `flags`: an open of `/proc/self/fd/N`, judged as an open of the
+    /// file (it may have been unlinked since).
+    pub fn reopen(&mut self, fd: Fd, flags: i32) -> Result<Fd> {
+        let ino = self.proc.fds.get(fd)?.ino;
+        self.open_ino(ino, flags)
+    }
+
     /// A new descriptor for `ino`, holding an open reference to it.
     fn insert_open(&mut self, ino: Ino, flags: i32, is_dir: bool) -> Result<Fd> {
         let open = self.vol.open_ref(ino);
@@ -363,10 +371,18 @@ impl Ctx<'_> {
     }
 
     pub fn close(&mut self, fd: Fd) -> Result<()> {
-        if let Some(ino) = self.proc.fds.close(fd)? {
-            self.vol.close_ref(ino)?;
+        self.close_noting(fd).map(|_| ())
+    }
+
+    /// `close`, saying what ended with the descriptor (for a layer that
+    /// keeps locks: a POSIX lock goes with any close of its file, an OFD
+    /// or flock lock with its description's `last` close).
+    pub fn close_noting(&mut self, fd: Fd) -> Result<fdtable::Closed> {
+        let closed = self.proc.fds.close_noting(fd)?;
+        if closed.last_here {
+            self.vol.close_ref(closed.ino)?;
         }
-        Ok(())
+        Ok(closed)
     }
 
     pub fn dup(&mut self, fd: Fd) -> Result<Fd> {
@@ -383,22 +399,19 @@ impl Ctx<'_> {
     }
 
     /// The open file description `fd` refers to: an id shared by every
-    /// descriptor `dup`ed from it (and reused only after its last one is
-    /// closed), its inode, and how many descriptors refer to it. What
-    /// owns an OFD or `flock` lock, for a layer that emulates them.
+    /// descriptor `dup`ed from it (and by a forked child's copies; never
+    /// reused in this address space), its inode, and how many descriptors
+    /// of this process refer to it. What owns an OFD or `flock` lock, for
+    /// a layer that emulates them.
     pub fn file_description(&mut self, fd: Fd) -> Result<FileDescription> {
         let (id, refs) = self.proc.fds.description(fd)?;
         let ino = self.proc.fds.get(fd)?.ino;
-        Ok(FileDescription {
-            id: id as u64,
-            ino,
-            refs,
-        })
+        Ok(FileDescription { id, ino, refs })
     }
 
     /// `fcntl(fd, F_GETFL)`: the access mode and file status flags.
     pub fn fcntl_getfl(&mut self, fd: Fd) -> Result<i32> {
-        Ok(self.proc.fds.get(fd)?.status)
+        Ok(self.proc.fds.get(fd)?.status())
     }
 
     /// `fcntl(fd, F_SETFL, flags)`: changes what Linux lets F_SETFL change
@@ -407,17 +420,23 @@ impl Ctx<'_> {
     /// ignored, as Linux does.
     pub fn fcntl_setfl(&mut self, fd: Fd, flags: i32) -> Result<()> {
         let f = self.proc.fds.get_mut(fd)?;
-        f.status = (f.status & !fdtable::SETFL_FLAGS) | (flags & fdtable::SETFL_FLAGS);
-        f.append = f.status & libc::O_APPEND != 0;
+        f.set_status((f.status() & !fdtable::SETFL_FLAGS) | (flags & fdtable::SETFL_FLAGS));
         Ok(())
     }
 
     pub fn dup2(&mut self, old: Fd, new: Fd) -> Result<Fd> {
+        self.dup2_noting(old, new).map(|(fd, _)| fd)
+    }
+
+    /// `dup2`, saying what closing a descriptor already at `new` ended.
+    pub fn dup2_noting(&mut self, old: Fd, new: Fd) -> Result<(Fd, Option<fdtable::Closed>)> {
         let (fd, closed) = self.proc.fds.dup2(old, new)?;
-        if let Some(ino) = closed {
-            self.vol.close_ref(ino)?;
+        if let Some(c) = closed
+            && c.last_here
+        {
+            self.vol.close_ref(c.ino)?;
         }
-        Ok(fd)
+        Ok((fd, closed))
     }
 
     // ---------------------------------------------------------------- data
@@ -439,7 +458,7 @@ impl Ctx<'_> {
     pub fn read(&mut self, fd: Fd, buf: &mut [u8]) -> Result<usize> {
         let (open, off) = self.readable(fd, None, buf.len())?;
         let n = self.vol.read_open(open, buf, off)?;
-        self.proc.fds.get_mut(fd)?.offset = off + n as u64;
+        self.proc.fds.get_mut(fd)?.set_offset(off + n as u64);
         Ok(n)
     }
 
@@ -454,7 +473,7 @@ impl Ctx<'_> {
 
     pub fn write(&mut self, fd: Fd, buf: &[u8]) -> Result<usize> {
         let f = self.writable_fd(fd)?;
-        let (open, append, mut off) = (f.open, f.append, f.offset);
+        let (open, append, mut off) = (f.open, f.append(), f.offset());
         check_range(off, buf.len())?;
         if buf.is_empty() {
             // Linux returns before applying O_APPEND: the offset stays.
@@ -465,13 +484,13 @@ impl Ctx<'_> {
         }
         self.drop_privs_open(open)?;
         let n = self.vol.write_open(open, buf, off)?;
-        self.proc.fds.get_mut(fd)?.offset = off + n as u64;
+        self.proc.fds.get_mut(fd)?.set_offset(off + n as u64);
         Ok(n)
     }
 
     pub fn pwrite(&mut self, fd: Fd, buf: &[u8], off: u64) -> Result<usize> {
         let f = self.writable_fd(fd)?;
-        let (open, append) = (f.open, f.append);
+        let (open, append) = (f.open, f.append());
         check_range(off, buf.len())?;
         // Linux appends even for pwrite on an O_APPEND descriptor.
         let off = if append {
@@ -502,7 +521,7 @@ impl Ctx<'_> {
     /// panics, so the C API calls it without a panic guard.
     #[inline(always)]
     pub fn seek_to(&mut self, fd: Fd, off: u64) -> Result<u64> {
-        self.proc.fds.get_mut(fd)?.offset = off;
+        self.proc.fds.get_mut(fd)?.set_offset(off);
         Ok(off)
     }
 
@@ -511,7 +530,7 @@ impl Ctx<'_> {
     #[inline(never)]
     fn lseek_other(&mut self, fd: Fd, off: i64, whence: i32) -> Result<u64> {
         let f = self.proc.fds.get_mut(fd)?;
-        let (ino, open, cur) = (f.ino, f.open, f.offset);
+        let (ino, open, cur) = (f.ino, f.open, f.offset());
         // A directory's offset is a readdir cookie: only SET and CUR move it
         // (as tmpfs's dcache_dir_lseek).
         if f.is_dir && whence != libc::SEEK_SET && whence != libc::SEEK_CUR {
@@ -537,7 +556,7 @@ impl Ctx<'_> {
         if new < 0 {
             return Err(Errno::EINVAL);
         }
-        self.proc.fds.get_mut(fd)?.offset = new as u64;
+        self.proc.fds.get_mut(fd)?.set_offset(new as u64);
         Ok(new as u64)
     }
 
@@ -636,7 +655,7 @@ impl Ctx<'_> {
         if !f.is_dir {
             return Err(Errno::ENOTDIR);
         }
-        let (ino, mut cookie) = (f.ino, f.offset);
+        let (ino, mut cookie) = (f.ino, f.offset());
         let dir = self.vol.dir_inode(ino)?;
         if dir.nlink == 0 {
             // Linux's iterate_dir: a removed directory has no entries to
@@ -678,7 +697,7 @@ impl Ctx<'_> {
         if at == 0 && full {
             return Err(Errno::EINVAL);
         }
-        self.proc.fds.get_mut(fd)?.offset = cookie;
+        self.proc.fds.get_mut(fd)?.set_offset(cookie);
         Ok(at)
     }
 
@@ -1233,10 +1252,35 @@ impl Ctx<'_> {
     /// directory let go, as at exit. The process holds nothing afterwards
     /// and is not to be used again.
     pub fn exit(&mut self) -> Result<()> {
+        self.exit_noting(|_| {})
+    }
+
+    /// `exit`, telling `closed` what each descriptor's close ended.
+    pub fn exit_noting(&mut self, mut closed: impl FnMut(fdtable::Closed)) -> Result<()> {
         for fd in self.proc.fds.open_fds() {
-            let _ = self.close(fd);
+            if let Ok(c) = self.close_noting(fd) {
+                closed(c);
+            }
         }
         self.vol.close_ref(self.proc.cwd)
+    }
+
+    /// A forked child's process: the same descriptors for the same
+    /// descriptions (offsets shared from now on), working directory and
+    /// umask, with the child's own `identity`. Each description and the
+    /// working directory are referenced once more for it.
+    pub fn fork(&mut self, identity: Identity) -> Process {
+        let (fds, inos) = self.proc.fds.fork();
+        for ino in inos {
+            self.vol.open_ref(ino);
+        }
+        self.vol.open_ref(self.proc.cwd);
+        Process {
+            fds,
+            cwd: self.proc.cwd,
+            umask: self.proc.umask,
+            identity,
+        }
     }
 }
 
@@ -1263,7 +1307,7 @@ pub(super) fn readable(
     if !f.readable {
         return Err(Errno::EBADF);
     }
-    let off = at.unwrap_or(f.offset);
+    let off = at.unwrap_or_else(|| f.offset());
     check_range(off, len)?;
     if f.is_dir {
         return Err(Errno::EISDIR);

@@ -4,10 +4,27 @@
 //! As in POSIX, a descriptor names an open file description (offset, access
 //! mode, O_APPEND); `dup` makes a second descriptor for the same description,
 //! so the two share one offset.
+//!
+//! A server's client that forks hands its child a copy of its table
+//! (`FdTable::fork`): the two tables then hold the same descriptions, whose
+//! offset and status flags move to a `Shared` part both copies point to
+//! (`sh -c 'cmd1; cmd2' > f` appends each command's output after the
+//! other's). Each copy still holds its own open reference, so a table
+//! closes its copy exactly as before; the description is gone, for its
+//! OFD and flock locks, when the last copy closes (`Closed::last`). The
+//! in-process `Fs` never forks its table, so its descriptions keep their
+//! offset inline and pay one never-taken branch for the shared case.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 
 use crate::errno::{Errno, Result};
 use crate::fs::OpenId;
 use crate::types::{Fd, Ino};
+
+/// Every description's id, unique in this address space (a server's
+/// clients share one table of OFD and flock locks keyed by it).
+static NEXT_DESCRIPTION: AtomicU64 = AtomicU64::new(1);
 
 /// Default limit on descriptors per table: Linux's `nr_open` default
 /// (1,048,576). `Fs::set_max_fds` changes it; EMFILE past it.
@@ -23,14 +40,43 @@ pub struct OpenFile {
     pub open: OpenId,
     pub readable: bool,
     pub writable: bool,
-    pub append: bool,
     pub is_dir: bool,
-    /// Byte offset for files; the readdir cookie for directories.
-    pub offset: u64,
+    /// Byte offset for files; the readdir cookie for directories (while
+    /// `shared` is `None`).
+    offset: u64,
     /// The file status flags `fcntl(F_GETFL)` reports (access mode and
     /// the `STATUS_FLAGS` the open or a later F_SETFL gave).
-    pub status: i32,
+    status: i32,
+    /// Descriptors of this table that refer to it.
     refs: u32,
+    id: u64,
+    /// Offset and status, once another process's table holds the
+    /// description too.
+    shared: Option<Arc<Shared>>,
+}
+
+/// What the processes sharing a description see change together.
+/// Relaxed atomics: a call that moves the offset holds its volume lock
+/// (a server's writers are serialized; two readers sharing one offset may
+/// read the same bytes, which Linux prevents with `f_pos_lock`: noted in
+/// docs/SERVE.md).
+#[derive(Debug)]
+struct Shared {
+    offset: AtomicU64,
+    status: AtomicI32,
+}
+
+/// What closing a descriptor ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Closed {
+    pub ino: Ino,
+    /// The description's id (`FileDescription::id`).
+    pub description: u64,
+    /// No other descriptor of this table refers to the description: the
+    /// table's open reference to the inode is dropped.
+    pub last_here: bool,
+    /// No descriptor of any table does: its OFD and flock locks go.
+    pub last: bool,
 }
 
 /// The flags an open file description keeps, as Linux's `f_flags` shows
@@ -63,19 +109,87 @@ impl OpenFile {
             open,
             readable: acc == libc::O_RDONLY || acc == libc::O_RDWR,
             writable: acc == libc::O_WRONLY || acc == libc::O_RDWR,
-            append: flags & libc::O_APPEND != 0,
             is_dir,
             offset: 0,
             status: (flags & (libc::O_ACCMODE | STATUS_FLAGS)) | O_LARGEFILE_KERNEL,
             refs: 1,
+            id: NEXT_DESCRIPTION.fetch_add(1, Ordering::Relaxed),
+            shared: None,
         }
+    }
+
+    /// Unique among the descriptions of this address space, and the same
+    /// in every table a fork copied it to.
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    #[inline]
+    pub fn offset(&self) -> u64 {
+        match &self.shared {
+            None => self.offset,
+            Some(s) => s.offset.load(Ordering::Relaxed),
+        }
+    }
+
+    #[inline]
+    pub fn set_offset(&mut self, off: u64) {
+        match &self.shared {
+            None => self.offset = off,
+            Some(s) => s.offset.store(off, Ordering::Relaxed),
+        }
+    }
+
+    #[inline]
+    pub fn status(&self) -> i32 {
+        match &self.shared {
+            None => self.status,
+            Some(s) => s.status.load(Ordering::Relaxed),
+        }
+    }
+
+    pub fn set_status(&mut self, status: i32) {
+        match &self.shared {
+            None => self.status = status,
+            Some(s) => s.status.store(status, Ordering::Relaxed),
+        }
+    }
+
+    #[inline]
+    pub fn append(&self) -> bool {
+        self.status() & libc::O_APPEND != 0
+    }
+
+    /// The description as a second table will hold it: offset and status
+    /// moved to the part both point to.
+    fn share(&mut self) -> OpenFile {
+        let shared = self
+            .shared
+            .get_or_insert_with(|| {
+                Arc::new(Shared {
+                    offset: AtomicU64::new(self.offset),
+                    status: AtomicI32::new(self.status),
+                })
+            })
+            .clone();
+        OpenFile {
+            shared: Some(shared),
+            ..self.clone()
+        }
+    }
+
+    /// Whether another table holds this description too.
+    fn shared_elsewhere(&self) -> bool {
+        self.shared
+            .as_ref()
+            .is_some_and(|s| Arc::strong_count(s) > 1)
     }
 }
 
 /// What a descriptor refers to: its description, and that description's
 /// open inode (fixed for the description's life), so fstat reaches the
 /// inode in two dependent loads instead of three.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Debug)]
 struct Slot {
     /// The description's index plus one (a zero niche keeps
     /// `Option<Slot>` at 8 bytes).
@@ -207,29 +321,65 @@ impl FdTable {
             .ok_or(Errno::EBADF)
     }
 
-    /// The open file description behind `fd`: its slot (stable while any
-    /// descriptor refers to it) and how many descriptors do.
-    pub fn description(&self, fd: Fd) -> Result<(u32, u32)> {
-        let i = self.index(fd)?;
-        let f = self.files[i as usize].as_ref().ok_or(Errno::EBADF)?;
-        Ok((i, f.refs))
+    /// The open file description behind `fd`: its id and how many
+    /// descriptors of this table refer to it.
+    pub fn description(&self, fd: Fd) -> Result<(u64, u32)> {
+        let f = self.get(fd)?;
+        Ok((f.id, f.refs))
     }
 
     /// Closes `fd`; returns the inode when this was the description's last
     /// descriptor (the caller drops its open reference).
     pub fn close(&mut self, fd: Fd) -> Result<Option<Ino>> {
+        let closed = self.close_noting(fd)?;
+        Ok(closed.last_here.then_some(closed.ino))
+    }
+
+    /// Closes `fd`, saying what ended with it.
+    pub fn close_noting(&mut self, fd: Fd) -> Result<Closed> {
         let i = self.index(fd)?;
         self.fds[fd as usize] = None;
         self.used.clear(fd as usize);
         let file = self.files[i as usize].as_mut().ok_or(Errno::EBADF)?;
         file.refs -= 1;
-        if file.refs > 0 {
-            return Ok(None);
+        let mut closed = Closed {
+            ino: file.ino,
+            description: file.id,
+            last_here: file.refs == 0,
+            last: false,
+        };
+        if closed.last_here {
+            closed.last = !file.shared_elsewhere();
+            self.files[i as usize] = None;
+            self.free_files.push(i);
         }
-        let ino = file.ino;
-        self.files[i as usize] = None;
-        self.free_files.push(i);
-        Ok(Some(ino))
+        Ok(closed)
+    }
+
+    /// A copy of the table for a forked child: the same descriptors, for
+    /// the same descriptions (offsets and status flags shared from now
+    /// on). Returns the inode of every description, each of which the
+    /// caller references once more for the copy.
+    pub fn fork(&mut self) -> (FdTable, Vec<Ino>) {
+        let mut inos = Vec::new();
+        let files = self
+            .files
+            .iter_mut()
+            .map(|f| {
+                f.as_mut().map(|f| {
+                    inos.push(f.ino);
+                    f.share()
+                })
+            })
+            .collect();
+        let copy = FdTable {
+            fds: self.fds.clone(),
+            used: self.used.clone(),
+            files,
+            free_files: self.free_files.clone(),
+            max_fds: self.max_fds,
+        };
+        (copy, inos)
     }
 
     /// A second descriptor, >= `from`, for the description of `fd`
@@ -247,9 +397,9 @@ impl FdTable {
         Ok(new as Fd)
     }
 
-    /// Makes `new` refer to the description of `old`. Returns the inode
-    /// whose last descriptor was closed by it, if any.
-    pub fn dup2(&mut self, old: Fd, new: Fd) -> Result<(Fd, Option<Ino>)> {
+    /// Makes `new` refer to the description of `old`. Returns what closing
+    /// a descriptor already at `new` ended, if one was.
+    pub fn dup2(&mut self, old: Fd, new: Fd) -> Result<(Fd, Option<Closed>)> {
         let i = self.index(old)?;
         if new < 0 || new as usize >= self.max_fds {
             return Err(Errno::EBADF);
@@ -258,7 +408,7 @@ impl FdTable {
             return Ok((new, None));
         }
         let closed = if self.index(new).is_ok() {
-            self.close(new)?
+            Some(self.close_noting(new)?)
         } else {
             None
         };
@@ -282,7 +432,7 @@ impl FdTable {
 /// says word `w` of `bits` is all ones. Finding the lowest clear bit from
 /// a point costs one word test plus a scan of the summary, 64 times
 /// smaller than the table; set and clear are O(1).
-#[derive(Default)]
+#[derive(Default, Clone)]
 struct FdBitmap {
     bits: Vec<u64>,
     full: Vec<u64>,
@@ -360,8 +510,8 @@ mod tests {
         assert_eq!((a, b), (0, 1));
         let c = t.dup_from(a, 0).unwrap();
         assert_eq!(c, 2);
-        t.get_mut(a).unwrap().offset = 77;
-        assert_eq!(t.get(c).unwrap().offset, 77);
+        t.get_mut(a).unwrap().set_offset(77);
+        assert_eq!(t.get(c).unwrap().offset(), 77);
         assert_eq!(t.close(a).unwrap(), None);
         assert_eq!(t.close(c).unwrap(), Some(10));
         assert_eq!(t.get(c).unwrap_err(), Errno::EBADF);
@@ -373,6 +523,45 @@ mod tests {
             0
         );
         assert_eq!(t.dup2(9, 1).unwrap_err(), Errno::EBADF);
+    }
+
+    /// A forked copy holds the same descriptions: offsets and status
+    /// flags move together, each table closes its own descriptors, and the
+    /// description ends (for its locks) only with the last copy's close.
+    #[test]
+    fn forked_tables_share_descriptions_until_the_last_close() {
+        let mut parent = FdTable::default();
+        let a = parent
+            .insert(OpenFile::new(10, OpenId::test(0), libc::O_WRONLY, false))
+            .unwrap();
+        let b = parent.dup_from(a, 0).unwrap();
+        parent.get_mut(a).unwrap().set_offset(5);
+        let (mut child, inos) = parent.fork();
+        assert_eq!(inos, vec![10]);
+        assert_eq!(child.get(a).unwrap().offset(), 5);
+        child.get_mut(b).unwrap().set_offset(9);
+        assert_eq!(parent.get(a).unwrap().offset(), 9);
+        let flags = parent.get(a).unwrap().status() | libc::O_APPEND;
+        parent.get_mut(b).unwrap().set_status(flags);
+        assert!(child.get(a).unwrap().append());
+        let id = parent.get(a).unwrap().id();
+        assert_eq!(child.description(b).unwrap(), (id, 2));
+        // The child's closes end its references only.
+        let c = child.close_noting(a).unwrap();
+        assert_eq!((c.last_here, c.last), (false, false));
+        let c = child.close_noting(b).unwrap();
+        assert_eq!(
+            (c.ino, c.description, c.last_here, c.last),
+            (10, id, true, false)
+        );
+        assert_eq!(child.get(a).unwrap_err(), Errno::EBADF);
+        assert_eq!(parent.get(a).unwrap().offset(), 9);
+        parent.close(a).unwrap();
+        let c = parent.close_noting(b).unwrap();
+        assert_eq!((c.last_here, c.last), (true, true));
+        // A new description never takes an old one's id.
+        let n = parent.insert(any_file()).unwrap();
+        assert_ne!(parent.get(n).unwrap().id(), id);
     }
 
     #[test]

@@ -16,6 +16,7 @@ mod process;
 mod shared_calls;
 
 pub use calls::{Ctx, readv_by, writev_by};
+pub use fdtable::Closed;
 pub use process::{Identity, Process};
 pub use shared_calls::{Deferred, SharedCtx};
 

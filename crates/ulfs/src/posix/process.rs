@@ -52,6 +52,14 @@ impl Process {
         &self.identity
     }
 
+    /// Who the process is from now on: a server's process adopted by a
+    /// new connection (after an exec, which may change the ids) is judged
+    /// by the ids the kernel gave for that connection. Descriptors already
+    /// open keep the access they were opened with, as on Linux.
+    pub fn set_identity(&mut self, identity: Identity) {
+        self.identity = identity;
+    }
+
     /// The credentials calls are judged by; `None` for the host, whose
     /// calls are not judged.
     #[inline]

@@ -53,7 +53,7 @@ impl SharedCtx<'_> {
         let (f, off) = readable(self.proc, fd, None, buf.len())?;
         let ino = f.ino;
         let n = self.read_ino(ino, buf, off, later)?;
-        self.proc.fds.get_mut(fd)?.offset = off + n as u64;
+        self.proc.fds.get_mut(fd)?.set_offset(off + n as u64);
         Ok(n)
     }
 

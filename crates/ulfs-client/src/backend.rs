@@ -1,19 +1,20 @@
-//! What a handle's calls go to: an image mounted in this process
-//! (`ulfs::Fs`, from `ulfs_mount`), or a server that owns the image
-//! (`ulfs_client::Client`, from `ulfs_connect`). Both offer the same calls
-//! with the same names, arguments and errnos, so every `extern "C"` body is
-//! written once, over `Backend`; the match costs one predictable branch.
-//! The fast paths of `ulfs_lseek` and `ulfs_fstat` reach a local `Fs`
-//! directly (`ffi::fs_unlocked`), unchanged.
+//! An image, whichever process owns it: mounted in this process
+//! (`ulfs::Fs`) or served by `ulfs serve` (`Client`). Both offer the same
+//! calls with the same names, arguments and errnos, so a layer that serves
+//! programs (the C API's handles, `ulfs run`'s preload library) writes each
+//! call once, over `Backend`; the match costs one predictable branch. Hot
+//! paths that need a local `Fs` directly (the C API's `ulfs_lseek` and
+//! `ulfs_fstat`) match `Backend::Local` themselves.
 
 use std::io::{IoSlice, IoSliceMut};
-use ulfs::{Errno, Fd, Fs, MemoryBudget, Result, Stat, StatFs, Statx, Timespec};
-use ulfs_client::Client;
+use ulfs::{Errno, Fd, FileDescription, Fs, MemoryBudget, Result, Stat, StatFs, Statx, Timespec};
+
+use crate::Client;
 
 // The local file system stays inline, so the hot path reaches it with no
 // load more than before; a client is boxed, as it is large and rare.
 #[allow(clippy::large_enum_variant)]
-pub(crate) enum Backend {
+pub enum Backend {
     Local(Fs),
     Remote(Box<Client>),
 }
@@ -23,7 +24,7 @@ macro_rules! forward {
         impl Backend {
             $(
                 #[inline(always)]
-                pub(crate) fn $name(&mut self $(, $arg: $ty)*) -> $ret {
+                pub fn $name(&mut self $(, $arg: $ty)*) -> $ret {
                     match self {
                         Backend::Local(fs) => fs.$name($($arg),*),
                         Backend::Remote(c) => c.$name($($arg),*),
@@ -47,6 +48,15 @@ forward! {
     fn writev(&mut self, fd: Fd, bufs: &[IoSlice<'_>]) -> Result<usize>;
     fn lseek(&mut self, fd: Fd, off: i64, whence: i32) -> Result<u64>;
     fn fstat_libc(&mut self, fd: Fd, out: &mut std::mem::MaybeUninit<libc::stat>) -> Result<()>;
+    fn fstat(&mut self, fd: Fd) -> Result<Stat>;
+    fn stat(&mut self, path: impl AsRef<[u8]>) -> Result<Stat>;
+    fn lstat(&mut self, path: impl AsRef<[u8]>) -> Result<Stat>;
+    fn fstatfs(&mut self, fd: Fd) -> Result<StatFs>;
+    fn readlink(&mut self, path: impl AsRef<[u8]>) -> Result<Vec<u8>>;
+    fn file_description(&mut self, fd: Fd) -> Result<FileDescription>;
+    fn fcntl_getfl(&mut self, fd: Fd) -> Result<i32>;
+    fn fcntl_setfl(&mut self, fd: Fd, flags: i32) -> Result<()>;
+    fn dupfd(&mut self, fd: Fd, lowest: Fd) -> Result<Fd>;
     fn ftruncate(&mut self, fd: Fd, len: u64) -> Result<()>;
     fn fallocate(&mut self, fd: Fd, mode: i32, off: u64, len: u64) -> Result<()>;
     fn fsync(&mut self, fd: Fd) -> Result<()>;
@@ -88,16 +98,45 @@ forward! {
 }
 
 impl Backend {
+    /// A new open file description of the file open as `fd`, with
+    /// `flags` (opening `/proc/self/fd/N`).
+    pub fn reopen(&mut self, fd: Fd, flags: i32) -> Result<Fd> {
+        match self {
+            Backend::Local(fs) => {
+                let ino = fs.fstat(fd)?.ino;
+                fs.open_ino(ino, flags)
+            }
+            Backend::Remote(c) => c.reopen(fd, flags),
+        }
+    }
+
+    /// Whether the image may not be written. A server's clients learn it
+    /// from their writes' EROFS: false for them.
+    pub fn is_read_only(&self) -> bool {
+        match self {
+            Backend::Local(fs) => fs.volume().is_read_only(),
+            Backend::Remote(_) => false,
+        }
+    }
+
+    /// The local file system, when the image is mounted here.
+    pub fn local(&mut self) -> Option<&mut Fs> {
+        match self {
+            Backend::Local(fs) => Some(fs),
+            Backend::Remote(_) => None,
+        }
+    }
+
     /// After a panic in a call: a local volume turns read-only for good
     /// (`Fs::abandon`); a server's volume is the server's business.
-    pub(crate) fn abandon(&mut self) {
+    pub fn abandon(&mut self) {
         if let Backend::Local(fs) = self {
             fs.abandon();
         }
     }
 
     /// EOPNOTSUPP for a server's image: its memory is the server's.
-    pub(crate) fn set_memory_budget(&mut self, budget: MemoryBudget) -> Result<()> {
+    pub fn set_memory_budget(&mut self, budget: MemoryBudget) -> Result<()> {
         match self {
             Backend::Local(fs) => {
                 fs.set_memory_budget(budget);
@@ -109,7 +148,7 @@ impl Backend {
 
     /// Unmounts a local image; disconnects from a server (which closes the
     /// client's descriptors and goes on serving others).
-    pub(crate) fn unmount(self) -> Result<()> {
+    pub fn unmount(self) -> Result<()> {
         match self {
             Backend::Local(fs) => fs.unmount(),
             Backend::Remote(c) => {
