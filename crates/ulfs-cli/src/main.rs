@@ -470,13 +470,20 @@ pub(crate) enum Command {
     /// signals are the program's. The image is committed when the program
     /// exits; one left by a kill is replayed at the next mount. Programs it
     /// starts run on the image too, one process writing it at a time.
-    /// What is covered: docs/RUN.md.
+    /// With --server, the image is the one `ulfs serve` owns, and any
+    /// number of programs use it at once. What is covered: docs/RUN.md.
     #[command(
-        after_help = "Example:\n  ulfs run disk.img -- python3 -c 'print(open(\"/ulfs/etc/hostname\").read())'"
+        after_help = "Example:\n  ulfs run disk.img -- python3 -c 'print(open(\"/ulfs/etc/hostname\").read())'\n  ulfs run --server /tmp/ulfs.sock -- sqlite3 /ulfs/app.db"
     )]
     Run {
-        /// Image file
-        image: PathBuf,
+        /// Image file (not with --server)
+        #[arg(required_unless_present = "server")]
+        image: Option<PathBuf>,
+        /// Use the image `ulfs serve` serves at this socket instead of an
+        /// image file: several programs share it at once, each judged by
+        /// its own user's permissions
+        #[arg(long, value_name = "SOCKET")]
+        server: Option<PathBuf>,
         /// Where the image appears in the program's view
         #[arg(long, default_value = "/ulfs", value_name = "PREFIX")]
         at: OsString,
@@ -982,6 +989,7 @@ fn run(command: Command) -> CliResult {
         Command::Bench { args } => bench::run(&args),
         Command::Run {
             image,
+            server,
             at,
             ro,
             sandbox,
@@ -989,17 +997,34 @@ fn run(command: Command) -> CliResult {
             allow_net,
             memory_budget,
             command,
-        } => run::run(&run::Args {
-            image: &image,
-            at: &at,
-            read_only: ro,
-            sandbox,
-            allow_read: &allow_read,
-            allow_net,
-            memory_budget: memory_budget.as_deref(),
-            program: &command[0],
-            args: &command[1..],
-        }),
+        } => {
+            // With --server the first word is the program's when there is
+            // no `--` (`ulfs run --server S ls -l`).
+            let mut command = command;
+            let image = match (&server, image) {
+                (Some(_), Some(first)) => {
+                    command.insert(0, first.into_os_string());
+                    None
+                }
+                (_, image) => image,
+            };
+            let source = match (&server, &image) {
+                (Some(s), _) => run::Source::Server(s),
+                (None, Some(i)) => run::Source::Image(i),
+                (None, None) => unreachable!("clap requires one"),
+            };
+            run::run(&run::Args {
+                source,
+                at: &at,
+                read_only: ro,
+                sandbox,
+                allow_read: &allow_read,
+                allow_net,
+                memory_budget: memory_budget.as_deref(),
+                program: &command[0],
+                args: &command[1..],
+            })
+        }
     }
 }
 

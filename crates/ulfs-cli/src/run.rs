@@ -1,5 +1,5 @@
 //! `ulfs run IMAGE [--at /ulfs] [--ro] [--sandbox] [--memory-budget SIZE] -- PROGRAM
-//! [ARGS...]`: runs an
+//! [ARGS...]`, or `ulfs run --server SOCKET [--at /ulfs] -- PROGRAM [ARGS...]`: runs an
 //! unmodified, dynamically linked program with the image's files under a
 //! prefix, served inside the program's own process by
 //! `libulfs_preload.so` (crate `ulfs-preload`) through `LD_PRELOAD`.
@@ -9,7 +9,9 @@
 //! reached by `LD_PRELOAD` (not statically linked, not set-user-ID, not
 //! 32-bit), and the library is found. With `--sandbox` it confines itself
 //! (`sandbox.rs`) first. Then it execs the program, so its exit status and
-//! signals are the program's own.
+//! signals are the program's own. With `--server` the image is the one an
+//! `ulfs serve` owns: it is checked by connecting to the server, and the
+//! library sends the program's calls there (docs/SERVE.md).
 
 use std::ffi::{OsStr, OsString};
 use std::io::Read;
@@ -24,8 +26,16 @@ use crate::error::{CliError, CliResult};
 const LIB: &str = "libulfs_preload.so";
 const ENV_LIB: &str = "ULFS_PRELOAD_LIB";
 
+/// Where the image is.
+pub enum Source<'a> {
+    /// An image file the program mounts itself.
+    Image(&'a Path),
+    /// The socket of an `ulfs serve` that owns the image.
+    Server(&'a Path),
+}
+
 pub struct Args<'a> {
-    pub image: &'a Path,
+    pub source: Source<'a>,
     pub at: &'a OsStr,
     pub read_only: bool,
     pub sandbox: bool,
@@ -55,16 +65,39 @@ pub fn run(a: &Args) -> CliResult {
         ))
         .with_code(2));
     }
-    let image =
-        std::path::absolute(a.image).map_err(|e| err(format!("{}: {e}", a.image.display())))?;
+    let (file, what) = match a.source {
+        Source::Image(p) => (p, "the image"),
+        Source::Server(p) => (p, "the server's socket"),
+    };
+    let image = std::path::absolute(file).map_err(|e| err(format!("{}: {e}", file.display())))?;
     if under(&image, at) {
         return Err(err(format!(
-            "the image {} is under the prefix {}: the program could not reach the image file \
-             itself (choose another --at)",
+            "{what} {} is under the prefix {}: the program could not reach it \
+             (choose another --at)",
             image.display(),
             a.at.to_string_lossy()
         ))
         .with_code(2));
+    }
+    let served = matches!(a.source, Source::Server(_));
+    if served {
+        for (given, flag, why) in [
+            (a.read_only, "--ro", "the server decides (ulfs serve --ro)"),
+            (
+                a.sandbox,
+                "--sandbox",
+                "not yet: a confined program cannot connect to the server",
+            ),
+            (
+                a.memory_budget.is_some(),
+                "--memory-budget",
+                "the server's memory is the server's",
+            ),
+        ] {
+            if given {
+                return Err(err(format!("{flag} does not go with --server: {why}")).with_code(2));
+            }
+        }
     }
     if ["/proc", "/dev", "/sys"]
         .iter()
@@ -92,7 +125,11 @@ pub fn run(a: &Args) -> CliResult {
             .map_err(|e| err(format!("--memory-budget: {e} (or `auto`, `none`)")).with_code(2))?
             .to_string(),
     };
-    check_image(&image, a.read_only)?;
+    if served {
+        check_server(&image)?;
+    } else {
+        check_image(&image, a.read_only)?;
+    }
     let program = find_program(a.program)?;
     let interpreter = check_program(&program)?;
     let lib = find_library()?;
@@ -105,7 +142,6 @@ pub fn run(a: &Args) -> CliResult {
     cmd.arg0(a.program)
         .args(a.args)
         .env("LD_PRELOAD", preload)
-        .env("ULFS_RUN_IMAGE", &image)
         .env("ULFS_RUN_AT", a.at)
         .env("ULFS_RUN_MEMORY_BUDGET", budget)
         // What the library hands from one process of a run to the next
@@ -113,7 +149,15 @@ pub fn run(a: &Args) -> CliResult {
         .env_remove("ULFS_RUN_CWD")
         .env_remove("ULFS_RUN_CWD_INO")
         .env_remove("ULFS_RUN_FDS")
-        .env_remove("ULFS_RUN_SHARED");
+        .env_remove("ULFS_RUN_SHARED")
+        .env_remove("ULFS_RUN_TOKEN");
+    if served {
+        cmd.env("ULFS_RUN_SERVER", &image)
+            .env_remove("ULFS_RUN_IMAGE");
+    } else {
+        cmd.env("ULFS_RUN_IMAGE", &image)
+            .env_remove("ULFS_RUN_SERVER");
+    }
     if a.read_only {
         cmd.env("ULFS_RUN_RO", "1");
     } else {
@@ -148,6 +192,21 @@ fn check_image(image: &Path, read_only: bool) -> CliResult {
     let fs = ulfs::Fs::mount(image, opts).map_err(|e| err(e.to_string()))?;
     fs.unmount()
         .map_err(|e| err(format!("{}: {e}", image.display())))
+}
+
+/// A server must answer at `socket` (the connection is dropped at once,
+/// which the server takes as that process's exit).
+fn check_server(socket: &Path) -> CliResult {
+    ulfs_client::Client::connect(socket).map(drop).map_err(|e| {
+        let hint = match e.raw() {
+            libc::ENOENT | libc::ECONNREFUSED => " (is `ulfs serve IMAGE --socket PATH` running?)",
+            libc::EACCES => {
+                " (the socket's mode does not let this user in: ulfs serve --socket-mode)"
+            }
+            _ => "",
+        };
+        err(format!("{}: {}{hint}", socket.display(), e))
+    })
 }
 
 /// Whether `path` (absolute) is `prefix` or below it, comparing whole

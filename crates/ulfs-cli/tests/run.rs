@@ -3,6 +3,8 @@
 //! transcripts must be equal), plus the run's own contract: exit status
 //! and signals are the program's, the image is committed at exit (and
 //! replayed after a kill), and what LD_PRELOAD cannot reach is refused.
+//! The scripts marked so run a second time through `ulfs run --server`,
+//! on an image an `ulfs serve` owns.
 //!
 //! The library is `libulfs_preload.so` next to the `ulfs` binary under
 //! test, which `cargo build --workspace` builds (scripts/test.sh does it
@@ -89,6 +91,73 @@ fn same_as_tmpfs(script: &str) -> (tempfile::TempDir, PathBuf, String) {
     same_as_tmpfs_on(script, "64M")
 }
 
+/// `same_as_tmpfs`, the program run with `ulfs run --server` on an image
+/// `ulfs serve` owns (stopped with SIGTERM before the image is checked).
+fn same_as_tmpfs_served(script: &str) -> (tempfile::TempDir, PathBuf, String) {
+    same_as_tmpfs_with(script, "64M", true)
+}
+
+/// `ulfs serve -f IMG --socket DIR/sock`, stopped (SIGTERM, and waited
+/// for) when dropped.
+struct Server {
+    child: std::process::Child,
+    socket: PathBuf,
+}
+
+impl Server {
+    fn start(img: &Path) -> Server {
+        let socket = img.with_file_name("sock");
+        let child = Command::new(ULFS)
+            .args(["serve", "-f", "--socket"])
+            .arg(&socket)
+            .arg(img)
+            .spawn()
+            .unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !socket.exists() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "ulfs serve did not start"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        Server { child, socket }
+    }
+
+    /// `ulfs run --server SOCKET -- program args...`.
+    fn run(&self, program: &[&str]) -> Output {
+        Command::new(ULFS)
+            .arg("run")
+            .arg("--server")
+            .arg(&self.socket)
+            .arg("--")
+            .args(program)
+            .output()
+            .unwrap()
+    }
+
+    fn stop(mut self) {
+        self.terminate();
+    }
+
+    fn terminate(&mut self) {
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        let status = self.child.wait().unwrap();
+        assert!(status.success(), "ulfs serve: {status:?}");
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            // SAFETY: signalling our own child.
+            unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+            let _ = self.child.wait();
+        }
+    }
+}
+
 /// The first lines where two transcripts part, with a little context (a
 /// whole transcript can be megabytes).
 fn first_difference(a: &str, b: &str) -> String {
@@ -108,6 +177,14 @@ fn first_difference(a: &str, b: &str) -> String {
 
 /// `same_as_tmpfs` on an image of `size`.
 fn same_as_tmpfs_on(script: &str, size: &str) -> (tempfile::TempDir, PathBuf, String) {
+    same_as_tmpfs_with(script, size, false)
+}
+
+fn same_as_tmpfs_with(
+    script: &str,
+    size: &str,
+    served: bool,
+) -> (tempfile::TempDir, PathBuf, String) {
     let (dir, img) = image_of(size);
     // On tmpfs like the reference directory, so copies between the two
     // stay on one file system on the reference side (copy_file_range
@@ -131,11 +208,15 @@ fn same_as_tmpfs_on(script: &str, size: &str) -> (tempfile::TempDir, PathBuf, St
             std::fs::remove_file(p).unwrap();
         }
     }
-    let on_image = run(
-        &img,
-        &[],
-        &["sh", "-c", script, "sh", "/ulfs", scratch.to_str().unwrap()],
-    );
+    let program = ["sh", "-c", script, "sh", "/ulfs", scratch.to_str().unwrap()];
+    let on_image = if served {
+        let server = Server::start(&img);
+        let out = server.run(&program);
+        server.stop();
+        out
+    } else {
+        run(&img, &[], &program)
+    };
     let (u, t) = (hs(&on_image), hs(&reference));
     assert!(u == t, "{}", first_difference(&u, &t));
     assert!(on_image.status.success(), "{:?}", on_image.status);
@@ -147,6 +228,15 @@ fn same_as_tmpfs_on(script: &str, size: &str) -> (tempfile::TempDir, PathBuf, St
 /// working directory is inside the image.
 #[test]
 fn coreutils_agree_with_tmpfs() {
+    coreutils_agree_with_tmpfs_in(false);
+}
+
+#[test]
+fn coreutils_agree_with_tmpfs_through_a_server() {
+    coreutils_agree_with_tmpfs_in(true);
+}
+
+fn coreutils_agree_with_tmpfs_in(served: bool) {
     let script = r#"
 set -e
 cd "$1"
@@ -187,12 +277,21 @@ du -s --apparent-size a/f
 head -c 3 a/moved; echo
 cd a && pwd | sed "s|^$1|PREFIX|" && cat ../a/f && cd ..
 "#;
-    same_as_tmpfs(script);
+    same_as_tmpfs_with(script, "64M", served);
 }
 
 /// Python's os, shutil, pathlib, tempfile, scandir, walk and rmtree.
 #[test]
 fn python_agrees_with_tmpfs() {
+    python_agrees_with_tmpfs_in(false);
+}
+
+#[test]
+fn python_agrees_with_tmpfs_through_a_server() {
+    python_agrees_with_tmpfs_in(true);
+}
+
+fn python_agrees_with_tmpfs_in(served: bool) {
     let script = r#"
 set -e
 python3 - "$1" <<'EOF'
@@ -240,7 +339,7 @@ except FileNotFoundError as e:
     print("open:", e.strerror)
 EOF
 "#;
-    same_as_tmpfs(script);
+    same_as_tmpfs_with(script, "64M", served);
 }
 
 #[test]
@@ -433,6 +532,15 @@ fn is_dynamic(p: &Path) -> bool {
 /// writable mapping of the -shm file, both emulated in the process).
 #[test]
 fn sqlite3_agrees_with_tmpfs() {
+    sqlite3_agrees_with_tmpfs_in(false);
+}
+
+#[test]
+fn sqlite3_agrees_with_tmpfs_through_a_server() {
+    sqlite3_agrees_with_tmpfs_in(true);
+}
+
+fn sqlite3_agrees_with_tmpfs_in(served: bool) {
     let script = r#"
 set -e
 for mode in delete wal; do
@@ -457,13 +565,22 @@ for mode in delete wal; do
 done
 ls "$1"
 "#;
-    same_as_tmpfs(script);
+    same_as_tmpfs_with(script, "64M", served);
 }
 
 /// mmap of image files through python: private and shared read-only
 /// mappings see the file, a shared writable one writes it back.
 #[test]
 fn mmap_agrees_with_tmpfs() {
+    mmap_agrees_with_tmpfs_in(false);
+}
+
+#[test]
+fn mmap_agrees_with_tmpfs_through_a_server() {
+    mmap_agrees_with_tmpfs_in(true);
+}
+
+fn mmap_agrees_with_tmpfs_in(served: bool) {
     let script = r#"
 set -e
 python3 - "$1" <<'EOF'
@@ -501,13 +618,22 @@ data = open(q, "rb").read()
 print(len(data), data[4094:4098], data[5000:5004], data[-4:])
 EOF
 "#;
-    same_as_tmpfs(script);
+    same_as_tmpfs_with(script, "64M", served);
 }
 
 /// File locks between open file descriptions of one process (OFD locks
 /// and flock conflict; POSIX locks of the process never do).
 #[test]
 fn locks_agree_with_tmpfs() {
+    locks_agree_with_tmpfs_in(false);
+}
+
+#[test]
+fn locks_agree_with_tmpfs_through_a_server() {
+    locks_agree_with_tmpfs_in(true);
+}
+
+fn locks_agree_with_tmpfs_in(served: bool) {
     let script = r#"
 set -e
 python3 - "$1" <<'EOF'
@@ -549,7 +675,7 @@ os.close(b)
 os.close(ro)
 EOF
 "#;
-    same_as_tmpfs(script);
+    same_as_tmpfs_with(script, "64M", served);
 }
 
 /// Nothing leaks to the kernel: real workloads run under `strace -f`, and
@@ -981,6 +1107,15 @@ sqlite3 /ulfs/p/db 'create index ia on t(a); vacuum; pragma integrity_check; sel
 /// pipeline and a working directory inside the image passed on.
 #[test]
 fn started_programs_agree_with_tmpfs() {
+    started_programs_agree_with_tmpfs_in(false);
+}
+
+#[test]
+fn started_programs_agree_with_tmpfs_through_a_server() {
+    started_programs_agree_with_tmpfs_in(true);
+}
+
+fn started_programs_agree_with_tmpfs_in(served: bool) {
     let script = r#"
 set -e
 cd "$1"
@@ -999,7 +1134,7 @@ open("c", "wb").write(out.stdout)
 print(subprocess.run(["cat", "c"], capture_output=True, text=True).stdout.split())
 EOF
 "#;
-    same_as_tmpfs(script);
+    same_as_tmpfs_with(script, "64M", served);
 }
 
 /// A program that closes "all" its descriptors (closerange, closefrom,
@@ -1504,6 +1639,15 @@ print(open("/ulfs/s").read())
 /// held across the hand-over stays held in its process).
 #[test]
 fn waiting_processes_hand_the_image_over_agree_with_tmpfs() {
+    waiting_processes_hand_the_image_over_agree_with_tmpfs_in(false);
+}
+
+#[test]
+fn waiting_processes_hand_the_image_over_agree_with_tmpfs_through_a_server() {
+    waiting_processes_hand_the_image_over_agree_with_tmpfs_in(true);
+}
+
+fn waiting_processes_hand_the_image_over_agree_with_tmpfs_in(served: bool) {
     let (dir, _img) = image();
     let popen = compile_c(dir.path(), "run_popen");
     let script = format!(
@@ -1554,5 +1698,98 @@ flock lockfile -c "echo inside-the-lock > locked"; cat locked
 "#,
         popen = popen.display()
     );
-    same_as_tmpfs(&script);
+    same_as_tmpfs_with(&script, "64M", served);
+}
+
+/// Two sqlite3 processes, each its own `ulfs run --server`, write one
+/// database in WAL mode at once through one server: each keeps the
+/// database open (its WAL index, the `-shm` file, mapped shared and
+/// writable) while inserting 200 rows in as many transactions, waiting
+/// for the other's locks (`.timeout`). Every row is there, the integrity
+/// check passes, and the database is still in WAL mode.
+#[test]
+fn two_sqlite3_processes_share_a_wal_database_through_a_server() {
+    let (_d, img) = image();
+    let server = Server::start(&img);
+    let out = server.run(&[
+        "sqlite3",
+        "/ulfs/db",
+        "pragma journal_mode=wal; create table t(w, j);",
+    ]);
+    assert_eq!(text(&out.stdout), "wal\n", "{}", text(&out.stderr));
+    let writers: Vec<std::process::Child> = (0..2)
+        .map(|w| {
+            let sql: String = (1..=200)
+                .map(|j| format!("insert into t values({w}, {j});\n"))
+                .collect();
+            let script =
+                format!("printf '%s' '{sql}' | sqlite3 -bail -cmd '.timeout 60000' /ulfs/db");
+            Command::new(ULFS)
+                .arg("run")
+                .arg("--server")
+                .arg(&server.socket)
+                .args(["--", "sh", "-c", &script])
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for w in writers {
+        let out = w.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}{}",
+            text(&out.stdout),
+            text(&out.stderr)
+        );
+    }
+    let out = server.run(&[
+        "sqlite3",
+        "/ulfs/db",
+        "select count(*), count(distinct w || '-' || j), sum(w) from t; pragma integrity_check; pragma journal_mode;",
+    ]);
+    assert_eq!(
+        text(&out.stdout),
+        "400|400|200\nok\nwal\n",
+        "{}",
+        text(&out.stderr)
+    );
+    server.stop();
+    assert_clean(&img);
+}
+
+/// `make -j2` builds a small C project that lives on the image, through
+/// a server: the compiler, assembler and linker of two jobs at once read
+/// and write the image (sources in, objects and the program out), as on
+/// tmpfs.
+#[test]
+fn make_j2_builds_a_c_project_on_the_image_through_a_server() {
+    let script = r#"
+set -e
+mkdir "$1/proj"
+cd "$1/proj"
+cat > util.h <<'X'
+int twice(int);
+int square(int);
+X
+cat > main.c <<'X'
+#include <stdio.h>
+#include "util.h"
+int main(void) { printf("%d %d\n", twice(21), square(12)); return 0; }
+X
+echo 'int twice(int x) { return 2 * x; }' > twice.c
+echo 'int square(int x) { return x * x; }' > square.c
+printf 'app: main.o twice.o square.o\n\tcc -o app main.o twice.o square.o\n%%.o: %%.c util.h\n\tcc -O1 -c -o $@ $<\nclean:\n\trm -f app *.o\n' > Makefile
+make -j2 -s
+cp app "$2/app"
+"$2/app"
+ls
+touch square.c
+make -j2 | sort
+"$2/app"
+make -s clean
+ls
+"#;
+    same_as_tmpfs_served(script);
 }

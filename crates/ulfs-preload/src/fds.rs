@@ -225,13 +225,33 @@ fn dup_from(fd: i32, min: i32, cloexec: bool) -> i32 {
     unsafe { fcntl(fd, cmd, min as libc::c_long) }
 }
 
+/// The connection to `ulfs serve` (its socket and kick eventfd) while
+/// the run is served (`served.rs`).
+static SERVER_FDS: [AtomicI64; 2] = [AtomicI64::new(-1), AtomicI64::new(-1)];
+
+/// Records the connection's descriptors as the library's (-1: none).
+pub fn set_server_fds(fds: [i32; 2]) {
+    for (slot, fd) in SERVER_FDS.iter().zip(fds) {
+        slot.store(fd as i64, Ordering::Release);
+    }
+}
+
+/// A close-on-exec duplicate of the library's descriptor `fd` at
+/// `BASE_MIN` or above, or -1.
+pub fn dup_high(fd: std::os::fd::BorrowedFd<'_>) -> i32 {
+    use std::os::fd::AsRawFd;
+    dup_from(fd.as_raw_fd(), BASE_MIN, true)
+}
+
 /// The library's own descriptors (-1 for those it has not made).
-fn library_fds() -> [i64; 4] {
+fn library_fds() -> [i64; 6] {
     [
         IMAGE_FD.load(Ordering::Acquire),
         BASE.load(Ordering::Relaxed),
         SHARED_FD.load(Ordering::Acquire),
         WAKE_FD.load(Ordering::Acquire),
+        SERVER_FDS[0].load(Ordering::Acquire),
+        SERVER_FDS[1].load(Ordering::Acquire),
     ]
 }
 

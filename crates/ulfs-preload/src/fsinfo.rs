@@ -45,7 +45,7 @@ unsafe fn for_path(
         Route::Host { path, .. } => Err(path.map(c_path)),
         Route::Image { path, .. } => Ok(image.with(|fs| {
             let s = fs.statfs(&path)?;
-            Ok((s, fs.volume().is_read_only()))
+            Ok((s, fs.is_read_only()))
         })),
     }
 }
@@ -55,7 +55,7 @@ fn for_fd(fd: c_int) -> Option<ulfs::Result<(ulfs::StatFs, bool)>> {
     let image = image()?;
     Some(image.with(|fs| {
         let s = fs.fstatfs(u)?;
-        Ok((s, fs.volume().is_read_only()))
+        Ok((s, fs.is_read_only()))
     }))
 }
 

@@ -129,7 +129,7 @@ pub fn init() {
     }
 }
 
-fn is_placeholder(fd: i32) -> bool {
+pub(crate) fn is_placeholder(fd: i32) -> bool {
     let fcntl =
         real!(fcntl: unsafe extern "C" fn(libc::c_int, libc::c_int, libc::c_long) -> libc::c_int);
     // SAFETY: F_GETFL takes no argument.
@@ -353,7 +353,7 @@ pub fn forget(fd: i32) {
 /// The last descriptor (`u`) of description `id` is being closed (with
 /// the file system's lock held): the processes still holding it find its
 /// offset in the slot, which this one stops holding.
-pub fn closing_description(fs: &mut Fs, u: i32, id: u64) {
+pub fn closing_description(fs: &mut ulfs_client::Backend, u: i32, id: u64) {
     let Some(s) = slots_by_description().remove(&id) else {
         return;
     };

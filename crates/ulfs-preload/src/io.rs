@@ -14,6 +14,8 @@
 //! argument for `fcntl`).
 
 use std::ffi::{CStr, CString, c_char, c_int, c_long, c_uint, c_void};
+use ulfs_client::Backend;
+use ulfs_client::locks::{LockAnswer, LockClass, LockCmd, LockRequest};
 
 use libc::{iovec, mode_t, off_t, size_t, ssize_t};
 
@@ -29,7 +31,7 @@ type OpenatFn = unsafe extern "C" fn(c_int, *const c_char, c_int, c_uint) -> c_i
 
 /// Runs `f` on the file system behind a descriptor known to be an image
 /// file's.
-fn on_image<T>(f: impl FnOnce(&mut ulfs::Fs) -> ulfs::Result<T>) -> ulfs::Result<T> {
+fn on_image<T>(f: impl FnOnce(&mut Backend) -> ulfs::Result<T>) -> ulfs::Result<T> {
     match image() {
         Some(i) => i.with(f),
         None => Err(ulfs::Errno::EBADF),
@@ -118,10 +120,7 @@ fn reopen_image(image: &Image, u: c_int, flags: c_int) -> c_int {
         return fail(libc::EEXIST);
     }
     let clear = libc::O_CLOEXEC | libc::O_CREAT | libc::O_NOCTTY;
-    behind_placeholder(image, flags, |fs| {
-        let ino = fs.fstat(u)?.ino;
-        fs.open_ino(ino, flags & !clear)
-    })
+    behind_placeholder(image, flags, |fs| fs.reopen(u, flags & !clear))
 }
 
 /// Opens an image file behind a fresh placeholder descriptor.
@@ -137,7 +136,7 @@ pub fn open_image(image: &Image, dirfd: c_int, path: &[u8], flags: c_int, mode: 
 fn behind_placeholder(
     image: &Image,
     flags: c_int,
-    open: impl FnOnce(&mut ulfs::Fs) -> ulfs::Result<c_int>,
+    open: impl FnOnce(&mut Backend) -> ulfs::Result<c_int>,
 ) -> c_int {
     let ph = match fds::placeholder(flags & libc::O_CLOEXEC != 0) {
         Ok(fd) => fd,
@@ -880,6 +879,27 @@ fn record_lock(u: c_int, cmd: c_int, fl: *mut libc::flock) -> ulfs::Result<()> {
     if ofd && req.l_pid != 0 {
         return Err(ulfs::Errno::EINVAL);
     }
+    if crate::served::socket().is_some() {
+        let class = if ofd {
+            LockClass::Ofd
+        } else {
+            LockClass::Posix
+        };
+        let q = LockRequest::from_flock(class, &req);
+        let getlk = matches!(cmd, libc::F_GETLK | libc::F_OFD_GETLK);
+        let wait = matches!(cmd, libc::F_SETLKW | libc::F_OFD_SETLKW);
+        let out = match lock_on_server(u, &q, getlk, wait)? {
+            LockAnswer::Blocked(h) if getlk => h.to_flock(),
+            LockAnswer::Free => libc::flock {
+                l_type: libc::F_UNLCK as i16,
+                ..req
+            },
+            _ => return Ok(()),
+        };
+        // SAFETY: writable by fcntl's contract.
+        unsafe { fl.write(out) };
+        return Ok(());
+    }
     let kind = match req.l_type as c_int {
         libc::F_UNLCK => Kind::Unlock,
         libc::F_RDLCK => Kind::Read,
@@ -936,6 +956,30 @@ fn record_lock(u: c_int, cmd: c_int, fl: *mut libc::flock) -> ulfs::Result<()> {
     })
 }
 
+/// A lock request the server judges (`ulfs run --server`): it keeps every
+/// process's locks. A conflict is waited out here, trying again every few
+/// milliseconds with the image let go meanwhile (the holder is another
+/// process, or another thread of this one), EINTR as Linux after a signal
+/// whose handler does not restart calls.
+fn lock_on_server(u: c_int, q: &LockRequest, get: bool, wait: bool) -> ulfs::Result<LockAnswer> {
+    let cmd = if get { LockCmd::Get } else { LockCmd::Set };
+    loop {
+        let answer = on_image(|b| match crate::served::client(b) {
+            Some(c) => c.lock(u, cmd, q),
+            None => Err(ulfs::Errno::EIO),
+        })?;
+        match answer {
+            LockAnswer::Blocked(_) if !get && wait => {
+                if !pause_for_lock(2) {
+                    return Err(ulfs::Errno(libc::EINTR));
+                }
+            }
+            LockAnswer::Blocked(_) if !get => return Err(ulfs::Errno::EAGAIN),
+            other => return Ok(other),
+        }
+    }
+}
+
 /// The byte range `[start, end)` a `struct flock` names, for a file of
 /// `size` bytes at offset `pos`.
 fn lock_range(req: &libc::flock, size: u64, pos: u64) -> ulfs::Result<(u64, u64)> {
@@ -977,7 +1021,7 @@ const LOCK_STUCK: std::time::Duration = std::time::Duration::from_secs(10);
 /// Linux's.
 fn lock_until_set(
     wait: bool,
-    try_once: impl Fn(&mut ulfs::Fs) -> ulfs::Result<Result<(), locks::Refused>>,
+    try_once: impl Fn(&mut Backend) -> ulfs::Result<Result<(), locks::Refused>>,
 ) -> ulfs::Result<()> {
     const RETRY: std::time::Duration = std::time::Duration::from_millis(200);
     let mut stuck_since = None;
@@ -1086,6 +1130,12 @@ pub extern "C" fn flock(fd: c_int, op: c_int) -> c_int {
         // SAFETY: the program's own arguments.
         return unsafe { f(fd, op) };
     };
+    if crate::served::socket().is_some() {
+        let r = LockRequest::flock(op)
+            .and_then(|q| lock_on_server(u, &q, false, op & libc::LOCK_NB == 0));
+        // EWOULDBLOCK is EAGAIN on Linux.
+        return ret(r.map(|_| 0));
+    }
     let kind = match op & !libc::LOCK_NB {
         libc::LOCK_SH => Kind::Read,
         libc::LOCK_EX => Kind::Write,

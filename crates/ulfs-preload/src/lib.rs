@@ -63,6 +63,7 @@ mod popen_streams;
 mod process;
 mod resolve;
 mod route;
+mod served;
 mod shared;
 mod spawn_actions;
 mod state;

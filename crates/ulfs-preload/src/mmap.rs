@@ -16,6 +16,16 @@
 //! so it outlives a `close`, as a kernel mapping does. Mappings made by
 //! the dynamic linker (`dlopen` of a library inside the image) do not come
 //! through here.
+//!
+//! Served (`ulfs run --server`), a shared mapping is a real shared mapping
+//! of the server's memfd for the file (MAP_SHARED through the server's
+//! `maps.rs`): every process mapping the file shares its pages, reads and
+//! writes through the server see them, and the server writes them back
+//! (at `msync`, at the file's last unmap, at shutdown). Such a mapping is
+//! an *object* here (it keeps a descriptor of its own too, for the server
+//! to grow it by at `mremap`), and the server is told of its end once no
+//! record of it is left in this process (a partial `munmap` splits one
+//! record in two).
 
 use std::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -48,6 +58,98 @@ struct Mapping {
     ino: u64,
     /// The process that made it (a fork's child has a copy).
     pid: u32,
+    /// Served: the server's object it maps.
+    object: Option<u64>,
+}
+
+/// Served objects this process maps: MAP_SHARED requests made for each
+/// (each needs its UNMAP), and records of `MAPS` on it.
+static OBJECTS: LazyLock<Mutex<std::collections::HashMap<u64, (u32, u32)>>> =
+    LazyLock::new(Default::default);
+
+fn objects() -> MutexGuard<'static, std::collections::HashMap<u64, (u32, u32)>> {
+    OBJECTS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// `records` more (or fewer) records of `object`, after `requests` more
+/// MAP_SHARED for it; with no record left, the server is told of each
+/// request's end.
+fn count_object(object: u64, requests: u32, records: i64) {
+    let done = {
+        let mut all = objects();
+        let e = all.entry(object).or_insert((0, 0));
+        e.0 += requests;
+        e.1 = (e.1 as i64 + records).max(0) as u32;
+        if e.1 == 0 {
+            all.remove(&object).map(|(r, _)| r)
+        } else {
+            None
+        }
+    };
+    if let (Some(requests), Some(image)) = (done, image()) {
+        for _ in 0..requests {
+            let _ = image.with(|b| match crate::served::client(b) {
+                Some(c) => c.unmap(object),
+                None => Ok(()),
+            });
+        }
+    }
+}
+
+/// A served shared mapping: the server's memfd for the file, mapped here.
+fn map_served(
+    addr: *mut c_void,
+    len: size_t,
+    prot: c_int,
+    flags: c_int,
+    u: c_int,
+    off: off_t,
+) -> ulfs::Result<*mut c_void> {
+    let image = image().ok_or(ulfs::Errno::EBADF)?;
+    let (object, memfd, own, ino) = image.with(|b| {
+        let c = crate::served::client(b).ok_or(ulfs::Errno::ENODEV)?;
+        let (object, memfd) = c.map_shared(u, off as u64, len as u64, prot)?;
+        let (own, ino) = (c.dup(u), c.fstat(u).map(|s| s.ino));
+        match (own, ino) {
+            (Ok(own), Ok(ino)) => Ok((object, memfd, own, ino)),
+            (own, ino) => {
+                let _ = c.unmap(object);
+                if let Ok(own) = own {
+                    let _ = c.close(own);
+                }
+                Err(ino.err().unwrap_or(ulfs::Errno::EMFILE))
+            }
+        }
+    })?;
+    let real_mmap = real!(mmap: MmapFn);
+    let flags = (flags & !libc::MAP_TYPE) | libc::MAP_SHARED;
+    use std::os::fd::AsRawFd;
+    // SAFETY: the program's own address, length and flags, over the
+    // server's memfd, which covers `[off, off + len)`.
+    let p = unsafe { real_mmap(addr, len, prot, flags, memfd.as_raw_fd(), off) };
+    drop(memfd);
+    if p == libc::MAP_FAILED {
+        let e = crate::errno();
+        let _ = image.with(|b| b.close(own));
+        count_object(object, 1, 0);
+        return Err(ulfs::Errno(e));
+    }
+    let mut all = maps();
+    all.push(Mapping {
+        addr: p as usize,
+        len,
+        ufd: own,
+        off: off as u64,
+        write_back: false,
+        prot,
+        ino,
+        pid: std::process::id(),
+        object: Some(object),
+    });
+    COUNT.store(all.len(), Ordering::Relaxed);
+    drop(all);
+    count_object(object, 1, 1);
+    Ok(p)
 }
 
 /// The mappings of image files. Its lock is never held while the file
@@ -131,6 +233,9 @@ fn map_image(
     let shared = flags & libc::MAP_TYPE == libc::MAP_SHARED
         || flags & libc::MAP_TYPE == libc::MAP_SHARED_VALIDATE;
     let write_back = shared && prot & libc::PROT_WRITE != 0;
+    if shared && crate::served::socket().is_some() {
+        return map_served(addr, len, prot, flags, u, off);
+    }
     // The kernel's checks against the open mode: any mapping needs read
     // access, a shared writable one write access too.
     let (acc, ino, elsewhere) = image.with(|fs| {
@@ -196,6 +301,7 @@ fn map_image(
         prot,
         ino,
         pid: std::process::id(),
+        object: None,
     });
     COUNT.store(all.len(), Ordering::Relaxed);
     Ok(p)
@@ -225,6 +331,20 @@ fn write_back(m: &Mapping, from: usize, to: usize) -> ulfs::Result<()> {
     })
 }
 
+/// MSYNC of the part `[from, to)` of a served mapping (the server writes
+/// the file from its memfd).
+fn sync_object(m: &Mapping, object: u64, from: usize, to: usize, flags: c_int) -> ulfs::Result<()> {
+    let Some(image) = image() else {
+        return Ok(());
+    };
+    let start = from - from % page();
+    let file_at = m.off + (start - m.addr) as u64;
+    image.with(|b| match crate::served::client(b) {
+        Some(c) => c.msync(object, file_at, (to - start) as u64, flags),
+        None => Ok(()),
+    })
+}
+
 /// `msync(2)`: shared writable mappings of image files are written back.
 ///
 /// # Safety
@@ -235,11 +355,18 @@ pub unsafe extern "C" fn msync(addr: *mut c_void, len: size_t, flags: c_int) -> 
         let (a, b) = (addr as usize, addr as usize + len);
         let hit: Vec<Mapping> = maps()
             .iter()
-            .filter(|m| m.write_back && a.max(m.addr) < b.min(m.addr + m.len))
+            .filter(|m| {
+                (m.write_back || m.object.is_some()) && a.max(m.addr) < b.min(m.addr + m.len)
+            })
             .copied()
             .collect();
         for m in hit {
-            if let Err(e) = write_back(&m, a.max(m.addr), b.min(m.addr + m.len)) {
+            let (from, to) = (a.max(m.addr), b.min(m.addr + m.len));
+            let r = match m.object {
+                Some(object) => sync_object(&m, object, from, to, flags),
+                None => write_back(&m, from, to),
+            };
+            if let Err(e) = r {
                 return fail(e.raw());
             }
         }
@@ -300,13 +427,31 @@ pub unsafe extern "C" fn munmap(addr: *mut c_void, len: size_t) -> c_int {
             let _ = image.with(|fs| fs.close(m.ufd));
         }
     }
+    // Served objects: the records left of each, against those gone.
+    let mut change: Vec<(u64, i64)> = Vec::new();
+    for (m, d) in hit
+        .iter()
+        .map(|m| (m, -1))
+        .chain(rest.iter().map(|m| (m, 1)))
+    {
+        if let Some(o) = m.object {
+            match change.iter_mut().find(|(x, _)| *x == o) {
+                Some(c) => c.1 += d,
+                None => change.push((o, d)),
+            }
+        }
+    }
     if !rest.is_empty() {
         let mut all = maps();
         all.extend(rest);
         COUNT.store(all.len(), Ordering::Relaxed);
     }
     // SAFETY: the program's own arguments.
-    unsafe { f(addr, len) }
+    let r = unsafe { f(addr, len) };
+    for (o, d) in change {
+        count_object(o, 0, d);
+    }
+    r
 }
 
 /// Another descriptor for a mapping split in two.
@@ -360,6 +505,59 @@ pub fn write_back_all() {
     }
 }
 
+/// `mremap` of a served mapping: a grown part is covered by the server's
+/// memfd first (one more MAP_SHARED of that range), then the kernel
+/// remaps.
+///
+/// # Safety
+/// `remap` is the real mremap with the program's arguments but the length.
+unsafe fn remap_object(
+    m: Mapping,
+    object: u64,
+    old_len: usize,
+    new_len: usize,
+    remap: impl FnOnce(usize) -> *mut c_void,
+) -> *mut c_void {
+    let mut grew = 0;
+    if new_len > old_len
+        && let Some(image) = image()
+    {
+        let ufd = image.with(|b| {
+            let c = crate::served::client(b).ok_or(ulfs::Errno::ENODEV)?;
+            let (o, memfd) = c.map_shared(m.ufd, m.off, new_len as u64, m.prot)?;
+            drop(memfd);
+            Ok(o)
+        });
+        match ufd {
+            Ok(o) if o == object => grew = 1,
+            Ok(o) => count_object(o, 1, 0),
+            Err(e) => {
+                fail::<c_int>(e.raw());
+                let mut all = maps();
+                all.push(m);
+                COUNT.store(all.len(), Ordering::Relaxed);
+                return libc::MAP_FAILED;
+            }
+        }
+    }
+    let p = remap(new_len);
+    let moved = if p == libc::MAP_FAILED {
+        m
+    } else {
+        Mapping {
+            addr: p as usize,
+            len: new_len,
+            ..m
+        }
+    };
+    let mut all = maps();
+    all.push(moved);
+    COUNT.store(all.len(), Ordering::Relaxed);
+    drop(all);
+    count_object(object, grew, 0);
+    p
+}
+
 /// `mremap(2)` of a mapping of an image file: the memory is moved or
 /// resized by the kernel (it is anonymous memory), the record follows it,
 /// and a grown part is filled from the file. Other memory goes to libc.
@@ -392,6 +590,14 @@ pub unsafe extern "C" fn mremap(
         // SAFETY: the program's own arguments.
         return unsafe { f(old, old_len, new_len, flags, new_addr) };
     };
+    if let Some(object) = m.object {
+        // SAFETY: as above; the kernel moves or resizes the memfd mapping.
+        return unsafe {
+            remap_object(m, object, old_len, new_len, |l| {
+                f(old, old_len, l, flags, new_addr)
+            })
+        };
+    }
     if m.write_back {
         let _ = write_back(&m, m.addr, m.addr + m.len);
     }

@@ -8,6 +8,7 @@
 //! systems.
 
 use std::ffi::{c_char, c_int, c_uint};
+use ulfs_client::Backend;
 
 use libc::{gid_t, mode_t, off_t, size_t, ssize_t, uid_t};
 
@@ -511,7 +512,7 @@ unsafe fn two_paths(
     nd: c_int,
     b: *const c_char,
     host: impl FnOnce(c_int, *const c_char, c_int, *const c_char) -> c_int,
-    img: impl FnOnce(&mut ulfs::Fs, c_int, &[u8], c_int, &[u8]) -> ulfs::Result<()>,
+    img: impl FnOnce(&mut Backend, c_int, &[u8], c_int, &[u8]) -> ulfs::Result<()>,
 ) -> c_int {
     // SAFETY: the caller's contract.
     match unsafe { (side(od, a), side(nd, b)) } {
@@ -627,7 +628,7 @@ pub unsafe extern "C" fn link(a: *const c_char, b: *const c_char) -> c_int {
 // ------------------------------------------------------ working directory
 
 /// Records that the working directory is now ulfs's (inside the image).
-fn enter_image(image: &Image, fs: &mut ulfs::Fs) -> ulfs::Result<()> {
+fn enter_image(image: &Image, fs: &mut Backend) -> ulfs::Result<()> {
     let p = fs.getcwd()?;
     let mut cwd = image.cwd();
     cwd.path = [image.prefix.as_slice(), if p == b"/" { b"" } else { &p }].concat();

@@ -54,6 +54,7 @@ unsafe fn env_for_exec(envp: *const *const c_char) -> Option<Vec<CString>> {
     // SAFETY: the caller's contract.
     let mut out = unsafe { env_carried(envp) }?;
     out.extend(crate::inherit::env_for_exec());
+    out.extend(crate::served::exec_env());
     Some(out)
 }
 
@@ -69,6 +70,17 @@ unsafe fn env_for_spawn(
 ) -> Option<(Vec<CString>, Vec<u32>)> {
     // SAFETY: the caller's contract.
     let mut out = unsafe { env_carried(envp) }?;
+    if crate::served::socket().is_some() {
+        let child_fds = crate::spawn_actions::child_image_fds(actions, &crate::served::image_fds());
+        let token = image()?.with(|b| match crate::served::client(b) {
+            Some(c) => c.prepare_fork().map(Some),
+            None => Ok(None),
+        });
+        if let Ok(Some(t)) = token {
+            out.extend(crate::served::spawn_entry(&t, &child_fds));
+        }
+        return Some((out, Vec::new()));
+    }
     let child_fds = crate::spawn_actions::child_image_fds(actions, &crate::inherit::pending_fds());
     let (notes, slots) = crate::inherit::env_for_spawn(&child_fds);
     out.extend(notes);
@@ -97,6 +109,7 @@ unsafe fn env_carried(envp: *const *const c_char) -> Option<Vec<CString>> {
         key_ino.clone(),
         [crate::inherit::ENV_FDS.as_bytes(), b"="].concat(),
         [crate::shared::ENV_SHARED.as_bytes(), b"="].concat(),
+        [crate::served::ENV_TOKEN.as_bytes(), b"="].concat(),
     ];
     let mut out = Vec::new();
     let mut i = 0;
@@ -139,6 +152,7 @@ pub fn record_env() {
         crate::state::ENV_IMAGE,
         crate::state::ENV_AT,
         crate::state::ENV_RO,
+        crate::served::ENV_SERVER,
     ];
     let v = keys
         .iter()
@@ -267,6 +281,15 @@ unsafe fn spawn_with_env(
     r
 }
 
+/// Served, before `system` or `popen` start a shell: a token for it in
+/// the environment, for as long as the returned guard lives.
+pub fn shell_token() -> Option<crate::served::SpawnToken> {
+    crate::served::socket()?;
+    image()?
+        .with(|b| Ok(crate::served::SpawnToken::before(b)))
+        .ok()
+}
+
 pub fn before_spawn() {
     if let Some(i) = image() {
         i.hand_over_now();
@@ -363,6 +386,7 @@ pub unsafe extern "C" fn posix_spawnp(
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn system(command: *const c_char) -> c_int {
     before_spawn();
+    let _token = shell_token();
     let f = real!(system: unsafe extern "C" fn(*const c_char) -> c_int);
     // SAFETY: the program's own argument.
     unsafe { f(command) }

@@ -6,6 +6,7 @@
 //! given under the prefix.
 
 use std::ffi::{c_char, c_int};
+use ulfs_client::Backend;
 
 use crate::fail;
 use crate::io::{arg, c_path};
@@ -15,7 +16,7 @@ use crate::state::{Image, image};
 
 /// The canonical image path of `path` (relative paths from ulfs's working
 /// directory, `dirfd` AT_FDCWD), every component existing.
-fn canonical(fs: &mut ulfs::Fs, path: &[u8]) -> ulfs::Result<Vec<u8>> {
+fn canonical(fs: &mut Backend, path: &[u8]) -> ulfs::Result<Vec<u8>> {
     let mut todo: Vec<Vec<u8>> = Vec::new();
     let push_all = |todo: &mut Vec<Vec<u8>>, p: &[u8]| {
         for c in p.split(|&b| b == b'/').rev().filter(|c| !c.is_empty()) {

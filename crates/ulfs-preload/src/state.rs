@@ -17,6 +17,11 @@
 //! still open, which the commit would reap; mappings or locks of image
 //! files) keeps the image across a `fork`; its child cannot use them
 //! (they fail with EBADF) and waits like anyone else to mount.
+//!
+//! Served (`ulfs run --server`), the same slot holds a connection to the
+//! server instead, made at the first call that needs it or adopted at
+//! load (`served.rs`); nothing is handed over, as the server keeps every
+//! process's files.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock};
@@ -25,6 +30,7 @@ use crate::owner::{Held, Owned};
 use std::time::{Duration, Instant};
 
 use ulfs::{Errno, Fs, MountOptions};
+use ulfs_client::Backend;
 
 /// The environment `ulfs run` hands to the program.
 pub const ENV_IMAGE: &str = "ULFS_RUN_IMAGE";
@@ -54,11 +60,14 @@ pub struct Image {
     cwd: Mutex<Cwd>,
     /// This process has mounted the image before.
     mounted_once: AtomicBool,
+    /// A server owns the image (`served.rs`).
+    served: bool,
 }
 
 enum Slot {
-    /// Boxed: the slot lives in a static, and the other states are empty.
-    Mounted(Box<Fs>),
+    /// Mounted here, or connected to the server. Boxed: the slot lives in
+    /// a static, and the other states are empty.
+    Mounted(Box<Backend>),
     /// Committed and let go (before a fork), or not yet mounted again.
     Unmounted,
     /// The process is exiting: nothing more is served.
@@ -101,8 +110,11 @@ pub fn image() -> Option<&'static Image> {
 /// Reads the image's settings from the environment (mounting waits for
 /// the first call that needs it).
 pub fn init() {
-    let Some(path) = std::env::var_os(ENV_IMAGE) else {
-        return;
+    let served = crate::served::init();
+    let path = match std::env::var_os(ENV_IMAGE) {
+        Some(path) => path,
+        None if served => Default::default(),
+        None => return,
     };
     let prefix = std::env::var_os(ENV_AT)
         .map(|p| p.into_encoded_bytes())
@@ -129,6 +141,7 @@ pub fn init() {
             gone: false,
         }),
         mounted_once: AtomicBool::new(false),
+        served,
     };
     if let Some(c) = std::env::var_os(ENV_CWD) {
         let c = crate::route::normalize(c.as_encoded_bytes());
@@ -139,6 +152,13 @@ pub fn init() {
     }
     if IMAGE.set(image).is_err() {
         crate::fatal(&["ulfs run: the image was mounted twice"]);
+    }
+    if served && let Some(b) = crate::served::adopt_at_load() {
+        let image = IMAGE.get().expect("just set");
+        if let Ok(mut g) = image.fs.hold() {
+            *g = Slot::Mounted(Box::new(b));
+            image.mounted_once.store(true, Ordering::Release);
+        }
     }
 }
 
@@ -218,25 +238,32 @@ impl Image {
     /// Runs `f` on the file system, mounting it again first if it was let
     /// go. EIO once the process is exiting, or if it cannot be mounted
     /// (said on standard error).
-    pub fn with<T>(&self, f: impl FnOnce(&mut Fs) -> ulfs::Result<T>) -> ulfs::Result<T> {
+    pub fn with<T>(&self, f: impl FnOnce(&mut Backend) -> ulfs::Result<T>) -> ulfs::Result<T> {
         self.serve(true, f)
     }
 
     /// As `with`, but never letting go for a waiting process first: for a
     /// call that already took its descriptor out of the table (a close),
     /// whose file a hand-over would not note.
-    pub fn with_no_turn<T>(&self, f: impl FnOnce(&mut Fs) -> ulfs::Result<T>) -> ulfs::Result<T> {
+    pub fn with_no_turn<T>(
+        &self,
+        f: impl FnOnce(&mut Backend) -> ulfs::Result<T>,
+    ) -> ulfs::Result<T> {
         self.serve(false, f)
     }
 
-    fn serve<T>(&self, turn: bool, f: impl FnOnce(&mut Fs) -> ulfs::Result<T>) -> ulfs::Result<T> {
+    fn serve<T>(
+        &self,
+        turn: bool,
+        f: impl FnOnce(&mut Backend) -> ulfs::Result<T>,
+    ) -> ulfs::Result<T> {
         let _inside = crate::fds::LibraryCall::enter();
         let Ok(mut g) = self.fs.hold() else {
             // A signal handler called in while this thread was inside.
             return Err(Errno(libc::EDEADLK));
         };
         if let Slot::Mounted(fs) = &mut *g
-            && !(turn && crate::shared::wanted())
+            && (self.served || !(turn && crate::shared::wanted()))
         {
             return f(fs);
         }
@@ -244,10 +271,24 @@ impl Image {
         // program's errno is kept through them (a successful call leaves
         // it as it found it, as libc's do).
         let errno = crate::errno();
-        if turn && matches!(*g, Slot::Mounted(_)) && crate::shared::wanted() {
+        if !self.served && turn && matches!(*g, Slot::Mounted(_)) && crate::shared::wanted() {
             // Another process waits: it goes first (descriptor numbers
             // survive the hand-over, so the caller's stays right).
             self.hand_over(&mut g);
+        }
+        if matches!(*g, Slot::Unmounted) && self.served {
+            let mut b = match crate::served::connect() {
+                Ok(b) => b,
+                Err(e) => {
+                    crate::warn(&format!("ulfs run: cannot reach the server: {e}"));
+                    return Err(Errno::ENOTCONN);
+                }
+            };
+            self.restore_cwd_by_path(&mut b);
+            *g = Slot::Mounted(Box::new(b));
+            if !self.mounted_once.swap(true, Ordering::AcqRel) {
+                crate::std_streams::on_first_mount();
+            }
         }
         if matches!(*g, Slot::Unmounted) {
             let mut fs = match self.mount() {
@@ -260,7 +301,7 @@ impl Image {
             self.restore_cwd(&mut fs);
             crate::inherit::reopen(&mut fs);
             crate::locks::load();
-            *g = Slot::Mounted(Box::new(fs));
+            *g = Slot::Mounted(Box::new(Backend::Local(fs)));
             HELD.store(true, Ordering::Release);
             if !self.mounted_once.swap(true, Ordering::AcqRel) {
                 crate::std_streams::on_first_mount();
@@ -301,13 +342,44 @@ impl Image {
         }
     }
 
+    /// A fresh connection to the server: a working directory inside the
+    /// image (from an exec's environment) is found again by its path, and
+    /// if it is gone, it stays gone.
+    fn restore_cwd_by_path(&self, b: &mut Backend) {
+        let mut cwd = self.cwd();
+        if !cwd.in_image {
+            return;
+        }
+        let inner = cwd
+            .path
+            .strip_prefix(self.prefix.as_slice())
+            .unwrap_or(b"/")
+            .to_vec();
+        let inner = if inner.is_empty() {
+            b"/".to_vec()
+        } else {
+            inner
+        };
+        cwd.gone = b.chdir(&inner).is_err();
+    }
+
     /// Commits and unmounts what `slot` holds, noting the working
     /// directory's inode first, and the open image files (which stay
     /// pending when `keep`, to be opened again at the next mount). `when`
     /// names the moment for a message.
     fn let_go(&self, slot: Slot, when: &str, keep: bool) {
-        let Slot::Mounted(mut fs) = slot else {
+        let Slot::Mounted(b) = slot else {
             return;
+        };
+        let mut fs = match *b {
+            Backend::Local(fs) => fs,
+            // Disconnecting is the process's exit, for the server: it
+            // closes the process's files and drops its locks.
+            Backend::Remote(c) => {
+                drop(c);
+                crate::fds::set_server_fds([-1, -1]);
+                return;
+            }
         };
         HELD.store(false, Ordering::Release);
         crate::inherit::capture(&mut fs, keep);
@@ -340,7 +412,8 @@ impl Image {
     }
 
     fn hand_over(&self, g: &mut Held<'_, Slot>) {
-        if let Slot::Mounted(fs) = &mut **g
+        if let Slot::Mounted(b) = &mut **g
+            && let Some(fs) = b.local()
             && (!holds_files() || crate::inherit::can_hand_over(fs))
         {
             let slot = std::mem::replace(&mut **g, Slot::Unmounted);
@@ -382,12 +455,32 @@ impl Image {
     /// exec fails, the program goes on with them all).
     pub fn before_exec(&self) {
         let _inside = crate::fds::LibraryCall::enter();
+        if self.served {
+            // The process goes on in the new program: set aside under a
+            // token the environment carries (`process.rs`).
+            let Ok(mut g) = self.fs.hold() else {
+                return;
+            };
+            if let Slot::Mounted(b) = &mut *g
+                && let Some(c) = crate::served::client(b)
+            {
+                match c.prepare_exec() {
+                    Ok(t) => crate::served::set_exec_token(Some(t)),
+                    Err(e) => crate::warn(&format!(
+                        "ulfs run: the image files cannot go along into the new program: {e}"
+                    )),
+                }
+            }
+            return;
+        }
         if crate::locks::holds_any() {
             // The exec closes the close-on-exec descriptors, and closing
             // a descriptor of a file ends the process's POSIX locks on it:
             // mounted, so the locks the new program keeps are published.
-            let _ = self.with_no_turn(|fs| {
-                release_locks_of_closing_files(fs);
+            let _ = self.with_no_turn(|b| {
+                if let Some(fs) = b.local() {
+                    release_locks_of_closing_files(fs);
+                }
                 Ok(())
             });
         }
@@ -419,8 +512,12 @@ impl Image {
             );
             return crate::fail(libc::EAGAIN);
         };
+        if self.served {
+            return self.fork_served(&mut g, real_fork);
+        }
         let kept = match &mut *g {
-            Slot::Mounted(fs) => {
+            Slot::Mounted(b) => {
+                let fs = b.local().expect("a run that is not served mounts locally");
                 let keep = holds_files() && !crate::inherit::can_hand_over(fs);
                 if keep {
                     let _ = fs.sync();
@@ -452,6 +549,45 @@ impl Image {
             crate::inherit::forget_all();
         } else if pid == 0 {
             crate::inherit::in_child();
+        }
+        pid
+    }
+
+    /// `fork` of a served process: the child's process is prepared in the
+    /// server first, and the child adopts it on its own connection.
+    fn fork_served(
+        &self,
+        g: &mut Held<'_, Slot>,
+        real_fork: impl FnOnce() -> libc::pid_t,
+    ) -> libc::pid_t {
+        let token = match &mut **g {
+            Slot::Mounted(b) => crate::served::client(b).map(|c| c.prepare_fork()),
+            _ => None,
+        };
+        let pid = real_fork();
+        if pid != 0 {
+            return pid;
+        }
+        let Some(token) = token else {
+            return pid;
+        };
+        let Slot::Mounted(parent) = std::mem::replace(&mut **g, Slot::Unmounted) else {
+            return pid;
+        };
+        let adopted = match token {
+            Ok(t) => crate::served::adopt_in_child(parent, &t),
+            Err(e) => {
+                drop(parent);
+                crate::fds::set_server_fds([-1, -1]);
+                crate::warn(&format!(
+                    "ulfs run: the server could not prepare the child of a fork: {e}; its image files are closed"
+                ));
+                None
+            }
+        };
+        match adopted {
+            Some(b) => **g = Slot::Mounted(Box::new(b)),
+            None => crate::fds::forget_all(),
         }
         pid
     }
