@@ -37,7 +37,7 @@ use std::process::ExitCode;
     about = "Runs the ULFS paper's experiments and its peers' against host file systems, \
              side by side; writes results.csv, a PNG per figure and REPORT.md",
     after_help = "Experiments (--list says more): fig6 fig7 fig8 fig9 fig10 fig11 fig12 fig13 \
-                  fig14 postmark fsync-loop open create mount fuse server. None named: all of them. \
+                  fig14 postmark fsync-loop open create mount fuse server clients. None named: all of them. \
                   ULFS_BENCH_DISK=DIR names the ext4 directory for the disk systems \
                   (`loop`: one made on a loop device for the run). docs/BENCHMARKS.md \
                   says what each experiment measures and how."

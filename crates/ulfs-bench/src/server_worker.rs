@@ -8,6 +8,9 @@
 //! worker that dies some other way (killed after a hang) takes the server
 //! with it: the server is told SIGTERM when its parent dies
 //! (`PR_SET_PDEATHSIG`).
+//!
+//! Whole programs (tar, PostMark) run through the server under `ulfs run
+//! --server`, on a server the experiment starts itself ([`Served`]).
 
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -35,7 +38,14 @@ fn log_path(image: &Path) -> PathBuf {
 pub fn serve(image: &Path) -> i32 {
     let socket = socket_path(image);
     let log = log_path(image);
-    let mut server = match start(image, &socket, &log) {
+    let ulfs = match std::env::var_os(crate::fuse_worker::ULFS_ENV) {
+        Some(u) => PathBuf::from(u),
+        None => {
+            println!("err ulfs serve: the ulfs program is not known");
+            return 1;
+        }
+    };
+    let mut server = match start(&ulfs, image, &socket, &log) {
         Ok(s) => s,
         Err(why) => {
             // The first request's answer: the system failed to start.
@@ -59,11 +69,46 @@ pub fn serve(image: &Path) -> i32 {
     }
 }
 
+/// A server the experiment runs programs through (`ulfs run --server`).
+pub struct Served {
+    child: Child,
+    image: PathBuf,
+    log: PathBuf,
+    pub socket: PathBuf,
+}
+
+impl Served {
+    /// `ulfs serve -f` on `image`, once it listens.
+    pub fn start(ulfs: &Path, image: &Path) -> Result<Served, String> {
+        let (socket, log) = (socket_path(image), log_path(image));
+        let child = start(ulfs, image, &socket, &log)?;
+        Ok(Served {
+            child,
+            image: image.to_path_buf(),
+            log,
+            socket,
+        })
+    }
+
+    /// Stops the server (SIGTERM: it commits), then fsck of the image.
+    pub fn finish(mut self) -> Result<(), String> {
+        stop(&mut self.child, &self.log)?;
+        fsck_clean(&self.image)
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
 /// Starts `ulfs serve -f` on `image` and waits (up to 10 s) until its
 /// socket is there.
-fn start(image: &Path, socket: &Path, log: &Path) -> Result<Child, String> {
-    let ulfs =
-        std::env::var_os(crate::fuse_worker::ULFS_ENV).ok_or("the ulfs program is not known")?;
+fn start(ulfs: &Path, image: &Path, socket: &Path, log: &Path) -> Result<Child, String> {
     // sun_path holds 108 bytes with the NUL.
     if socket.as_os_str().len() > 107 {
         return Err(format!("{}: too long for a UNIX socket", socket.display()));

@@ -75,9 +75,6 @@ impl System {
 
 /// Why ulfs-fuse does not run whole programs (yet).
 const FUSE_MISSING: &str = "missing: whole programs through `ulfs mount` are not measured yet";
-/// Why ulfs-server does not run whole programs (yet).
-pub const SERVER_MISSING: &str =
-    "missing: whole programs through `ulfs serve` need `ulfs run --server`, not built yet";
 
 /// Where an experiment's files live: memory (`/dev/shm`, against
 /// host-tmpfs) or the disk (ext4, for the durable experiments).
@@ -280,7 +277,9 @@ impl Place {
                 PathBuf::from("/ulfs"),
             )),
             System::UlfsFuse | System::UlfsFuseWriteback => Err(FUSE_MISSING.into()),
-            System::UlfsServer => Err(SERVER_MISSING.into()),
+            System::UlfsServer => {
+                Err("ulfs-server runs programs on a server: Place::served".into())
+            }
             _ => Err(format!("{} cannot run another program", system.name())),
         }
     }
@@ -301,6 +300,31 @@ impl Place {
         // The worker answers once it has mounted and entered the mount.
         worker.ask("status")?;
         Ok((worker, crate::fuse_worker::work_dir(&image)))
+    }
+
+    /// A new image for ulfs-server, served by an `ulfs serve` the caller
+    /// stops ([`Served::finish`], which checks the image after). Programs
+    /// run on it with [`Place::through_server`], in `/ulfs`.
+    pub fn served(&self, system: System) -> Result<crate::server_worker::Served, String> {
+        if system != System::UlfsServer {
+            return Err(format!("{} is not served by ulfs serve", system.name()));
+        }
+        self.prepare(system)?;
+        let ulfs = self.tools.ulfs.as_ref().map_err(Clone::clone)?;
+        crate::server_worker::Served::start(ulfs, &self.image_path(system)?)
+    }
+
+    /// `ulfs run --server SOCKET --at /ulfs -- program`, arguments to
+    /// follow.
+    pub fn through_server(&self, socket: &Path, program: &Path) -> Result<Command, String> {
+        let ulfs = self.tools.ulfs.as_ref().map_err(Clone::clone)?;
+        let mut c = Command::new(ulfs);
+        c.arg("run")
+            .arg("--server")
+            .arg(socket)
+            .args(["--at", "/ulfs", "--"])
+            .arg(program);
+        Ok(c)
     }
 
     /// `ulfs run IMAGE --at /ulfs -- program`, arguments to follow.

@@ -91,7 +91,8 @@ fn a_quick_run_writes_every_figure_or_says_why_not() {
             "create",
             "mount",
             "fuse",
-            "server"
+            "server",
+            "clients"
         ]
         .map(String::from)
         .into(),
@@ -139,15 +140,14 @@ fn a_quick_run_writes_every_figure_or_says_why_not() {
         assert_eq!(f.len(), 3, "{line}");
         // The reasons a run on a root machine with everything installed
         // may give: ulfs-fuse's whole programs and memory (not measured
-        // yet; its other cells are), tar on the C API and through the
-        // server (which run no program: `ulfs run --server` is not built
-        // yet), the OOM killer under fig. 9's tightest limits, or a
+        // yet; its other cells are), tar on the C API (which runs no
+        // program), the OOM killer under fig. 9's tightest limits, or a
         // process there that thrashes without end.
         // Elsewhere (not root, no cgroups, programs not installed) what
         // is missing is said, and is a skip of this test's strictness;
         // scripts/test.sh requires all as root.
         let expected = f[1].starts_with("ulfs-fuse")
-            || (f[0] == "fuse-tar-extract" && (f[1] == "ulfs-journal" || f[1] == "ulfs-server"))
+            || (f[0] == "fuse-tar-extract" && f[1] == "ulfs-journal")
             || (f[0] == "fig9-memory-limit"
                 && (f[2].contains("OOM killer")
                     || f[2].contains("no answer in")

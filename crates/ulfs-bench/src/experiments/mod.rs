@@ -10,6 +10,7 @@
 //! against the host's file systems and ulfs in process) and `server`
 //! (`ulfs serve`'s round trip against the kernel, in process and FUSE).
 
+mod clients;
 mod fuse;
 mod memory;
 mod metadata;
@@ -86,6 +87,7 @@ pub static EXPERIMENTS: &[Experiment] = &[
     metadata::MOUNT,
     fuse::FUSE,
     server::SERVER,
+    clients::CLIENTS,
 ];
 
 /// The state of a run: where files go, what was measured, what was not.
