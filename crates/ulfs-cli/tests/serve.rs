@@ -338,3 +338,100 @@ fn two_users_are_judged_by_their_kernel_verified_ids() {
     assert!(server.wait().unwrap().success());
     fsck_clean(&img);
 }
+
+/// Runs `script` (sh, `$1` = `dir`) as `uid` with supplementary group
+/// 3000, standard error with standard output; `served` runs it under
+/// `ulfs run --server SOCKET`.
+fn script_as(uid: u32, script: &str, dir: &str, served: Option<&Path>) -> String {
+    let mut cmd = Command::new("setpriv");
+    cmd.arg(format!("--reuid={uid}"))
+        .arg(format!("--regid={uid}"))
+        .arg("--groups=3000");
+    if let Some(socket) = served {
+        cmd.arg(ulfs())
+            .arg("run")
+            .arg("--server")
+            .arg(socket)
+            .arg("--");
+    }
+    let full = format!("exec 2>&1\n{script}");
+    let out = cmd.args(["sh", "-c", &full, "sh", dir]).output().unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Unmodified programs of two users through `ulfs run --server` get, call
+/// for call, what the kernel gives the same users on tmpfs: a 0600 file
+/// unreadable to the other, a directory not writable, a sticky directory's
+/// files not removable, a set-group-ID directory's group given.
+#[test]
+fn two_users_programs_through_ulfs_run_agree_with_tmpfs() {
+    const TEST: &str = "two_users_programs_through_ulfs_run_agree_with_tmpfs";
+    if !is_root() {
+        return skip(TEST, "needs root to run programs as other users");
+    }
+    if Command::new("setpriv").arg("--help").output().is_err() {
+        return skip(TEST, "setpriv (util-linux) is not installed");
+    }
+    let alice = r#"cd "$1"
+echo secret > tmp/secret; chmod 600 tmp/secret
+echo shared > tmp/shared; chmod 640 tmp/shared
+mkdir tmp/alice; echo g > g/new
+stat -c '%n %a %u %g' g/new tmp/secret tmp/alice
+"#;
+    let bob = r#"cd "$1"
+cat tmp/secret; cat tmp/shared; echo x >> tmp/shared
+touch tmp/alice/x; rm -f tmp/secret; chmod 666 tmp/secret
+echo mine > tmp/bobs; stat -c '%n %a %u %g' tmp/bobs; rm tmp/bobs
+ls tmp
+"#;
+    let scene = |root_dir: &Path| {
+        use std::os::unix::fs::{PermissionsExt, chown};
+        let p = |m| std::fs::Permissions::from_mode(m);
+        std::fs::create_dir(root_dir.join("tmp")).unwrap();
+        std::fs::set_permissions(root_dir.join("tmp"), p(0o1777)).unwrap();
+        std::fs::create_dir(root_dir.join("g")).unwrap();
+        chown(root_dir.join("g"), Some(0), Some(3000)).unwrap();
+        std::fs::set_permissions(root_dir.join("g"), p(0o2775)).unwrap();
+    };
+    // The kernel's answers, on tmpfs.
+    let host = tempfile::tempdir_in("/dev/shm").unwrap();
+    std::fs::set_permissions(
+        host.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    scene(host.path());
+    let hdir = host.path().to_str().unwrap();
+    let want_alice = script_as(1001, alice, hdir, None);
+    std::os::unix::fs::chown(host.path().join("tmp/shared"), Some(1001), Some(3000)).unwrap();
+    let want_bob = script_as(1002, bob, hdir, None);
+    assert!(want_bob.contains("Permission denied"), "{want_bob}");
+
+    // The same through a server: root sets the same scene through a
+    // client of its own.
+    let dir = tempfile::tempdir().unwrap();
+    let img = mkfs(dir.path());
+    let sockdir = tempfile::tempdir_in("/tmp").unwrap();
+    std::fs::set_permissions(
+        sockdir.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let socket = sockdir.path().join("sock");
+    let (mut server, mut root) = serve_foreground(&img, &socket);
+    root.mkdir("/tmp", 0o777).unwrap();
+    root.chmod("/tmp", 0o1777).unwrap();
+    root.mkdir("/g", 0o777).unwrap();
+    root.chown("/g", 0, 3000).unwrap();
+    root.chmod("/g", 0o2775).unwrap();
+    let got_alice = script_as(1001, alice, "/ulfs", Some(&socket));
+    assert_eq!(got_alice, want_alice, "uid 1001");
+    root.chown("/tmp/shared", 1001, 3000).unwrap();
+    let got_bob = script_as(1002, bob, "/ulfs", Some(&socket));
+    assert_eq!(got_bob, want_bob, "uid 1002");
+    drop(root);
+    // SAFETY: kill has no memory-safety preconditions.
+    unsafe { libc::kill(server.id() as i32, libc::SIGTERM) };
+    assert!(server.wait().unwrap().success());
+    fsck_clean(&img);
+}
