@@ -510,7 +510,9 @@ pub(crate) enum Command {
         #[arg(long, value_name = "SIZE|auto|none")]
         memory_budget: Option<String>,
         /// The program (searched in PATH) and its arguments
-        #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
+        // Not `required`: clap allows no required positional after the
+        // optional IMAGE; an empty command is refused below.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         command: Vec<OsString>,
     },
     /// Mount the image on a host directory through FUSE
@@ -1008,6 +1010,13 @@ fn run(command: Command) -> CliResult {
                 }
                 (_, image) => image,
             };
+            if command.is_empty() {
+                return Err(CliError::new(
+                    "run",
+                    "no program given (ulfs run IMAGE -- PROGRAM [ARGS...])",
+                )
+                .with_code(EXIT_USAGE));
+            }
             let source = match (&server, &image) {
                 (Some(s), _) => run::Source::Server(s),
                 (None, Some(i)) => run::Source::Image(i),
@@ -1033,5 +1042,17 @@ fn parse_octal(s: &str) -> Result<u32, String> {
     match u32::from_str_radix(s, 8) {
         Ok(v) if v <= 0o7777 => Ok(v),
         _ => Err(format!("'{s}' is not an octal mode (like 660)")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// clap checks the definition only in debug builds, and only for the
+    /// command line being parsed: every subcommand is checked here at once
+    /// (a release binary would have run a definition a debug one panics on).
+    #[test]
+    fn the_command_line_definition_is_valid() {
+        use clap::CommandFactory;
+        super::Cli::command().debug_assert();
     }
 }
