@@ -1005,6 +1005,22 @@ fn run(command: Command) -> CliResult {
             let mut command = command;
             let image = match (&server, image) {
                 (Some(_), Some(first)) => {
+                    // A file that cannot be run is no program: most likely
+                    // an image given as well, which the server's replaces.
+                    use std::os::unix::fs::PermissionsExt;
+                    if std::fs::metadata(&first)
+                        .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 == 0)
+                    {
+                        return Err(CliError::new(
+                            "run",
+                            format!(
+                                "{}: not a program; with --server the image is the server's \
+                                 (ulfs run --server SOCKET -- PROGRAM [ARGS...])",
+                                first.display()
+                            ),
+                        )
+                        .with_code(EXIT_USAGE));
+                    }
                     command.insert(0, first.into_os_string());
                     None
                 }

@@ -153,7 +153,8 @@ pub fn run(a: &Args) -> CliResult {
         .env_remove("ULFS_RUN_TOKEN");
     if served {
         cmd.env("ULFS_RUN_SERVER", &image)
-            .env_remove("ULFS_RUN_IMAGE");
+            .env_remove("ULFS_RUN_IMAGE")
+            .env_remove("ULFS_RUN_MEMORY_BUDGET");
     } else {
         cmd.env("ULFS_RUN_IMAGE", &image)
             .env_remove("ULFS_RUN_SERVER");
@@ -197,6 +198,14 @@ fn check_image(image: &Path, read_only: bool) -> CliResult {
 /// A server must answer at `socket` (the connection is dropped at once,
 /// which the server takes as that process's exit).
 fn check_server(socket: &Path) -> CliResult {
+    use std::os::unix::fs::FileTypeExt;
+    if std::fs::metadata(socket).is_ok_and(|m| !m.file_type().is_socket()) {
+        return Err(err(format!(
+            "{}: not a socket (give the --socket path of a running `ulfs serve`)",
+            socket.display()
+        ))
+        .with_code(2));
+    }
     ulfs_client::Client::connect(socket).map(drop).map_err(|e| {
         let hint = match e.raw() {
             libc::ENOENT | libc::ECONNREFUSED => " (is `ulfs serve IMAGE --socket PATH` running?)",

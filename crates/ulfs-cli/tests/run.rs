@@ -1793,3 +1793,28 @@ ls
 "#;
     same_as_tmpfs_served(script);
 }
+
+/// `make -C DIR` started by `ulfs run` itself, DIR in the image: every
+/// command of the recipe runs (make crashed at its second: the library's
+/// `posix_spawn` changed the environment make was passing to it).
+#[test]
+fn make_c_into_the_image_runs_every_recipe_line() {
+    let (_d, img) = image();
+    let setup = "mkdir /ulfs/m; printf 'all:\\n\\techo one\\n\\techo two\\n\\techo three\\n' > /ulfs/m/Makefile";
+    let want = "echo one\none\necho two\ntwo\necho three\nthree\n";
+    let out = run(&img, &[], &["sh", "-c", setup]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let out = run(
+        &img,
+        &[],
+        &["make", "--no-print-directory", "-C", "/ulfs/m"],
+    );
+    assert_eq!(text(&out.stdout), want, "{}", text(&out.stderr));
+    assert!(out.status.success(), "{:?}", out.status);
+    let server = Server::start(&img);
+    let out = server.run(&["make", "--no-print-directory", "-C", "/ulfs/m"]);
+    assert_eq!(text(&out.stdout), want, "{}", text(&out.stderr));
+    assert!(out.status.success(), "{:?}", out.status);
+    server.stop();
+    assert_clean(&img);
+}

@@ -435,3 +435,54 @@ ls tmp
     assert!(server.wait().unwrap().success());
     fsck_clean(&img);
 }
+
+/// A served program that drops root (setgroups, setgid, setuid, as a
+/// daemon does) is judged by its new ids from then on, while the file it
+/// opened as root stays readable through its descriptor, as on Linux.
+#[test]
+fn a_program_that_drops_root_is_judged_by_its_new_ids() {
+    const TEST: &str = "a_program_that_drops_root_is_judged_by_its_new_ids";
+    if !is_root() {
+        return skip(TEST, "needs root to drop privileges");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let img = mkfs(dir.path());
+    let socket = dir.path().join("sock");
+    let (mut server, mut root) = serve_foreground(&img, &socket);
+    let fd = root
+        .open("/secret", libc::O_CREAT | libc::O_WRONLY, 0o600)
+        .unwrap();
+    root.write(fd, b"root only").unwrap();
+    root.close(fd).unwrap();
+    let script = r#"
+import os
+kept = open("/ulfs/secret")
+os.setgroups([]); os.setgid(1001); os.setuid(1001)
+print(os.getuid(), kept.read())
+for what, f in [("read", lambda: open("/ulfs/secret")), ("create", lambda: open("/ulfs/mine", "w"))]:
+    try:
+        f()
+        print(what, "ok")
+    except PermissionError:
+        print(what, "EACCES")
+"#;
+    let out = Command::new(ulfs())
+        .arg("run")
+        .arg("--server")
+        .arg(&socket)
+        .args(["--", "python3", "-c", script])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(stdout, "1001 root only\nread EACCES\ncreate EACCES\n");
+    drop(root);
+    // SAFETY: kill has no memory-safety preconditions.
+    unsafe { libc::kill(server.id() as i32, libc::SIGTERM) };
+    assert!(server.wait().unwrap().success());
+    fsck_clean(&img);
+}

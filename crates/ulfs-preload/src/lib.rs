@@ -47,6 +47,7 @@
 mod real;
 
 mod cond_waits;
+mod credentials;
 mod dirs;
 mod exit;
 mod fds;
@@ -130,8 +131,12 @@ fn fatal(parts: &[&str]) -> ! {
 extern "C" fn load() {
     state::init();
     if state::image().is_some() {
-        shared::init();
-        inherit::init();
+        // Served, nothing is handed over between processes: no shared
+        // table of offsets, no pending descriptors.
+        if served::socket().is_none() {
+            shared::init();
+            inherit::init();
+        }
         for fd in 0..=2 {
             std_streams::follow(fd);
         }

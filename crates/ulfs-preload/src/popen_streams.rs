@@ -28,7 +28,7 @@ fn opened() -> MutexGuard<'static, HashMap<usize, usize>> {
 /// As libc's `popen`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn popen(command: *const c_char, mode: *const c_char) -> *mut FILE {
-    crate::process::before_spawn();
+    crate::process::before_shell();
     let _token = crate::process::shell_token();
     let f = real!(popen: unsafe extern "C" fn(*const c_char, *const c_char) -> *mut FILE);
     // SAFETY: the program's own arguments.

@@ -290,7 +290,22 @@ pub fn shell_token() -> Option<crate::served::SpawnToken> {
         .ok()
 }
 
+/// Before `posix_spawn`: the image is let go (without a server). The
+/// program's environment is not touched: the spawn's own is made from it
+/// (`env_carried`, which says where the working directory is), and the
+/// program may be passing `environ` itself, which a `setenv` here could
+/// move under it (make did: a `make -C DIR` inside the image crashed at
+/// its second command, reading the array a `setenv` had freed).
 pub fn before_spawn() {
+    if let Some(i) = image() {
+        i.hand_over_now();
+    }
+}
+
+/// Before `system` and `popen`, which start their shell with the
+/// program's own environment: as `before_spawn`, and the environment made
+/// to say where the working directory is now.
+pub fn before_shell() {
     if let Some(i) = image() {
         i.hand_over_now();
         cwd_into_environment(i);
@@ -385,7 +400,7 @@ pub unsafe extern "C" fn posix_spawnp(
 /// As libc's `system`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn system(command: *const c_char) -> c_int {
-    before_spawn();
+    before_shell();
     let _token = shell_token();
     let f = real!(system: unsafe extern "C" fn(*const c_char) -> c_int);
     // SAFETY: the program's own argument.

@@ -103,6 +103,16 @@ pub fn adopt_in_child(parent: Box<Backend>, token: &Token) -> Option<Backend> {
     }
 }
 
+/// A new connection of this same process, adopting what `token` set
+/// aside (PREPARE_EXEC): after a change of ids. The old connection goes
+/// when the caller replaces it.
+pub fn adopt_own(token: &Token) -> ulfs::Result<Backend> {
+    let server = socket().ok_or(ulfs::Errno::ENOTCONN)?;
+    let mut c = Client::adopt(server, token, AdoptKind::Exec)?;
+    keep_out_of_the_way(&mut c);
+    Ok(Backend::Remote(Box::new(c)))
+}
+
 /// The environment entry handing `token` to the next program, with its
 /// descriptors: `binds` (kernel descriptor, ulfs descriptor) it keeps, and
 /// the ulfs descriptors it must close (`drops`). `kind` is `e` for an exec

@@ -553,6 +553,30 @@ impl Image {
         pid
     }
 
+    /// Served, after the process changed its ids: a new connection, which
+    /// the kernel describes with the new ids, adopts the process
+    /// (`credentials.rs`). Not connected yet: the first call connects with
+    /// the new ids anyway.
+    pub fn reconnect(&self) {
+        let _inside = crate::fds::LibraryCall::enter();
+        let Ok(mut g) = self.fs.hold() else {
+            return;
+        };
+        let Slot::Mounted(b) = &mut *g else {
+            return;
+        };
+        let Some(c) = crate::served::client(b) else {
+            return;
+        };
+        let again = c.prepare_exec().and_then(|t| crate::served::adopt_own(&t));
+        match again {
+            Ok(new) => *g = Slot::Mounted(Box::new(new)),
+            Err(e) => crate::warn(&format!(
+                "ulfs run: after a change of ids, the image is still used with the old ones: {e}"
+            )),
+        }
+    }
+
     /// `fork` of a served process: the child's process is prepared in the
     /// server first, and the child adopts it on its own connection.
     fn fork_served(

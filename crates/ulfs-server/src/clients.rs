@@ -90,6 +90,11 @@ impl Clients {
         self.map().len()
     }
 
+    /// The clients of user `uid`.
+    fn of_user(&self, uid: u32) -> usize {
+        self.map().values().filter(|c| c.creds.uid() == uid).count()
+    }
+
     pub fn get(&self, id: u64) -> Option<Arc<Client>> {
         self.map().get(&id).cloned()
     }
@@ -114,6 +119,15 @@ impl Clients {
                 return refuse(sock, Msg::Refused(ulfs_wire::Refusal::new(e, why)));
             }
         };
+        if peer.uid != 0 && self.of_user(peer.uid) >= s.cfg.limits.max_clients_per_user {
+            return refuse(
+                sock,
+                Msg::Refused(ulfs_wire::Refusal::new(
+                    Errno(libc::EAGAIN),
+                    "this user has too many clients of the server",
+                )),
+            );
+        }
         if rustix::io::ioctl_fionbio(&sock, true).is_err() {
             return;
         }

@@ -49,6 +49,10 @@ pub struct Limits {
     pub max_channel_bytes: u32,
     /// The most clients at once; later connections are refused.
     pub max_clients: usize,
+    /// The most clients one user (other than root) may have at once, so
+    /// that one user's processes cannot take every slot from the others
+    /// (every process of a program under `ulfs run --server` is a client).
+    pub max_clients_per_user: usize,
     /// How long a connection may take to say HELLO before it is closed:
     /// a connection holds a client slot from accept, so one that never
     /// speaks must not hold it for good.
@@ -74,6 +78,7 @@ impl Default for Limits {
             max_fds: 65_536,
             max_channel_bytes: ulfs_wire::layout::MAX_DATA_LEN,
             max_clients: 1024,
+            max_clients_per_user: 256,
             hello_timeout: Duration::from_secs(5),
             max_locks_per_owner: 4096,
             max_locks: 1 << 18,

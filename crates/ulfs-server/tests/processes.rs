@@ -469,3 +469,48 @@ fn the_cli_server_stops_cleanly_on_sigterm() {
     assert_eq!(fs.stat("/w0").unwrap().size, 8 << 20);
     fs.unmount().unwrap();
 }
+
+/// One user other than root may hold `Limits::max_clients_per_user`
+/// connections, no more (EAGAIN), while root still connects: a user's
+/// many processes cannot lock the others out.
+#[test]
+fn one_user_cannot_take_every_client_slot() {
+    if !ulfs_testkit::host_files::is_root() {
+        return ulfs_testkit::skip::skip(
+            "one_user_cannot_take_every_client_slot",
+            "needs root to connect as another user",
+        );
+    }
+    let mut s = serve(32 << 20, |c| c.limits.max_clients_per_user = 2);
+    let out = Command::new("setpriv")
+        .args(["--reuid=1001", "--regid=1001", "--clear-groups"])
+        .arg(std::env::current_exe().unwrap())
+        .args(["--exact", "child_connects_three_times", "--nocapture"])
+        .env(ROLE, "slots")
+        .env(SOCKET, &s.socket)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(said.contains("connections: ok ok EAGAIN"), "{said}");
+    let _root = s.client();
+    s.stop();
+}
+
+/// The other user's process of `one_user_cannot_take_every_client_slot`.
+#[test]
+fn child_connects_three_times() {
+    let Some(socket) = role("slots") else {
+        return;
+    };
+    let held: Vec<Result<ulfs_client::Client, Errno>> = (0..3)
+        .map(|_| ulfs_client::Client::connect(&socket))
+        .collect();
+    let said: Vec<String> = held
+        .iter()
+        .map(|r| match r {
+            Ok(_) => "ok".to_string(),
+            Err(e) => e.name().unwrap_or("E?").to_string(),
+        })
+        .collect();
+    println!("connections: {}", said.join(" "));
+}
