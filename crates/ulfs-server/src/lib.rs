@@ -134,6 +134,13 @@ pub(crate) struct Shared {
     pub listener: ulfs_wire::Listener,
     /// Channels with requests waiting for a worker, in turn.
     pub ready: Mutex<VecDeque<u64>>,
+    /// How many channels `ready` holds, read without its lock by a worker
+    /// polling a quiet channel (it gives way when others wait).
+    pub ready_len: std::sync::atomic::AtomicUsize,
+    /// The idle channels' kick eventfds: an epoll of their own (itself in
+    /// `epoll`), so a worker polling a quiet channel can take the kicks
+    /// that came meanwhile without touching anything else.
+    pub kicks: OwnedFd,
     /// A descriptor kept open to be closed when the server runs out: it
     /// makes room to accept a connection and refuse it (EMFILE).
     pub spare: Mutex<Option<OwnedFd>>,
@@ -164,11 +171,16 @@ impl Shared {
     }
 
     pub fn push_ready(&self, id: u64) {
-        self.ready().push_back(id);
+        let mut r = self.ready();
+        r.push_back(id);
+        self.ready_len.store(r.len(), Ordering::Relaxed);
     }
 
     pub fn pop_ready(&self) -> Option<u64> {
-        self.ready().pop_front()
+        let mut r = self.ready();
+        let id = r.pop_front();
+        self.ready_len.store(r.len(), Ordering::Relaxed);
+        id
     }
 
     pub fn ready_is_empty(&self) -> bool {
@@ -215,7 +227,7 @@ impl Server {
     pub fn start(mut vol: Volume, cfg: Config) -> Result<Server, StartError> {
         // A server that cannot start gives the image back as it found it
         // (unmounted cleanly), not as after a crash.
-        let (listener, epoll, stop_fd) = match Self::sockets(&cfg) {
+        let (listener, epoll, stop_fd, kicks) = match Self::sockets(&cfg) {
             Ok(fds) => fds,
             Err(e) => {
                 let _ = vol.unmount();
@@ -233,6 +245,8 @@ impl Server {
             clients: clients::Clients::default(),
             listener,
             ready: Mutex::new(VecDeque::new()),
+            ready_len: std::sync::atomic::AtomicUsize::new(0),
+            kicks,
             spare: Mutex::new(open_spare()),
             accept_error: std::sync::atomic::AtomicI32::new(0),
             locks,
@@ -264,8 +278,11 @@ impl Server {
         Ok(Server { shared, threads })
     }
 
-    /// The listening socket, the epoll and the stop eventfd.
-    fn sockets(cfg: &Config) -> Result<(ulfs_wire::Listener, OwnedFd, OwnedFd), StartError> {
+    /// The listening socket, the epoll, the stop eventfd and the kicks'
+    /// epoll.
+    fn sockets(
+        cfg: &Config,
+    ) -> Result<(ulfs_wire::Listener, OwnedFd, OwnedFd, OwnedFd), StartError> {
         let listener = ulfs_wire::control::listen(&cfg.socket, cfg.socket_mode)
             .map_err(|e| start_error("cannot listen on", &cfg.socket, e))?;
         let sys = |e: rustix::io::Errno| Errno(e.raw_os_error());
@@ -278,9 +295,14 @@ impl Server {
                 )
                 .map(|stop| (epoll, stop))
                 .map_err(|e| start_error("eventfd for", &cfg.socket, sys(e)))
+            })
+            .and_then(|(epoll, stop)| {
+                rustix::event::epoll::create(rustix::event::epoll::CreateFlags::CLOEXEC)
+                    .map(|kicks| (epoll, stop, kicks))
+                    .map_err(|e| start_error("epoll for", &cfg.socket, sys(e)))
             });
         match made {
-            Ok((epoll, stop)) => Ok((listener, epoll, stop)),
+            Ok((epoll, stop, kicks)) => Ok((listener, epoll, stop, kicks)),
             Err(e) => {
                 let _ = listener.remove();
                 Err(e)
