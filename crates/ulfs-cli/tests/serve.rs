@@ -273,6 +273,29 @@ fn client_child() {
     }
 }
 
+/// An image served to every user (its socket in a directory they can
+/// reach), and root's client, which has set the scene: `/tmp` sticky and
+/// world-writable, `/g` a set-group-ID directory of group 3000. Returns
+/// the directories to keep, the image, the socket, the server and root.
+fn users_scene() -> ([tempfile::TempDir; 2], PathBuf, PathBuf, Child, Client) {
+    let dir = tempfile::tempdir().unwrap();
+    let img = mkfs(dir.path());
+    let sockdir = tempfile::tempdir_in("/tmp").unwrap();
+    std::fs::set_permissions(
+        sockdir.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let socket = sockdir.path().join("sock");
+    let (server, mut root) = serve_foreground(&img, &socket);
+    root.mkdir("/tmp", 0o777).unwrap();
+    root.chmod("/tmp", 0o1777).unwrap();
+    root.mkdir("/g", 0o777).unwrap();
+    root.chown("/g", 0, 3000).unwrap();
+    root.chmod("/g", 0o2775).unwrap();
+    ([dir, sockdir], img, socket, server, root)
+}
+
 #[test]
 fn two_users_are_judged_by_their_kernel_verified_ids() {
     const TEST: &str = "two_users_are_judged_by_their_kernel_verified_ids";
@@ -282,23 +305,7 @@ fn two_users_are_judged_by_their_kernel_verified_ids() {
     if Command::new("setpriv").arg("--help").output().is_err() {
         return skip(TEST, "setpriv (util-linux) is not installed");
     }
-    let dir = tempfile::tempdir().unwrap();
-    let img = mkfs(dir.path());
-    // The socket must be reachable by the other users.
-    let sockdir = tempfile::tempdir_in("/tmp").unwrap();
-    std::fs::set_permissions(
-        sockdir.path(),
-        std::os::unix::fs::PermissionsExt::from_mode(0o755),
-    )
-    .unwrap();
-    let socket = sockdir.path().join("sock");
-    let (mut server, mut root) = serve_foreground(&img, &socket);
-    // Root (this test) sets the scene.
-    root.mkdir("/tmp", 0o777).unwrap();
-    root.chmod("/tmp", 0o1777).unwrap();
-    root.mkdir("/g", 0o777).unwrap();
-    root.chown("/g", 0, 3000).unwrap();
-    root.chmod("/g", 0o2775).unwrap();
+    let (_dirs, img, socket, mut server, mut root) = users_scene();
     let alice = as_user(
         &socket,
         1001,
@@ -409,21 +416,7 @@ ls tmp
 
     // The same through a server: root sets the same scene through a
     // client of its own.
-    let dir = tempfile::tempdir().unwrap();
-    let img = mkfs(dir.path());
-    let sockdir = tempfile::tempdir_in("/tmp").unwrap();
-    std::fs::set_permissions(
-        sockdir.path(),
-        std::os::unix::fs::PermissionsExt::from_mode(0o755),
-    )
-    .unwrap();
-    let socket = sockdir.path().join("sock");
-    let (mut server, mut root) = serve_foreground(&img, &socket);
-    root.mkdir("/tmp", 0o777).unwrap();
-    root.chmod("/tmp", 0o1777).unwrap();
-    root.mkdir("/g", 0o777).unwrap();
-    root.chown("/g", 0, 3000).unwrap();
-    root.chmod("/g", 0o2775).unwrap();
+    let (_dirs, img, socket, mut server, mut root) = users_scene();
     let got_alice = script_as(1001, alice, "/ulfs", Some(&socket));
     assert_eq!(got_alice, want_alice, "uid 1001");
     root.chown("/tmp/shared", 1001, 3000).unwrap();

@@ -167,62 +167,40 @@ impl Clients {
                 let _ = crate::worker::rearm_socket(s, c);
             }
             Ok(Msg::Hello { want_sq, want_data }) if st.chan.is_none() => {
-                match welcome(s, c, &mut st, want_sq, want_data, None) {
-                    Ok(()) => {
-                        drop(st);
-                        let _ = crate::worker::rearm_socket(s, c);
-                    }
-                    Err(e) => {
-                        let _ = ulfs_wire::control::send_refused(
-                            c.sock.as_fd(),
-                            e,
-                            "could not make a channel",
-                        );
-                        drop(st);
-                        self.remove(s, c);
-                    }
-                }
+                let r = welcome(s, c, &mut st, want_sq, want_data, None);
+                self.answered(s, c, st, r, "could not make a channel");
             }
             Ok(Msg::Adopt { token, kind }) if st.chan.is_none() => {
-                // SO_PEERCRED's pid: 0 for a process the server cannot see
-                // (another pid namespace), which adopts nothing.
-                let pid = u32::try_from(c.pid).unwrap_or(0);
-                let taken = if pid == 0 {
-                    Err(Errno::EACCES)
-                } else {
-                    s.tokens
-                        .take(&token, kind, pid, crate::adopt::parent_of(pid))
-                };
-                let r = taken.and_then(|p| {
-                    let lock_owner = p.lock_owner;
-                    let holder = p.holder;
-                    st.lock_owner = lock_owner;
-                    let r = welcome(s, c, &mut st, 0, 0, Some(p.proc));
-                    if holder != 0 {
-                        s.maps.rehome(holder, c.id);
-                    }
-                    r
-                });
-                match r {
-                    Ok(()) => {
-                        drop(st);
-                        let _ = crate::worker::rearm_socket(s, c);
-                    }
-                    Err(e) => {
-                        let _ = ulfs_wire::control::send_refused(
-                            c.sock.as_fd(),
-                            e,
-                            "no process was set aside for this one under that token",
-                        );
-                        drop(st);
-                        self.remove(s, c);
-                    }
-                }
+                let r = adopt(s, c, &mut st, &token, kind);
+                let why = "no process was set aside for this one under that token";
+                self.answered(s, c, st, r, why);
             }
             // A hang-up, garbage, or a message this server does not take:
             // the client is gone or confused.
             _ => {
                 drop(st);
+                self.remove(s, c);
+            }
+        }
+    }
+
+    /// After a HELLO or ADOPT: the client is watched again, or told why
+    /// not and torn down.
+    fn answered(
+        &self,
+        s: &Shared,
+        c: &Arc<Client>,
+        st: MutexGuard<'_, State>,
+        r: Result<(), Errno>,
+        why: &str,
+    ) {
+        drop(st);
+        match r {
+            Ok(()) => {
+                let _ = crate::worker::rearm_socket(s, c);
+            }
+            Err(e) => {
+                let _ = ulfs_wire::control::send_refused(c.sock.as_fd(), e, why);
                 self.remove(s, c);
             }
         }
@@ -311,6 +289,32 @@ pub(crate) fn tell(sock: &OwnedFd, msg: Msg) {
             }
         }
     }
+}
+
+/// ADOPT: the process set aside under `token`, if this connection's
+/// process is the one it was made for (`adopt.rs`), becomes this client's.
+fn adopt(
+    s: &Shared,
+    c: &Client,
+    st: &mut State,
+    token: &crate::adopt::Token,
+    kind: ulfs_wire::AdoptKind,
+) -> Result<(), Errno> {
+    // SO_PEERCRED's pid: 0 for a process the server cannot see (another
+    // pid namespace), which adopts nothing.
+    let pid = u32::try_from(c.pid).unwrap_or(0);
+    if pid == 0 {
+        return Err(Errno::EACCES);
+    }
+    let p = s
+        .tokens
+        .take(token, kind, pid, crate::adopt::parent_of(pid))?;
+    st.lock_owner = p.lock_owner;
+    let r = welcome(s, c, st, 0, 0, Some(p.proc));
+    if p.holder != 0 {
+        s.maps.rehome(p.holder, c.id);
+    }
+    r
 }
 
 /// Makes the client's channel and process (or takes on `adopted`, judged

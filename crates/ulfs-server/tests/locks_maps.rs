@@ -734,6 +734,17 @@ fn mappings_are_refused_as_the_kernel_refuses_them() {
     s.stop();
 }
 
+/// `/f` created read-write through a raw client.
+fn raw_open(raw: &mut Raw) -> i32 {
+    let open = raw.path_req(
+        ulfs_wire::Op::Openat,
+        libc::AT_FDCWD,
+        b"/f",
+        open_flags(RW, 0o644),
+    );
+    raw.res(open).unwrap() as i32
+}
+
 #[test]
 fn a_map_answer_without_its_memfd_is_an_error_not_a_hang() {
     // A raw client asks for a mapping and never reads its socket: the
@@ -741,13 +752,7 @@ fn a_map_answer_without_its_memfd_is_an_error_not_a_hang() {
     // affected, and the raw client's mappings go with it.
     let mut s = serve(64 << 20, |_| {});
     let mut raw = Raw::connect(&s.socket, 0, 0).unwrap();
-    let open = raw.path_req(
-        ulfs_wire::Op::Openat,
-        libc::AT_FDCWD,
-        b"/f",
-        open_flags(RW, 0o644),
-    );
-    let fd = raw.res(open).unwrap() as i32;
+    let fd = raw_open(&mut raw);
     let mut w = ulfs_wire::Req::new(ulfs_wire::Op::Pwrite);
     w.fd = fd;
     w.p1 = raw.put(0, &[3; 4096]);
@@ -781,13 +786,7 @@ fn a_map_answer_without_its_memfd_is_an_error_not_a_hang() {
 fn lock_requests_on_the_wire() {
     let mut s = serve(64 << 20, |_| {});
     let mut raw = Raw::connect(&s.socket, 0, 0).unwrap();
-    let open = raw.path_req(
-        ulfs_wire::Op::Openat,
-        libc::AT_FDCWD,
-        b"/f",
-        open_flags(RW, 0o644),
-    );
-    let fd = raw.res(open).unwrap() as i32;
+    let fd = raw_open(&mut raw);
     let lock = |a: [u64; 4], p1: ulfs_wire::Span| {
         let mut q = ulfs_wire::Req::new(ulfs_wire::Op::Lock);
         q.fd = fd;
