@@ -12,7 +12,7 @@ use std::os::fd::{BorrowedFd, OwnedFd};
 use std::path::Path;
 
 use ulfs::{Fd, Result};
-use ulfs_wire::{AdoptKind, ClientChannel, Op, Req};
+use ulfs_wire::{AdoptKind, ClientChannel, Op};
 
 use crate::Client;
 
@@ -27,22 +27,36 @@ impl Client {
         Ok(Client { chan, id })
     }
 
-    /// Before a `fork` (or a spawn): the child's process, set aside with
-    /// the same descriptors (sharing their offsets with this process's),
-    /// working directory and umask, and none of this process's POSIX locks.
+    /// Before a `fork`: the child's process, set aside with the same
+    /// descriptors (sharing their offsets with this process's), working
+    /// directory and umask, none of this process's POSIX locks, and its
+    /// shared mappings (the child's memory has them).
     pub fn prepare_fork(&mut self) -> Result<Token> {
-        self.token(Op::PrepareFork)
+        self.token(Op::PrepareFork, 1)
     }
 
-    /// Before an `exec`: this process, set aside for the program the exec
-    /// starts (with its descriptors and locks). If the exec fails, the
-    /// next call on this client takes it back.
+    /// Before a spawn (`posix_spawn`, `system`, `popen`): as
+    /// `prepare_fork`, for a child that starts another program at once and
+    /// so has no mappings.
+    pub fn prepare_spawn(&mut self) -> Result<Token> {
+        self.token(Op::PrepareFork, 0)
+    }
+
+    /// Before an `exec`: a token for the program the exec starts, which
+    /// adopts this process (descriptors, locks) once the exec has closed
+    /// this connection. If the exec fails, this client simply goes on.
     pub fn prepare_exec(&mut self) -> Result<Token> {
-        self.token(Op::PrepareExec)
+        self.token(Op::PrepareExec, 0)
     }
 
-    fn token(&mut self, op: Op) -> Result<Token> {
-        let cqe = self.call(Req::new(op))?;
+    /// After a change of ids: a token for a new connection of this same
+    /// process, adopting it with its shared mappings.
+    pub fn prepare_reconnect(&mut self) -> Result<Token> {
+        self.token(Op::PrepareExec, 1)
+    }
+
+    fn token(&mut self, op: Op, flags: u64) -> Result<Token> {
+        let cqe = self.call(Self::req(op, -1, [flags, 0, 0, 0]))?;
         let mut t = [0; 16];
         t[..8].copy_from_slice(&cqe.aux[0].to_le_bytes());
         t[8..].copy_from_slice(&cqe.aux[1].to_le_bytes());

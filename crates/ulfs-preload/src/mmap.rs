@@ -448,8 +448,12 @@ pub unsafe extern "C" fn munmap(addr: *mut c_void, len: size_t) -> c_int {
     }
     // SAFETY: the program's own arguments.
     let r = unsafe { f(addr, len) };
-    for (o, d) in change {
-        count_object(o, 0, d);
+    // A munmap the kernel refused leaves the memory mapped: the server's
+    // objects stay (told of their end at exit instead).
+    if r == 0 {
+        for (o, d) in change {
+            count_object(o, 0, d);
+        }
     }
     r
 }

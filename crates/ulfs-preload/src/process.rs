@@ -73,7 +73,7 @@ unsafe fn env_for_spawn(
     if crate::served::socket().is_some() {
         let child_fds = crate::spawn_actions::child_image_fds(actions, &crate::served::image_fds());
         let token = image()?.with(|b| match crate::served::client(b) {
-            Some(c) => c.prepare_fork().map(Some),
+            Some(c) => c.prepare_spawn().map(Some),
             None => Ok(None),
         });
         if let Ok(Some(t)) = token {

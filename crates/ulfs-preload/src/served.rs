@@ -307,7 +307,7 @@ impl SpawnToken {
         let Some(c) = client(b) else {
             return SpawnToken { set: false };
         };
-        let Ok(token) = c.prepare_fork() else {
+        let Ok(token) = c.prepare_spawn() else {
             return SpawnToken { set: false };
         };
         // The shell gets the program's standard descriptors, which are

@@ -568,7 +568,9 @@ impl Image {
         let Some(c) = crate::served::client(b) else {
             return;
         };
-        let again = c.prepare_exec().and_then(|t| crate::served::adopt_own(&t));
+        let again = c
+            .prepare_reconnect()
+            .and_then(|t| crate::served::adopt_own(&t));
         match again {
             Ok(new) => *g = Slot::Mounted(Box::new(new)),
             Err(e) => crate::warn(&format!(

@@ -5,9 +5,19 @@
 //! under on a connection of its own (ADOPT). A token is worth something
 //! only to the process it was made for, as the kernel tells the server on
 //! that connection: the same pid after an exec (which keeps it), a child
-//! of the preparer after a fork. Tokens are 128 random bits, so one cannot
-//! be guessed, and one nobody adopts in `MAX_AGE` is dropped (its process
-//! exits, as if the child had died).
+//! of the preparer after a fork (or, once the preparer is gone, a process
+//! of the same user: a daemon's parent exits at once). Tokens are 128
+//! random bits, so one cannot be guessed, and one nobody adopts in
+//! `MAX_AGE` is dropped (its process exits, as if the child had died).
+//!
+//! A fork's process is a copy made at PREPARE_FORK. An exec's is the
+//! client's own process: PREPARE_EXEC only *reserves* a token, the client
+//! goes on as before (other threads' calls, a failed exec), and when its
+//! connection ends while its pid still runs (the exec closed it), the
+//! process is *parked* under the token for the new program. A connection
+//! that ends with the process exiting (`PF_EXITING`, a zombie, gone) is a
+//! plain exit. An ADOPT that arrives before the old connection's end was
+//! seen ends it first (`Taken::Reserved`).
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -22,9 +32,15 @@ use crate::Shared;
 
 pub(crate) type Token = [u8; 16];
 
+/// A client's reserved exec token, and whether its process keeps its
+/// memory (a reconnection after a change of ids: its shared mappings go
+/// along) or not (an exec: they end).
+pub(crate) type ExecToken = (Token, bool);
+
 /// How long a token waits for its process. A fork's child adopts before
 /// `fork` returns in it, and an exec'd program at load: seconds are
-/// generous, and a failed exec takes its token back at once.
+/// generous. (An exec of a program that does not load the library, static
+/// or set-user-ID, leaves its process parked this long.)
 pub(crate) const MAX_AGE: Duration = Duration::from_secs(30);
 
 /// Tokens outstanding in the whole server, and per preparing client: a
@@ -37,8 +53,9 @@ const MAX_PENDING_PER_CLIENT: usize = 256;
 pub(crate) struct Pending {
     pub proc: Process,
     pub kind: AdoptKind,
-    /// The preparing client's pid (kernel-verified).
+    /// The preparing client's pid and uid (kernel-verified).
     pub pid: u32,
+    pub uid: u32,
     /// The client that prepared it.
     pub client: u64,
     /// Whose POSIX locks the process holds: the preparer's after an exec,
@@ -47,11 +64,22 @@ pub(crate) struct Pending {
     /// Who holds the forked child's shared mappings meanwhile (`Maps`);
     /// 0 for an exec (the exec unmaps everything).
     pub holder: u64,
-    made: Instant,
+    pub made: Instant,
+}
+
+/// Why a token was not taken.
+pub(crate) enum Taken {
+    /// Not there, or not this process's: EACCES.
+    Refused,
+    /// An exec's token whose client (this id) has not been seen to end
+    /// yet: end it, then try again.
+    Reserved(u64),
 }
 
 pub(crate) struct Tokens {
     map: Mutex<HashMap<Token, Pending>>,
+    /// Exec tokens not parked yet: their client and its pid.
+    reserved: Mutex<HashMap<Token, (u64, u32)>>,
     /// Lock owners and mapping holders for forked children: numbered far
     /// above client ids, so the two never meet.
     next_owner: AtomicU64,
@@ -65,6 +93,7 @@ impl Default for Tokens {
     fn default() -> Tokens {
         Tokens {
             map: Mutex::default(),
+            reserved: Mutex::default(),
             next_owner: AtomicU64::new(1 << 62),
             owners: Mutex::default(),
         }
@@ -108,73 +137,74 @@ impl Tokens {
 
     /// Sets `proc` aside; EAGAIN past the limits (the caller still owns
     /// the process then, and must let it exit).
-    #[allow(clippy::too_many_arguments)]
-    pub fn put(
-        &self,
-        proc: Process,
-        kind: AdoptKind,
-        pid: u32,
-        client: u64,
-        lock_owner: u64,
-        holder: u64,
-    ) -> Result<Token, (Errno, Box<Process>)> {
+    pub fn put(&self, p: Pending) -> Result<Token, (Errno, Box<Pending>)> {
         let mut map = self.map();
-        let mine = map.values().filter(|p| p.client == client).count();
+        let mine = map.values().filter(|o| o.client == p.client).count();
         if map.len() >= MAX_PENDING || mine >= MAX_PENDING_PER_CLIENT {
-            return Err((Errno(libc::EAGAIN), Box::new(proc)));
+            return Err((Errno(libc::EAGAIN), Box::new(p)));
         }
-        let mut token = [0u8; 16];
-        if rustix::rand::getrandom(&mut token, rustix::rand::GetRandomFlags::empty())
-            .ok()
-            .filter(|&n| n == token.len())
-            .is_none()
-        {
-            return Err((Errno::EIO, Box::new(proc)));
+        match new_token() {
+            Ok(token) => {
+                map.insert(token, p);
+                Ok(token)
+            }
+            Err(e) => Err((e, Box::new(p))),
         }
-        map.insert(
-            token,
-            Pending {
-                proc,
-                kind,
-                pid,
-                client,
-                lock_owner,
-                holder,
-                made: Instant::now(),
-            },
-        );
+    }
+
+    /// An exec's token for `client` (pid `pid`), its process to be parked
+    /// when its connection ends (`park`).
+    pub fn reserve(&self, client: u64, pid: u32) -> Result<Token, Errno> {
+        let token = new_token()?;
+        self.reserved().insert(token, (client, pid));
         Ok(token)
     }
 
+    fn reserved(&self) -> std::sync::MutexGuard<'_, HashMap<Token, (u64, u32)>> {
+        self.reserved.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Drops a reservation (a second exec prepared, or the client exited).
+    pub fn unreserve(&self, token: &Token) {
+        self.reserved().remove(token);
+    }
+
+    /// The process of a reserved exec token, for its new program.
+    pub fn park(&self, token: Token, p: Pending) {
+        self.reserved().remove(&token);
+        self.map().insert(token, p);
+    }
+
     /// The process set aside under `token` for a process with pid
-    /// `adopter` (whose parent is `parent`), adopting as `kind`. EACCES
-    /// for a token that is not there, or not this process's (the token
-    /// stays for its rightful adopter).
+    /// `adopter` and uid `uid` (whose parent is `parent`), adopting as
+    /// `kind`. Refused for a token that is not there, or not this
+    /// process's (the token stays for its rightful adopter).
     pub fn take(
         &self,
         token: &Token,
         kind: AdoptKind,
         adopter: u32,
+        uid: u32,
         parent: Option<u32>,
-    ) -> Result<Pending, Errno> {
+    ) -> Result<Pending, Taken> {
         let mut map = self.map();
         let ok = map.get(token).is_some_and(|p| {
             p.kind == kind
                 && match kind {
                     AdoptKind::Exec => p.pid == adopter,
-                    AdoptKind::Fork => parent == Some(p.pid),
+                    AdoptKind::Fork => parent == Some(p.pid) || (uid == p.uid && !running(p.pid)),
                 }
         });
-        if !ok {
-            return Err(Errno::EACCES);
+        if ok {
+            return Ok(map.remove(token).expect("checked above"));
         }
-        Ok(map.remove(token).expect("checked above"))
-    }
-
-    /// Takes back an exec token whose exec did not happen (the client
-    /// made another request).
-    pub fn cancel(&self, token: &Token) -> Option<Pending> {
-        self.map().remove(token)
+        drop(map);
+        match self.reserved().get(token) {
+            Some(&(client, pid)) if kind == AdoptKind::Exec && pid == adopter => {
+                Err(Taken::Reserved(client))
+            }
+            _ => Err(Taken::Refused),
+        }
     }
 
     /// Takes out the tokens older than `MAX_AGE` (every one when `all`),
@@ -187,6 +217,14 @@ impl Tokens {
             .map(|(t, _)| *t)
             .collect();
         old.iter().filter_map(|t| map.remove(t)).collect()
+    }
+}
+
+fn new_token() -> Result<Token, Errno> {
+    let mut token = [0u8; 16];
+    match rustix::rand::getrandom(&mut token, rustix::rand::GetRandomFlags::empty()) {
+        Ok(n) if n == token.len() => Ok(token),
+        _ => Err(Errno::EIO),
     }
 }
 
@@ -230,16 +268,33 @@ pub(crate) fn sweep(s: &Shared, all: bool) {
     }
 }
 
-/// The parent of process `pid`, from `/proc/PID/stat` (field 4, after the
-/// command name in parentheses, which may itself hold spaces and
-/// parentheses: the last `)` ends it).
-pub(crate) fn parent_of(pid: u32) -> Option<u32> {
+/// The fields of `/proc/PID/stat` after the command name (which is in
+/// parentheses and may itself hold spaces and parentheses: the last `)`
+/// ends it): state, ppid, pgrp, session, tty, tpgid, flags, ...
+fn stat_fields(pid: u32) -> Option<Vec<String>> {
     let stat = std::fs::read(format!("/proc/{pid}/stat")).ok()?;
     let close = stat.iter().rposition(|&b| b == b')')?;
     let rest = std::str::from_utf8(&stat[close + 1..]).ok()?;
-    let mut fields = rest.split_ascii_whitespace();
-    let _state = fields.next()?;
-    fields.next()?.parse().ok()
+    Some(rest.split_ascii_whitespace().map(str::to_string).collect())
+}
+
+/// The parent of process `pid`.
+pub(crate) fn parent_of(pid: u32) -> Option<u32> {
+    stat_fields(pid)?.get(1)?.parse().ok()
+}
+
+/// The kernel's PF_EXITING: the process is on its way out.
+const PF_EXITING: u64 = 0x4;
+
+/// Whether process `pid` runs: not gone, not a zombie, not exiting. A
+/// connection of a running process that ended was closed by an exec.
+pub(crate) fn running(pid: u32) -> bool {
+    let Some(f) = stat_fields(pid) else {
+        return false;
+    };
+    let state = f.first().map(String::as_str);
+    let flags: u64 = f.get(6).and_then(|v| v.parse().ok()).unwrap_or(PF_EXITING);
+    !matches!(state, Some("Z" | "X" | "x")) && flags & PF_EXITING == 0
 }
 
 #[cfg(test)]
@@ -252,5 +307,16 @@ mod tests {
         let ppid = unsafe { libc::getppid() } as u32;
         assert_eq!(parent_of(std::process::id()), Some(ppid));
         assert_eq!(parent_of(u32::MAX), None);
+        assert!(running(std::process::id()));
+        assert!(!running(u32::MAX));
+        // A child that exited and was not reaped yet is a zombie: gone.
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        let until = std::time::Instant::now() + Duration::from_secs(10);
+        while running(pid) {
+            assert!(std::time::Instant::now() < until, "true still runs");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        child.wait().unwrap();
     }
 }

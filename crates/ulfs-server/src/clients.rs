@@ -23,6 +23,7 @@
 //! starts.
 
 use crate::Shared;
+use crate::adopt::Taken;
 use std::collections::HashMap;
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -60,10 +61,10 @@ pub(crate) struct State {
     /// adoption carries the locks of the process it continues (the same
     /// process to the kernel, so the same owner).
     pub lock_owner: u64,
-    /// The token of an exec this client prepared (PREPARE_EXEC): its next
-    /// request means the exec failed, and takes the process set aside
-    /// back.
-    pub exec_token: Option<crate::adopt::Token>,
+    /// The token of an exec this client prepared (PREPARE_EXEC): when the
+    /// connection ends while the process runs, the process is parked under
+    /// it for the new program (`adopt.rs`).
+    pub exec_token: Option<crate::adopt::ExecToken>,
     pub dead: bool,
 }
 
@@ -218,8 +219,46 @@ impl Clients {
         if let Some(chan) = &st.chan {
             chan.mark_gone();
         }
+        let exec = st.exec_token.take();
         if let Some(mut proc) = st.proc.take() {
-            crate::adopt::exit_process(s, &mut proc, st.lock_owner, c.id);
+            let pid = u32::try_from(c.pid).unwrap_or(0);
+            match exec {
+                // The process runs on: an exec closed the connection. Its
+                // process waits for the new program, with its locks.
+                Some((token, memory)) if crate::adopt::running(pid) => {
+                    let holder = if memory {
+                        let h = s.tokens.new_owner();
+                        s.maps.rehome(c.id, h);
+                        h
+                    } else {
+                        // The exec ended the process's mappings.
+                        let _ = s.vol.exclusive(|vol| {
+                            s.maps.drop_client(vol, c.id);
+                            Ok(())
+                        });
+                        0
+                    };
+                    s.tokens.park(
+                        token,
+                        crate::adopt::Pending {
+                            proc,
+                            kind: ulfs_wire::AdoptKind::Exec,
+                            pid,
+                            uid: c.creds.uid(),
+                            client: c.id,
+                            lock_owner: st.lock_owner,
+                            holder,
+                            made: std::time::Instant::now(),
+                        },
+                    );
+                }
+                _ => {
+                    if let Some((token, _)) = exec {
+                        s.tokens.unreserve(&token);
+                    }
+                    crate::adopt::exit_process(s, &mut proc, st.lock_owner, c.id);
+                }
+            }
         }
         st.chan = None;
         st.kick = None;
@@ -306,9 +345,22 @@ fn adopt(
     if pid == 0 {
         return Err(Errno::EACCES);
     }
-    let p = s
-        .tokens
-        .take(token, kind, pid, crate::adopt::parent_of(pid))?;
+    let uid = c.creds.uid();
+    let parent = crate::adopt::parent_of(pid);
+    let p = match s.tokens.take(token, kind, pid, uid, parent) {
+        Ok(p) => p,
+        // The exec's old connection has not been seen to end: this
+        // process (the same pid) cannot be using it any more.
+        Err(Taken::Reserved(old)) => {
+            if let Some(old) = s.clients.get(old) {
+                s.clients.remove(s, &old);
+            }
+            s.tokens
+                .take(token, kind, pid, uid, parent)
+                .map_err(|_| Errno::EACCES)?
+        }
+        Err(Taken::Refused) => return Err(Errno::EACCES),
+    };
     st.lock_owner = p.lock_owner;
     let r = welcome(s, c, st, 0, 0, Some(p.proc));
     if p.holder != 0 {

@@ -43,6 +43,14 @@ use ulfs_wire::layout::{CQE_TRUNCATED, CQE_WOULD_BLOCK};
 use ulfs_wire::stat::decode_times;
 use ulfs_wire::{Cqe, Op, Req, ServerChannel, Span, WireStat, WireStatFs};
 
+/// A token as the two `aux` words of an answer.
+fn token_aux(t: &crate::adopt::Token) -> [u64; 2] {
+    [
+        u64::from_le_bytes(t[..8].try_into().expect("8 bytes")),
+        u64::from_le_bytes(t[8..].try_into().expect("8 bytes")),
+    ]
+}
+
 /// A worker's private buffers: requests' data is copied through them, so
 /// the engine never sees memory a client can write.
 pub(crate) struct Scratch {
@@ -78,7 +86,7 @@ pub(crate) struct Call<'a> {
     /// `State::lock_owner`, for the call's duration.
     pub lock_owner: u64,
     /// `State::exec_token`.
-    pub exec_token: &'a mut Option<crate::adopt::Token>,
+    pub exec_token: &'a mut Option<crate::adopt::ExecToken>,
     /// The server, for what outlives a call (processes set aside).
     pub shared: &'a crate::Shared,
 }
@@ -96,13 +104,6 @@ fn mapped(maps: &Maps, c: &mut Ctx<'_>, fd: Fd) -> Option<Stat> {
 impl Call<'_> {
     /// Runs `req` and answers it.
     pub fn answer(&mut self, req: &Req) -> Cqe {
-        // A request after PREPARE_EXEC: the exec failed, and this process
-        // goes on; the copy set aside for the new program exits.
-        if let Some(t) = self.exec_token.take()
-            && let Some(p) = self.shared.tokens.cancel(&t)
-        {
-            crate::adopt::retire(self.shared, p);
-        }
         let Some(op) = Op::from_u16(req.op) else {
             return Cqe::err(req.tag, Errno::ENOSYS);
         };
@@ -228,13 +229,14 @@ impl Call<'_> {
             Op::Close => {
                 let closed = self.exclusive(|c| c.close_noting(r.fd))?;
                 self.locks.closed(self.lock_owner, &closed);
-                Ok(0)
+                closed.released.map(|()| 0)
             }
             Op::Dup => Ok(self.exclusive(|c| c.dup(r.fd))? as i64),
             Op::Dup2 => {
                 let (new, closed) = self.exclusive(|c| c.dup2_noting(r.fd, r.fd2))?;
                 if let Some(closed) = closed {
                     self.locks.closed(self.lock_owner, &closed);
+                    closed.released?;
                 }
                 Ok(new as i64)
             }
@@ -498,58 +500,90 @@ impl Call<'_> {
                 self.vol.exclusive(|vol| maps.unmap(vol, client, a0))?;
                 Ok(0)
             }
-            Op::PrepareFork | Op::PrepareExec => self.prepare(op == Op::PrepareExec, cqe),
-            Op::Reopen => Ok(self.exclusive(|c| c.reopen(r.fd, a0 as i32))? as i64),
+            Op::PrepareFork => self.prepare_fork(a0 & 1 != 0, cqe),
+            Op::PrepareExec => self.prepare_exec(a0 & 1 != 0, cqe),
+            Op::Reopen => {
+                let maps = self.maps;
+                let new = self.exclusive(|c| {
+                    let new = c.reopen(r.fd, a0 as i32)?;
+                    // O_TRUNC emptied a file that may be mapped, as OPENAT.
+                    if a0 as i32 & libc::O_TRUNC != 0
+                        && let Some(st) = mapped(maps, c, new)
+                    {
+                        let _ = maps.zeroed(st.ino, st.size, u64::MAX);
+                    }
+                    Ok(new)
+                })?;
+                Ok(new as i64)
+            }
             // Not served yet: server-side copies, and a working directory
             // by inode (the client's is kept here across fork and exec).
             Op::ChdirIno | Op::CopyRange => Err(Errno::ENOSYS),
         }
     }
 
-    /// PREPARE_FORK / PREPARE_EXEC: a copy of the process set aside under
-    /// a token (`adopt.rs`), in `aux`. A fork's child gets a lock owner of
-    /// its own (POSIX locks are not inherited) and holds the parent's
-    /// shared mappings (its memory has them); an exec's program is this
-    /// process, with its locks.
-    fn prepare(&mut self, exec: bool, cqe: &mut Cqe) -> Result<i64> {
-        let s = self.shared;
-        let identity = self.proc.identity().clone();
-        let mut child = self.exclusive(|c| Ok(c.fork(identity)))?;
-        let (kind, owner, holder) = if exec {
-            (ulfs_wire::AdoptKind::Exec, self.lock_owner, 0)
-        } else {
-            let new = s.tokens.new_owner();
-            (ulfs_wire::AdoptKind::Fork, new, new)
-        };
-        let pid = u32::try_from(self.client.pid).unwrap_or(0);
-        if pid == 0 {
-            // Nobody could prove to be this process's child or successor.
-            crate::adopt::exit_process(s, &mut child, s.tokens.new_owner(), 0);
-            return Err(Errno::EACCES);
+    /// The client's pid, which a token is made for; EACCES for a process
+    /// the server cannot see (another pid namespace): nobody could prove
+    /// to be its child or successor.
+    fn pid(&self) -> Result<u32> {
+        match u32::try_from(self.client.pid) {
+            Ok(0) | Err(_) => Err(Errno::EACCES),
+            Ok(pid) => Ok(pid),
         }
+    }
+
+    /// PREPARE_FORK: a copy of the process set aside under a token
+    /// (`adopt.rs`), in `aux`. The child gets a lock owner of its own
+    /// (POSIX locks are not inherited); with `memory` (a fork, not a
+    /// spawn) it also holds the parent's shared mappings, which its memory
+    /// has.
+    fn prepare_fork(&mut self, memory: bool, cqe: &mut Cqe) -> Result<i64> {
+        let s = self.shared;
+        let pid = self.pid()?;
+        let identity = self.proc.identity().clone();
+        let child = self.exclusive(|c| Ok(c.fork(identity)))?;
+        let owner = s.tokens.new_owner();
+        let holder = if memory { owner } else { 0 };
         s.tokens.hold_owner(owner);
-        if holder != 0 {
+        if memory {
             s.maps.inherit(self.client.id, holder);
         }
-        match s
-            .tokens
-            .put(child, kind, pid, self.client.id, owner, holder)
-        {
+        let pending = crate::adopt::Pending {
+            proc: child,
+            kind: ulfs_wire::AdoptKind::Fork,
+            pid,
+            uid: self.client.creds.uid(),
+            client: self.client.id,
+            lock_owner: owner,
+            holder,
+            made: std::time::Instant::now(),
+        };
+        match s.tokens.put(pending) {
             Ok(t) => {
-                cqe.aux = [
-                    u64::from_le_bytes(t[..8].try_into().expect("8 bytes")),
-                    u64::from_le_bytes(t[8..].try_into().expect("8 bytes")),
-                ];
-                if exec {
-                    *self.exec_token = Some(t);
-                }
+                cqe.aux = token_aux(&t);
                 Ok(0)
             }
-            Err((e, mut child)) => {
-                crate::adopt::exit_process(s, &mut child, owner, holder);
+            Err((e, p)) => {
+                crate::adopt::retire(s, *p);
                 Err(e)
             }
         }
+    }
+
+    /// PREPARE_EXEC: a token reserved for the program the exec starts; the
+    /// process itself goes on as it is until its connection ends
+    /// (`adopt.rs`). `memory`: the process keeps its memory (a new
+    /// connection after a change of ids), so its shared mappings go along.
+    fn prepare_exec(&mut self, memory: bool, cqe: &mut Cqe) -> Result<i64> {
+        let s = self.shared;
+        let pid = self.pid()?;
+        if let Some((old, _)) = self.exec_token.take() {
+            s.tokens.unreserve(&old);
+        }
+        let t = s.tokens.reserve(self.client.id, pid)?;
+        *self.exec_token = Some((t, memory));
+        cqe.aux = token_aux(&t);
+        Ok(0)
     }
 
     /// READ or PREAD of a file with a shared mapping: with the volume to

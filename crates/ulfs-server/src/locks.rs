@@ -520,6 +520,7 @@ mod tests {
                 description: 2,
                 last_here: true,
                 last: true,
+                released: Ok(()),
             },
         );
         assert_eq!(locks.len(), 1);

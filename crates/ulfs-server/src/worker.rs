@@ -28,6 +28,7 @@ use crate::Shared;
 use crate::clients::{Client, State};
 use crate::dispatch::{Call, Scratch};
 use rustix::event::epoll::{self, Event, EventData, EventFlags};
+use rustix::event::{PollFd, PollFlags};
 use std::os::fd::AsFd;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
@@ -80,6 +81,17 @@ pub(crate) fn register_fixed(s: &Shared) -> Result<(), Errno> {
     )
     .map_err(sys)
 }
+
+/// Whether a kick waits in the kicks' epoll (without taking it).
+fn kicked(s: &Shared) -> bool {
+    let mut fds = [PollFd::new(&s.kicks, PollFlags::IN)];
+    matches!(rustix::event::poll(&mut fds, Some(&ZERO)), Ok(n) if n > 0)
+}
+
+const ZERO: rustix::event::Timespec = rustix::event::Timespec {
+    tv_sec: 0,
+    tv_nsec: 0,
+};
 
 /// Moves the kicked channels into the ready queue, without waiting.
 fn take_kicks(s: &Shared) {
@@ -371,12 +383,13 @@ fn spin_until_pending(chan: &ServerChannel, s: &Shared) -> bool {
         if now >= until || s.stopping.load(Ordering::Relaxed) {
             return chan.has_pending();
         }
-        // Another channel waiting: this one, quiet for a while, is let
-        // sleep and the worker goes to it.
+        // Another channel waiting (queued, or kicked: the kicks' epoll is
+        // only looked at, its events left for whichever worker takes them,
+        // an idle one woken by them included): this one, quiet for a
+        // while, is let sleep and the worker goes back to the others.
         if now - looked >= YIELD_AFTER {
             looked = now;
-            take_kicks(s);
-            if s.ready_len.load(Ordering::Relaxed) > 0 {
+            if s.ready_len.load(Ordering::Relaxed) > 0 || kicked(s) {
                 return chan.has_pending();
             }
         }
@@ -403,7 +416,7 @@ fn answer(
     s: &Shared,
     client: &Client,
     lock_owner: u64,
-    exec_token: &mut Option<crate::adopt::Token>,
+    exec_token: &mut Option<crate::adopt::ExecToken>,
     chan: &mut ServerChannel,
     proc: &mut ulfs::posix::Process,
     scratch: &mut Scratch,

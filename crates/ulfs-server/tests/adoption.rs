@@ -84,25 +84,41 @@ fn an_exec_carries_descriptors_and_locks_to_the_new_program() {
     s.stop();
 }
 
+/// A process that prepared an exec goes on as before until the exec
+/// happens (a failed exec, other threads' calls): what it does meanwhile
+/// is what the new program adopts, whenever that comes, and the adoption
+/// ends the old connection (whose process is the adopter itself).
 #[test]
-fn a_failed_exec_takes_its_process_back() {
+fn until_its_exec_a_process_goes_on_and_the_program_gets_it_as_it_is() {
     let mut s = serve(64 << 20, |_| {});
     let mut c = s.client();
     let fd = c.open("/f", libc::O_CREAT | libc::O_RDWR, 0o644).unwrap();
     let q = write_lock(0, 0);
     c.lock(fd, LockCmd::Set, &q).unwrap();
-    let token = c.prepare_exec().unwrap();
-    // The exec failed: the program goes on with its next call.
+    let first = c.prepare_exec().unwrap();
+    // The exec failed: the program goes on, and prepares another.
     c.write(fd, b"still mine").unwrap();
-    assert_eq!(
-        Client::adopt(&s.socket, &token, AdoptKind::Exec).err(),
-        Some(Errno::EACCES)
-    );
-    // Dropping the copy ended none of the process's locks.
+    let late = c.open("/g", libc::O_CREAT | libc::O_RDWR, 0o644).unwrap();
+    let token = c.prepare_exec().unwrap();
+    assert_ne!(first, token);
     let mut other = s.client();
     let ofd = other.open("/f", libc::O_RDWR, 0).unwrap();
     assert!(blocked(&mut other, ofd, &q));
-    drop(c);
+    // Only the latest token counts.
+    assert_eq!(
+        Client::adopt(&s.socket, &first, AdoptKind::Exec).err(),
+        Some(Errno::EACCES)
+    );
+    // The exec happens (the old connection not seen to end yet).
+    let mut new = Client::adopt(&s.socket, &token, AdoptKind::Exec).unwrap();
+    assert_eq!(c.write(fd, b"x"), Err(Errno::ENOTCONN));
+    assert_eq!(new.lseek(fd, 0, libc::SEEK_CUR).unwrap(), 10);
+    new.write(late, b"opened after the first prepare").unwrap();
+    assert!(
+        blocked(&mut other, ofd, &q),
+        "the lock went with the process"
+    );
+    drop((c, new));
     s.wait_clients(1);
     assert!(!blocked(&mut other, ofd, &q));
     drop(other);

@@ -41,8 +41,8 @@
 //! | CHDIR | | | | path | | 0 |
 //! | FCHDIR | fd | | | | | 0 |
 //! | CHDIR_INO | | | `[0]` ino | | | 0 |
-//! | PREPARE_FORK | | | | | | 0; aux = token (16 bytes, LE) |
-//! | PREPARE_EXEC | | | | | | 0; aux = token |
+//! | PREPARE_FORK | | | `[0]` 1: the child has this process's memory (a fork), 0: not (a spawn) | | | 0; aux = token (16 bytes, LE) |
+//! | PREPARE_EXEC | | | `[0]` 1: the same process goes on (a new connection after a change of ids), 0: an exec | | | 0; aux = token |
 //! | SYNC | | | | | | 0 |
 //! | OPENAT | dirfd | | `[0]` flags, `[1]` mode | path | | fd |
 //! | REOPEN | fd | | `[0]` flags | | | new fd |
@@ -142,9 +142,14 @@ ops! {
     ChdirIno = 6, "CHDIR_INO";
     /// About to fork: the server copies the process and answers 0 with a
     /// 16-byte token in `aux` (little-endian halves); the child presents
-    /// it in ADOPT(Fork) on its own connection.
+    /// it in ADOPT(Fork) on its own connection. `a[0]` 1: the child holds
+    /// the parent's shared mappings (a fork), 0: not (a spawn).
     PrepareFork = 7, "PREPARE_FORK";
-    /// About to exec: as `PrepareFork`, for ADOPT(Exec).
+    /// About to exec: a token for ADOPT(Exec), by which the program the
+    /// exec starts (the same pid) takes this process once the exec has
+    /// closed this connection; the process goes on as it is until then.
+    /// `a[0]` 1: a new connection of the same process (after a change of
+    /// ids) whose shared mappings go along.
     PrepareExec = 8, "PREPARE_EXEC";
     /// `sync()`.
     Sync = 9, "SYNC";

@@ -371,16 +371,18 @@ impl Ctx<'_> {
     }
 
     pub fn close(&mut self, fd: Fd) -> Result<()> {
-        self.close_noting(fd).map(|_| ())
+        self.close_noting(fd)?.released
     }
 
     /// `close`, saying what ended with the descriptor (for a layer that
     /// keeps locks: a POSIX lock goes with any close of its file, an OFD
-    /// or flock lock with its description's `last` close).
+    /// or flock lock with its description's `last` close). Only EBADF is
+    /// an `Err`: once the descriptor is closed, what that ended is said,
+    /// with close's answer in `released`.
     pub fn close_noting(&mut self, fd: Fd) -> Result<fdtable::Closed> {
-        let closed = self.proc.fds.close_noting(fd)?;
+        let mut closed = self.proc.fds.close_noting(fd)?;
         if closed.last_here {
-            self.vol.close_ref(closed.ino)?;
+            closed.released = self.vol.close_ref(closed.ino);
         }
         Ok(closed)
     }
@@ -425,16 +427,19 @@ impl Ctx<'_> {
     }
 
     pub fn dup2(&mut self, old: Fd, new: Fd) -> Result<Fd> {
-        self.dup2_noting(old, new).map(|(fd, _)| fd)
+        let (fd, closed) = self.dup2_noting(old, new)?;
+        closed.map_or(Ok(()), |c| c.released)?;
+        Ok(fd)
     }
 
-    /// `dup2`, saying what closing a descriptor already at `new` ended.
+    /// `dup2`, saying what closing a descriptor already at `new` ended
+    /// (with that close's answer in its `released`, as `close_noting`).
     pub fn dup2_noting(&mut self, old: Fd, new: Fd) -> Result<(Fd, Option<fdtable::Closed>)> {
-        let (fd, closed) = self.proc.fds.dup2(old, new)?;
-        if let Some(c) = closed
+        let (fd, mut closed) = self.proc.fds.dup2(old, new)?;
+        if let Some(c) = closed.as_mut()
             && c.last_here
         {
-            self.vol.close_ref(c.ino)?;
+            c.released = self.vol.close_ref(c.ino);
         }
         Ok((fd, closed))
     }

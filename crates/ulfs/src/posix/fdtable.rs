@@ -77,6 +77,11 @@ pub struct Closed {
     pub last_here: bool,
     /// No descriptor of any table does: its OFD and flock locks go.
     pub last: bool,
+    /// How dropping the table's open reference went (`Ctx::close_noting`;
+    /// an error there, as a failed write-back of the inode, is close's
+    /// answer, but the descriptor is closed all the same, with what that
+    /// ends).
+    pub released: Result<()>,
 }
 
 /// The flags an open file description keeps, as Linux's `f_flags` shows
@@ -347,6 +352,7 @@ impl FdTable {
             description: file.id,
             last_here: file.refs == 0,
             last: false,
+            released: Ok(()),
         };
         if closed.last_here {
             closed.last = !file.shared_elsewhere();
