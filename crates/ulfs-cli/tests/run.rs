@@ -1818,3 +1818,38 @@ fn make_c_into_the_image_runs_every_recipe_line() {
     server.stop();
     assert_clean(&img);
 }
+
+/// Paths relative to a host directory descriptor of an ancestor of the
+/// prefix reach the image (rsync's receiver opens `/` and works from it):
+/// mkdir, open, stat, rename with two such descriptors, unlink, rmdir.
+#[test]
+fn paths_from_a_parents_descriptor_reach_the_image() {
+    parents_descriptor_in(false);
+}
+
+#[test]
+fn paths_from_a_parents_descriptor_reach_the_image_through_a_server() {
+    parents_descriptor_in(true);
+}
+
+fn parents_descriptor_in(served: bool) {
+    let script = r#"
+set -e
+python3 - "$1" <<'EOF'
+import os, sys
+parent, name = os.path.split(sys.argv[1])
+fd = os.open(parent, os.O_RDONLY | os.O_DIRECTORY)
+os.mkdir(name + "/viafd", dir_fd=fd)
+f = os.open(name + "/viafd/f", os.O_CREAT | os.O_WRONLY, 0o644, dir_fd=fd)
+os.write(f, b"through a parent's descriptor\n")
+os.close(f)
+print(os.stat(name + "/viafd/f", dir_fd=fd).st_size, os.listdir(sys.argv[1] + "/viafd"))
+os.rename(name + "/viafd/f", name + "/viafd/g", src_dir_fd=fd, dst_dir_fd=fd)
+print(open(sys.argv[1] + "/viafd/g").read(), end="")
+os.unlink(name + "/viafd/g", dir_fd=fd)
+os.rmdir(name + "/viafd", dir_fd=fd)
+print(os.path.exists(sys.argv[1] + "/viafd"))
+EOF
+"#;
+    same_as_tmpfs_with(script, "64M", served);
+}

@@ -9,7 +9,11 @@
 //! does) unless it climbs with `..`, in which case it is made absolute and
 //! judged again, so `cd /ulfs/a && cat ../../etc/passwd` reads the host's
 //! file. From a host directory a relative path goes to the kernel unless
-//! it can reach the prefix (from `/`, `ulfs/x` is the image's `/x`).
+//! it can reach the prefix (from `/`, `ulfs/x` is the image's `/x`), and
+//! so does a path relative to a host directory *descriptor* (rsync opens
+//! `/` and then asks for `ulfs/...` from it): its directory is read back
+//! from `/proc/self/fd` only when the path's first component names a
+//! component of the prefix, or it climbs, so other calls pay nothing.
 //! Lexical `..` differs from the kernel's only across a symlink to a
 //! directory, which the kernel resolves before climbing.
 
@@ -134,7 +138,13 @@ pub fn route(image: &Image, dirfd: i32, path: &[u8]) -> Route {
                 dirfd: u,
                 path: path.to_vec(),
             },
-            None => Route::Host { dirfd, path: None },
+            None => match host_dir_reaching(dirfd, &image.prefix, path) {
+                Some(p) => Route::Image {
+                    dirfd: libc::AT_FDCWD,
+                    path: keep_last_dot(path, p),
+                },
+                None => Route::Host { dirfd, path: None },
+            },
         };
     }
     if image.cwd().in_image {
@@ -177,6 +187,43 @@ pub fn route(image: &Image, dirfd: i32, path: &[u8]) -> Route {
         },
         None => Route::Host { dirfd, path: None },
     }
+}
+
+/// The image path a relative `path` from host directory descriptor
+/// `dirfd` names, when it lands under `prefix`.
+fn host_dir_reaching(dirfd: i32, prefix: &[u8], path: &[u8]) -> Option<Vec<u8>> {
+    let first = path.split(|&b| b == b'/').find(|c| !c.is_empty())?;
+    let names_prefix = prefix.split(|&b| b == b'/').any(|c| c == first);
+    let climbs = path.split(|&b| b == b'/').any(|c| c == b"..");
+    if !names_prefix && !climbs {
+        return None;
+    }
+    let dir = host_dir_path(dirfd)?;
+    if !could_reach(&dir, prefix, path) {
+        return None;
+    }
+    let mut abs = dir;
+    abs.push(b'/');
+    abs.extend_from_slice(path);
+    under_prefix(prefix, &normalize(&abs))
+}
+
+/// The path of host directory descriptor `dirfd`, as the kernel has it
+/// (`/proc/self/fd/N`); `None` when it cannot say (no /proc, a deleted
+/// directory).
+fn host_dir_path(dirfd: i32) -> Option<Vec<u8>> {
+    let readlink = crate::real::real!(readlink: unsafe extern "C" fn(*const libc::c_char, *mut libc::c_char, libc::size_t) -> libc::ssize_t);
+    let link = std::ffi::CString::new(format!("/proc/self/fd/{dirfd}")).ok()?;
+    let mut buf = vec![0u8; libc::PATH_MAX as usize];
+    // SAFETY: a NUL-terminated path and a buffer of its length.
+    let n = unsafe { readlink(link.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
+    if n <= 0 || n as usize >= buf.len() {
+        return None;
+    }
+    buf.truncate(n as usize);
+    // Not a path (a deleted directory says " (deleted)", anonymous files
+    // "anon_inode:...").
+    (buf.first() == Some(&b'/') && !buf.ends_with(b" (deleted)")).then_some(buf)
 }
 
 /// Whether a relative path from host directory `cwd` can land under
