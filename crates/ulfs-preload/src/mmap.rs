@@ -134,8 +134,7 @@ fn map_served(
         count_object(object, 1, 0);
         return Err(ulfs::Errno(e));
     }
-    let mut all = maps();
-    all.push(Mapping {
+    record([Mapping {
         addr: p as usize,
         len,
         ufd: own,
@@ -145,9 +144,7 @@ fn map_served(
         ino,
         pid: std::process::id(),
         object: Some(object),
-    });
-    COUNT.store(all.len(), Ordering::Relaxed);
-    drop(all);
+    }]);
     count_object(object, 1, 1);
     Ok(p)
 }
@@ -163,6 +160,13 @@ static COUNT: AtomicUsize = AtomicUsize::new(0);
 
 fn maps() -> MutexGuard<'static, Vec<Mapping>> {
     MAPS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Records mappings (and their count, read without the lock).
+fn record(new: impl IntoIterator<Item = Mapping>) {
+    let mut all = maps();
+    all.extend(new);
+    COUNT.store(all.len(), Ordering::Relaxed);
 }
 
 fn page() -> usize {
@@ -291,8 +295,7 @@ fn map_image(
         // SAFETY: the range was just mapped; back to what was asked.
         unsafe { libc::mprotect(p, len, prot) };
     }
-    let mut all = maps();
-    all.push(Mapping {
+    record([Mapping {
         addr: p as usize,
         len,
         ufd: own,
@@ -302,8 +305,7 @@ fn map_image(
         ino,
         pid: std::process::id(),
         object: None,
-    });
-    COUNT.store(all.len(), Ordering::Relaxed);
+    }]);
     Ok(p)
 }
 
@@ -442,9 +444,7 @@ pub unsafe extern "C" fn munmap(addr: *mut c_void, len: size_t) -> c_int {
         }
     }
     if !rest.is_empty() {
-        let mut all = maps();
-        all.extend(rest);
-        COUNT.store(all.len(), Ordering::Relaxed);
+        record(rest);
     }
     // SAFETY: the program's own arguments.
     let r = unsafe { f(addr, len) };
@@ -537,9 +537,7 @@ unsafe fn remap_object(
             Ok(o) => count_object(o, 1, 0),
             Err(e) => {
                 fail::<c_int>(e.raw());
-                let mut all = maps();
-                all.push(m);
-                COUNT.store(all.len(), Ordering::Relaxed);
+                record([m]);
                 return libc::MAP_FAILED;
             }
         }
@@ -554,10 +552,7 @@ unsafe fn remap_object(
             ..m
         }
     };
-    let mut all = maps();
-    all.push(moved);
-    COUNT.store(all.len(), Ordering::Relaxed);
-    drop(all);
+    record([moved]);
     count_object(object, grew, 0);
     p
 }
@@ -639,8 +634,6 @@ pub unsafe extern "C" fn mremap(
             ..m
         }
     };
-    let mut all = maps();
-    all.push(moved);
-    COUNT.store(all.len(), Ordering::Relaxed);
+    record([moved]);
     p
 }

@@ -299,11 +299,8 @@ pub struct SpawnToken {
     set: bool,
 }
 
-static SPAWN_ENV: Mutex<()> = Mutex::new(());
-
 impl SpawnToken {
     pub fn before(b: &mut Backend) -> SpawnToken {
-        let _g = SPAWN_ENV.lock().unwrap_or_else(|e| e.into_inner());
         let Some(c) = client(b) else {
             return SpawnToken { set: false };
         };
