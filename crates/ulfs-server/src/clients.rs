@@ -380,7 +380,7 @@ fn welcome(
     adopted: Option<Process>,
 ) -> Result<(), Errno> {
     let geo = Geometry::negotiate(want_sq, want_data, s.cfg.limits.max_channel_bytes);
-    let made = ServerChannel::create(geo);
+    let made = s.with_fd_room(|| ServerChannel::create(geo));
     let identity = Identity::Verified(c.creds.clone());
     let mut proc = match adopted {
         Some(mut p) => {

@@ -665,38 +665,43 @@ impl Call<'_> {
         }
         let (proc, maps) = (&mut *self.proc, self.maps);
         let (client, sock, tag) = (self.client.id, self.client.sock.as_fd(), r.tag);
-        let id = self.vol.exclusive(|vol| {
-            let mut c = Ctx { vol, proc };
-            let d = c.file_description(r.fd)?;
-            if len == 0 {
-                return Err(Errno::EINVAL);
-            }
-            let pages = len
-                .checked_next_multiple_of(maps::page_size())
-                .ok_or(Errno::ENOMEM)?;
-            if off
-                .checked_add(pages)
-                .is_none_or(|end| end > i64::MAX as u64)
-            {
-                return Err(Errno::EOVERFLOW);
-            }
-            let acc = c.fcntl_getfl(r.fd)? & libc::O_ACCMODE;
-            let writable = acc != libc::O_RDONLY;
-            if (prot & libc::PROT_WRITE as u64 != 0 && !writable) || acc == libc::O_WRONLY {
-                return Err(Errno::EACCES);
-            }
-            if c.fstat(r.fd)?.mode & libc::S_IFMT != libc::S_IFREG {
-                return Err(Errno::ENODEV);
-            }
-            let q = MapReq {
-                client,
-                ino: d.ino,
-                off,
-                len,
-                writable,
-            };
-            maps.map(vol, &q, |id, writable, memfd| {
-                ulfs_wire::control::send_object(sock, tag, id, writable, memfd)
+        // The object's memfd is kept: made with the spare in place
+        // (`Shared::with_fd_room`; the spare's lock is taken before the
+        // volume's, as everywhere).
+        let id = self.shared.with_fd_room(|| {
+            self.vol.exclusive(|vol| {
+                let mut c = Ctx { vol, proc };
+                let d = c.file_description(r.fd)?;
+                if len == 0 {
+                    return Err(Errno::EINVAL);
+                }
+                let pages = len
+                    .checked_next_multiple_of(maps::page_size())
+                    .ok_or(Errno::ENOMEM)?;
+                if off
+                    .checked_add(pages)
+                    .is_none_or(|end| end > i64::MAX as u64)
+                {
+                    return Err(Errno::EOVERFLOW);
+                }
+                let acc = c.fcntl_getfl(r.fd)? & libc::O_ACCMODE;
+                let writable = acc != libc::O_RDONLY;
+                if (prot & libc::PROT_WRITE as u64 != 0 && !writable) || acc == libc::O_WRONLY {
+                    return Err(Errno::EACCES);
+                }
+                if c.fstat(r.fd)?.mode & libc::S_IFMT != libc::S_IFREG {
+                    return Err(Errno::ENODEV);
+                }
+                let q = MapReq {
+                    client,
+                    ino: d.ino,
+                    off,
+                    len,
+                    writable,
+                };
+                maps.map(vol, &q, |id, writable, memfd| {
+                    ulfs_wire::control::send_object(sock, tag, id, writable, memfd)
+                })
             })
         })?;
         Ok(id as i64)

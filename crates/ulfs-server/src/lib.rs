@@ -190,6 +190,25 @@ impl Shared {
     pub fn spare(&self) -> std::sync::MutexGuard<'_, Option<OwnedFd>> {
         self.spare.lock().unwrap_or_else(|p| p.into_inner())
     }
+
+    /// Runs `f`, which makes descriptors the server keeps for a client
+    /// (an accepted socket, a channel, a shared-mapping object), with the
+    /// spare descriptor in place first and its lock held: a descriptor
+    /// freed while the spare was away goes back to the spare before any
+    /// client can have it, and none is made while a refusal has the
+    /// spare's room open (`worker::refuse_without_fds`). Without this, a
+    /// channel made on another worker at that moment could take the room
+    /// for good, and a server out of descriptors would stop answering new
+    /// connections instead of refusing them.
+    pub fn with_fd_room<T>(&self, f: impl FnOnce() -> T) -> T {
+        let mut spare = self.spare();
+        if spare.is_none() {
+            *spare = open_spare();
+        }
+        let r = f();
+        drop(spare);
+        r
+    }
 }
 
 /// A running server.

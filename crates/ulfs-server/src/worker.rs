@@ -213,7 +213,7 @@ const ACCEPT_BATCH: usize = 64;
 
 fn accept_all(s: &Shared) {
     for _ in 0..ACCEPT_BATCH {
-        match s.listener.accept() {
+        match s.with_fd_room(|| s.listener.accept()) {
             Ok(sock) => s.clients.accept(s, sock),
             Err(e) if e == Errno(libc::EAGAIN) => break,
             // Out of descriptors: the connection stays in the backlog and
@@ -221,6 +221,11 @@ fn accept_all(s: &Shared) {
             // the error (and leave the client waiting). The spare
             // descriptor makes room to take the connection and refuse it.
             Err(e) if e == Errno(libc::EMFILE) || e == Errno(libc::ENFILE) => {
+                // Linux takes the descriptor before it looks at the queue:
+                // EMFILE says nothing about whether anyone waits.
+                if !someone_waits(s) {
+                    break;
+                }
                 match refuse_without_fds(s, e) {
                     Spare::Refused => {}
                     Spare::Empty => break,
@@ -260,8 +265,7 @@ pub(crate) fn rearm_listener(s: &Shared) {
 /// take the room for good.
 fn refuse_without_fds(s: &Shared, e: Errno) -> Spare {
     let mut spare = s.spare();
-    let Some(room) = spare.take() else {
-        *spare = crate::open_spare();
+    let Some(room) = spare.take().or_else(crate::open_spare) else {
         return Spare::Lost;
     };
     drop(room);
@@ -282,6 +286,13 @@ fn refuse_without_fds(s: &Shared, e: Errno) -> Spare {
             }
         }
     }
+}
+
+/// Whether a connection waits in the listener's queue (a listening
+/// socket is readable exactly then).
+fn someone_waits(s: &Shared) -> bool {
+    let mut fds = [PollFd::new(&s.listener, PollFlags::IN)];
+    matches!(rustix::event::poll(&mut fds, Some(&ZERO)), Ok(n) if n > 0)
 }
 
 /// What [`refuse_without_fds`] did.

@@ -370,9 +370,10 @@ fn a_server_out_of_descriptors_refuses_and_does_not_spin() {
     assert!(used < 50, "the server used {used} ticks in a quiet second");
     // A client that comes now is told, not left waiting.
     let c = control::connect(&socket).unwrap();
-    let r = within(
+    let r = within_explained(
         5,
         "a connection to a server out of descriptors",
+        || process_report(pid),
         move || control::hello(c.as_fd(), 0, 4096).map(drop),
     );
     assert!(r.is_err(), "a channel without descriptors?");

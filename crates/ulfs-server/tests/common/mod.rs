@@ -117,14 +117,50 @@ pub fn within<T: Send + 'static>(
     what: &str,
     f: impl FnOnce() -> T + Send + 'static,
 ) -> T {
+    within_explained(secs, what, String::new, f)
+}
+
+/// As [`within`]; on a timeout the failure also says what `explain`
+/// finds (the state of a server process, say).
+pub fn within_explained<T: Send + 'static>(
+    secs: u64,
+    what: &str,
+    explain: impl FnOnce() -> String,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> T {
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let _ = tx.send(f());
     });
     match rx.recv_timeout(Duration::from_secs(secs)) {
         Ok(v) => v,
-        Err(e) => panic!("{what}: no answer within {secs} s ({e})"),
+        Err(e) => panic!("{what}: no answer within {secs} s ({e}){}", explain()),
     }
+}
+
+/// What a process is doing, from /proc: how many descriptors it has open
+/// and, per thread, its name, where it sleeps in the kernel and its
+/// system call (for a test that finds a server stalled).
+pub fn process_report(pid: u32) -> String {
+    let fds = std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count());
+    let mut out = format!("\nprocess {pid}: {fds} descriptors open");
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return out;
+    };
+    for t in tasks.flatten() {
+        let read = |f: &str| {
+            std::fs::read_to_string(t.path().join(f))
+                .map_or_else(|e| e.to_string(), |s| s.trim().to_string())
+        };
+        out += &format!(
+            "\n  thread {:?} {}: wchan {}, syscall {}",
+            t.file_name(),
+            read("comm"),
+            read("wchan"),
+            read("syscall")
+        );
+    }
+    out
 }
 
 /// A client that speaks the wire by hand: it maps the channel itself and
