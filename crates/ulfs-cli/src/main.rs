@@ -567,6 +567,11 @@ pub(crate) enum Command {
         /// lets it sleep (0: never spin)
         #[arg(long, value_name = "US", default_value_t = 20)]
         spin_us: u64,
+        /// Offer clients no view of the image: every read is a request
+        /// (by default a client that may read the image file reads files
+        /// nobody is changing straight from its own mapping of it)
+        #[arg(long)]
+        no_direct_reads: bool,
         /// Serve in this process, in the foreground
         #[arg(short = 'f', long)]
         foreground: bool,
@@ -967,6 +972,7 @@ fn run(command: Command) -> CliResult {
             ro,
             socket_mode,
             spin_us,
+            no_direct_reads,
             foreground,
         } => serve::run(&serve::Args {
             image: &image,
@@ -975,6 +981,7 @@ fn run(command: Command) -> CliResult {
             read_only: ro,
             socket_mode,
             spin_us,
+            direct_reads: !no_direct_reads,
             foreground,
         }),
         Command::Mount {

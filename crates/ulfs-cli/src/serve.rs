@@ -19,6 +19,7 @@ pub struct Args<'a> {
     pub read_only: bool,
     pub socket_mode: u32,
     pub spin_us: u64,
+    pub direct_reads: bool,
     pub foreground: bool,
 }
 
@@ -41,6 +42,7 @@ pub fn run(args: &Args) -> CliResult {
     }
     cfg.socket_mode = args.socket_mode;
     cfg.spin = Duration::from_micros(args.spin_us);
+    cfg.direct_reads = args.direct_reads;
     let serve = |ready: &mut dyn FnMut()| serve(&image, args.read_only, cfg, ready);
     let served = if args.foreground {
         serve(&mut || {})

@@ -1,7 +1,8 @@
 //! Latency of one call through `ulfs serve` against the same call in
 //! process and against the kernel on tmpfs (issue 12, requirement 7):
 //! a null request (NOP; the kernel's getppid), fstat, and a 4 KiB pread of
-//! a cached file. The server runs in this process's threads (one worker),
+//! a cached file (leased, straight from the client's view of the image,
+//! and with direct reads off, a request each). The server runs in this process's threads (one worker),
 //! talking to the client over the same memfd channel and socket a
 //! separate process would use.
 //!
@@ -101,7 +102,12 @@ fn main() {
     let s_fstat = measure(n, || {
         black_box(c.fstat(fd).unwrap());
     });
+    // Leased (docs/SERVE.md "Direct reads"), then every read a request.
     let s_pread = measure(n, || {
+        black_box(c.pread(fd, &mut buf, 8192).unwrap());
+    });
+    c.set_direct_reads(false);
+    let s_pread_rt = measure(n, || {
         black_box(c.pread(fd, &mut buf, 8192).unwrap());
     });
     let stats = c.channel().stats();
@@ -151,6 +157,7 @@ fn main() {
         ("null", in_null, k_null, s_null),
         ("fstat", in_fstat, k_fstat, s_fstat),
         ("pread 4KiB", in_pread, k_pread, s_pread),
+        ("  requested", in_pread, k_pread, s_pread_rt),
     ] {
         println!("{name:<12} {a:>12.1} {b:>12.1} {s:>12.1}");
     }

@@ -15,6 +15,7 @@
 //! with ENOTCONN.
 
 mod backend;
+mod direct;
 pub mod locks;
 pub mod maps;
 mod session;
@@ -38,6 +39,7 @@ const OUT_LEN: u32 = 4096;
 pub struct Client {
     chan: ClientChannel,
     id: u64,
+    direct: direct::Direct,
 }
 
 fn p(path: &impl AsRef<[u8]>) -> &[u8] {
@@ -50,7 +52,11 @@ impl Client {
     /// another version of the protocol.
     pub fn connect(socket: impl AsRef<Path>) -> Result<Client> {
         let (chan, id) = ClientChannel::connect(socket.as_ref(), 0, 0)?;
-        Ok(Client { chan, id })
+        Ok(Client {
+            chan,
+            id,
+            direct: Default::default(),
+        })
     }
 
     /// The server's number for this client (in its logs).
@@ -68,8 +74,15 @@ impl Client {
     }
 
     pub(crate) fn call(&mut self, req: Req) -> Result<Cqe> {
+        let op = Op::from_u16(req.op).filter(|&op| !direct::keeps_descriptors(op));
+        if let Some(op) = op {
+            self.descriptors_before(op, req.fd, req.fd2);
+        }
         let cqe = self.chan.call(req)?;
         cqe.result()?;
+        if let Some(op) = op {
+            self.descriptors_after(op, cqe.res);
+        }
         Ok(cqe)
     }
 
@@ -265,7 +278,12 @@ impl Client {
         self.read_pieces(fd, buf, None)
     }
 
+    /// `pread(2)`: straight from this process's view of the image when
+    /// the file has a read lease (`direct.rs`), else through the server.
     pub fn pread(&mut self, fd: Fd, buf: &mut [u8], off: u64) -> Result<usize> {
+        if let Some(n) = self.pread_direct(fd, buf, off) {
+            return Ok(n);
+        }
         self.read_pieces(fd, buf, Some(off))
     }
 

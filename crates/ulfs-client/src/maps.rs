@@ -58,7 +58,7 @@ impl Client {
     }
 
     /// The OBJECT message announced by the answer tagged `tag`.
-    fn take_object(&mut self, tag: u32, object: u64) -> Result<OwnedFd> {
+    pub(crate) fn take_object(&mut self, tag: u32, object: u64) -> Result<OwnedFd> {
         loop {
             match control::try_recv(self.chan.socket()) {
                 Ok(Msg::Object {

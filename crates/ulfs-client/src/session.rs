@@ -24,7 +24,11 @@ impl Client {
     /// `token`.
     pub fn adopt(socket: impl AsRef<Path>, token: &Token, kind: AdoptKind) -> Result<Client> {
         let (chan, id) = ClientChannel::adopt(socket.as_ref(), token, kind)?;
-        Ok(Client { chan, id })
+        Ok(Client {
+            chan,
+            id,
+            direct: Default::default(),
+        })
     }
 
     /// Before a `fork`: the child's process, set aside with the same

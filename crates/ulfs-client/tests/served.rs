@@ -4,59 +4,12 @@
 //! other that holds it open, and a stopped server leaves a clean image and
 //! clients that get ENOTCONN.
 
-use std::path::PathBuf;
+mod common;
+
+use common::*;
 use std::time::Duration;
-use ulfs::fs::Volume;
-use ulfs::{Errno, Fs, MkfsOptions, Mode, MountOptions};
+use ulfs::{Errno, Fs, MountOptions};
 use ulfs_client::Client;
-use ulfs_server::{Config, Server};
-
-struct Served {
-    dir: tempfile::TempDir,
-    img: PathBuf,
-    socket: PathBuf,
-    server: Option<Server>,
-}
-
-fn serve() -> Served {
-    let dir = tempfile::tempdir().unwrap();
-    let img = dir.path().join("img");
-    ulfs::mkfs(
-        &img,
-        &MkfsOptions {
-            size: 64 << 20,
-            mode: Mode::Journal,
-            ..Default::default()
-        },
-    )
-    .unwrap();
-    let socket = dir.path().join("sock");
-    let vol = Volume::mount(&img, MountOptions::default()).unwrap();
-    let mut cfg = Config::new(&socket);
-    cfg.workers = 2;
-    let server = Server::start(vol, cfg).unwrap();
-    Served {
-        dir,
-        img,
-        socket,
-        server: Some(server),
-    }
-}
-
-impl Served {
-    fn client(&self) -> Client {
-        Client::connect(&self.socket).unwrap()
-    }
-
-    /// Stops the server; the image must then be clean.
-    fn stop(&mut self) {
-        let server = self.server.take().unwrap();
-        server.stopper().stop();
-        server.join().unwrap();
-        let report = ulfs::fsck(&self.img, &mut Default::default()).unwrap();
-        assert!(report.is_clean(), "{report:?}");
-    }
-}
 
 #[test]
 fn calls_through_the_server_answer_as_the_library() {

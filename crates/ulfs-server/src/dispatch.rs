@@ -494,6 +494,8 @@ impl Call<'_> {
             Op::Dupfd => Ok(self.exclusive(|c| c.dupfd(r.fd, a0 as i32))? as i64),
             Op::Lock => self.lock(r, cqe),
             Op::MapShared => self.map_shared(r),
+            Op::Direct => self.direct(r, cqe),
+            Op::Lease => self.lease(r),
             Op::Msync => self.msync(r),
             Op::Unmap => {
                 let (maps, client) = (self.maps, self.client.id);
@@ -584,6 +586,52 @@ impl Call<'_> {
         *self.exec_token = Some((t, memory));
         cqe.aux = token_aux(&t);
         Ok(0)
+    }
+
+    /// DIRECT (op.rs): the board in an OBJECT message, then the image's
+    /// path into `p1` and its identity in `aux`.
+    fn direct(&mut self, r: &Req, cqe: &mut Cqe) -> Result<i64> {
+        let offer = self.shared.direct.as_ref().ok_or(crate::direct::NO_OFFER)?;
+        if !offer.may_read(&self.client.creds) {
+            return Err(Errno::EACCES);
+        }
+        if !r.p1.fits(self.chan.geometry().data_len) {
+            return Err(Errno::EFAULT);
+        }
+        if offer.path.len() > r.p1.len as usize {
+            return Err(Errno::ENAMETOOLONG);
+        }
+        let board = self.shared.with_fd_room(|| offer.board_fd())?;
+        ulfs_wire::control::send_object(self.client.sock.as_fd(), r.tag, 0, false, board.as_fd())?;
+        self.chan
+            .copy_out(Span::new(r.p1.off, offer.path.len() as u32), &offer.path)?;
+        cqe.aux = [offer.dev, offer.ino];
+        Ok(offer.path.len() as i64)
+    }
+
+    /// LEASE (op.rs), under the shared lock: none for a file with shared
+    /// mappings (its bytes are the object's, not the image's).
+    fn lease(&mut self, r: &Req) -> Result<i64> {
+        if self.shared.direct.is_none() {
+            return Err(Errno::EAGAIN);
+        }
+        let len = self.out_len(r.p1)?;
+        let most = ulfs_wire::lease::runs_fitting(len).min(r.a[1] as usize);
+        if most == 0 {
+            return Err(Errno::EFAULT);
+        }
+        let maps = self.maps;
+        let (n, runs) = self.shared(|c, buf, _| {
+            let (ino, lease) = c.lease(r.fd, r.a[0], most)?;
+            if maps.active() && maps.has(ino) {
+                return Err(Errno::EBUSY);
+            }
+            let n = ulfs_wire::lease::encode(&lease, &mut buf[..len]).ok_or(Errno::EFAULT)?;
+            Ok((n, lease.runs.len()))
+        })?;
+        self.chan
+            .copy_out(Span::new(r.p1.off, n as u32), &self.scratch.data[..n])?;
+        Ok(runs as i64)
     }
 
     /// READ or PREAD of a file with a shared mapping: with the volume to
@@ -699,9 +747,13 @@ impl Call<'_> {
                     len,
                     writable,
                 };
-                maps.map(vol, &q, |id, writable, memfd| {
+                let id = maps.map(vol, &q, |id, writable, memfd| {
                     ulfs_wire::control::send_object(sock, tag, id, writable, memfd)
-                })
+                })?;
+                // The file's bytes are the object's now: no read lease
+                // holds.
+                vol.end_leases(q.ino);
+                Ok(id)
             })
         })?;
         Ok(id as i64)

@@ -18,13 +18,16 @@
 //!   client (LOCK), released as descriptors close and clients go;
 //! - `maps`: shared mappings (MAP_SHARED, MSYNC, UNMAP): a memfd per
 //!   mapped inode that the clients map and the server keeps coherent with
-//!   the file.
+//!   the file;
+//! - `direct`: what lets clients read without a request (DIRECT, LEASE):
+//!   the change board the volume publishes on, and the image they map.
 //!
 //! The wire itself (channel layout, records, control messages) is
 //! `ulfs-wire`, shared with the clients.
 
 mod adopt;
 mod clients;
+mod direct;
 mod dispatch;
 mod locks;
 mod maps;
@@ -106,6 +109,10 @@ pub struct Config {
     /// How often the running transaction is committed while nothing else
     /// commits it (the volume's commit interval).
     pub commit_every: Duration,
+    /// Offer clients a read-only view of the image and read leases
+    /// (DIRECT, LEASE; docs/SERVE.md "Direct reads"), so that their reads
+    /// of files nobody changes take no request. Off: every read is one.
+    pub direct_reads: bool,
     pub limits: Limits,
 }
 
@@ -117,6 +124,7 @@ impl Config {
             workers: default_workers(),
             spin: Duration::from_micros(20),
             commit_every: Duration::from_secs(5),
+            direct_reads: true,
             limits: Limits::default(),
         }
     }
@@ -147,6 +155,9 @@ pub(crate) struct Shared {
     /// The last accept error reported (an errno), so that a lasting one
     /// is logged once.
     pub accept_error: std::sync::atomic::AtomicI32,
+    /// Where the volume publishes changes of open inodes, and the image
+    /// file clients may map beside it (DIRECT); None when not offered.
+    pub direct: Option<direct::Offer>,
     /// Every client's file locks.
     pub locks: locks::Locks,
     /// Every client's shared mappings.
@@ -254,6 +265,10 @@ impl Server {
             }
         };
         let workers = cfg.workers.max(1);
+        let direct = cfg
+            .direct_reads
+            .then(|| direct::Offer::new(&mut vol))
+            .flatten();
         let (locks, maps) = (locks::Locks::new(&cfg.limits), maps::Maps::new(&cfg.limits));
         let shared = Arc::new(Shared {
             vol: SharedVolume::new(vol),
@@ -268,6 +283,7 @@ impl Server {
             kicks,
             spare: Mutex::new(open_spare()),
             accept_error: std::sync::atomic::AtomicI32::new(0),
+            direct,
             locks,
             maps,
             tokens: adopt::Tokens::default(),

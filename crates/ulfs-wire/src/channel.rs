@@ -527,6 +527,8 @@ pub fn drain_kick(kick: BorrowedFd<'_>) {
 /// Counters of a client's slow paths, for tests and benchmarks.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ClientStats {
+    /// Requests submitted.
+    pub requests: u64,
     /// Kick eventfd writes (the server was idle).
     pub kicks: u64,
     /// FUTEX_WAIT calls.
@@ -761,6 +763,7 @@ impl ClientChannel {
         if self.server_gone() {
             return Err(ENOTCONN);
         }
+        self.stats.requests += 1;
         let slot = (self.sq_tail & (self.geo.sq_entries - 1)) as usize;
         let off = self.geo.sq_off() + slot * REQ_SIZE;
         // SAFETY: `slot < sq_entries`, so the record lies in the SQ, in the

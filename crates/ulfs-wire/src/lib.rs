@@ -12,6 +12,7 @@
 //! - [`channel`]: both ends of a channel (rings, data copies, sleep/wake).
 //! - [`control`]: the control socket (listen/connect, HELLO/WELCOME,
 //!   peer credentials).
+//! - [`lease`]: the record of a read lease (LEASE's answer).
 //!
 //! Nothing here touches the file-system engine: the server maps requests
 //! onto `ulfs::Fs`, the clients onto their callers. The only things taken
@@ -20,6 +21,7 @@
 pub mod channel;
 pub mod control;
 pub mod layout;
+pub mod lease;
 pub mod op;
 pub mod stat;
 

@@ -87,6 +87,8 @@
 //! | MAP_SHARED | fd | | `[0]` offset, `[1]` length, `[2]` prot | | | object id (memfd in an OBJECT message before it) |
 //! | MSYNC | | | `[0]` object, `[1]` file offset, `[2]` length, `[3]` flags | | | 0 |
 //! | UNMAP | | | `[0]` object | | | 0 |
+//! | DIRECT | | | | out: the image's path | | path length, aux = \[device, inode\]; the board in an OBJECT message before it |
+//! | LEASE | fd | | `[0]` offset, `[1]` most runs | out: lease record (`crate::lease`) | | runs |
 
 macro_rules! ops {
     ($( $(#[$doc:meta])* $name:ident = $code:literal, $wire:literal; )*) => {
@@ -347,6 +349,34 @@ ops! {
     /// `munmap`); EINVAL if it has none. The object's last mapping, of
     /// any client, writes it back into the file and closes it.
     Unmap = 114, "UNMAP";
+
+    // Reads without a request (docs/SERVE.md "Direct reads").
+    /// Offers the client a read-only view of the image: the server sends
+    /// its change board (`ulfs::fs::changes`), a sealed memfd open for
+    /// reading only, in an OBJECT message with this request's tag and
+    /// object id 0, before the answer; then answers the length of the
+    /// image's absolute path, written into `p1`, with `aux = [device,
+    /// inode]` of the image file. The client opens that path itself (the
+    /// kernel judges whether it may read the image) and uses the view only
+    /// if it is that device and inode. ENOSYS when the server offers no
+    /// view (its image is not a file of its own, or /proc is missing);
+    /// EACCES when the image file's mode bits do not let the client read
+    /// it (the board is only for those who could read every file);
+    /// ENAMETOOLONG when the path does not fit `p1`; EFAULT for a `p1`
+    /// outside the data area.
+    Direct = 128, "DIRECT";
+    /// A read lease on `fd`'s file from the block holding offset `a[0]`,
+    /// of at most `a[1]` runs, written into `p1` as `crate::lease`'s
+    /// record → the number of runs. The client reads the leased blocks
+    /// straight from its view of the image, and trusts a copy only while
+    /// the board's counter keeps the leased generation (`ulfs::fs::changes`).
+    /// Errors: EBADF (not open, or not for reading), EISDIR, EINVAL (not
+    /// a regular file), EFAULT (`p1` outside the data area or too small
+    /// for one run), EAGAIN (no lease now: a read would move the file's
+    /// atime; a READ/PREAD does, after which a lease may be granted),
+    /// EBUSY (the file has shared mappings: its bytes are not all in the
+    /// image while they last), EIO (the server lost bytes of its image).
+    Lease = 129, "LEASE";
 }
 
 /// `LOCK` classes (`a[0]`).
@@ -402,7 +432,9 @@ mod tests {
         assert_eq!(Op::Fchown as u16, 85);
         assert_eq!(Op::Lock as u16, 96);
         assert_eq!(Op::Unmap as u16, 114);
-        assert_eq!(Op::ALL.len(), 54);
+        assert_eq!(Op::Direct as u16, 128);
+        assert_eq!(Op::Lease as u16, 129);
+        assert_eq!(Op::ALL.len(), 56);
         assert_eq!(Op::Renameat2.name(), "RENAMEAT2");
     }
 }

@@ -9,6 +9,7 @@ use super::{OpenId, Volume};
 use crate::errno::{Errno, Result};
 use crate::format::inode::Inode;
 use crate::format::*;
+use crate::store::copy_bytes;
 use crate::types::{Ino, Timespec};
 
 const BS: u64 = BLOCK_SIZE as u64;
@@ -57,7 +58,7 @@ impl Volume {
     /// answers EIO, not wrong data (nor a misleading EUCLEAN). One relaxed
     /// load while no fault has happened in the process.
     #[inline]
-    fn bytes_lost(&self) -> bool {
+    pub(super) fn bytes_lost(&self) -> bool {
         crate::store::fault::fault_count() != 0 && self.j.store().faulted()
     }
 
@@ -69,7 +70,7 @@ impl Volume {
 
     /// Linux's relatime rule, and no update on a volume that cannot
     /// change (read-only, or turned so after a failure).
-    fn atime_due_for(&self, inode: &Inode) -> bool {
+    pub(super) fn atime_due_for(&self, inode: &Inode) -> bool {
         if self.no_atime || self.writable().is_err() {
             return false;
         }
@@ -582,32 +583,10 @@ fn copy_range(
     Ok(n)
 }
 
-/// Copies file bytes between a caller's buffer and a block of the image,
-/// in pieces of at most 2 KiB. glibc's memcpy switches to `rep movsb` at
-/// 4 KiB on AVX2 machines, and on some AMD processors (this project's CI
-/// machines among them) that runs five times slower when source and
-/// destination are not equally aligned, the usual case here: a page-aligned
-/// block against a buffer from malloc, at 16 bytes past a page. Measured
-/// with a 4 KiB write and read per block: 391 µs per MiB in one piece,
-/// 82 µs in 2 KiB pieces, 67 µs with both aligned (`hot_path` bench,
-/// `overwrite-65536`). Below the threshold glibc copies with vector
-/// registers, fast at any alignment.
-#[inline]
-fn copy_bytes(dst: &mut [u8], src: &[u8]) {
-    const PIECE: usize = 2048;
-    if dst.len() <= PIECE {
-        dst.copy_from_slice(src);
-        return;
-    }
-    for (d, s) in dst.chunks_mut(PIECE).zip(src.chunks(PIECE)) {
-        d.copy_from_slice(s);
-    }
-}
-
 /// Only regular files are read: a directory is EISDIR, anything else
 /// EINVAL, as read(2) says.
 #[inline]
-fn readable(inode: &Inode) -> Result<()> {
+pub(super) fn readable(inode: &Inode) -> Result<()> {
     if inode.is_reg() {
         Ok(())
     } else if inode.is_dir() {

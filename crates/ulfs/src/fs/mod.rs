@@ -10,6 +10,7 @@ mod alloc;
 mod attrs;
 mod bmap;
 mod calls;
+pub mod changes;
 mod dir;
 mod file;
 mod inodes;

@@ -96,6 +96,9 @@ pub(crate) struct OpenInodes {
     /// Entries the call in progress wrote through: decoded again if the
     /// call is undone.
     touched: Vec<u32>,
+    /// Where changes of open inodes are published for lease holders
+    /// outside the process (`changes.rs`); a server's volume has one.
+    board: Option<std::sync::Arc<super::changes::ChangeBoard>>,
 }
 
 impl OpenInodes {
@@ -117,9 +120,27 @@ impl OpenInodes {
         self.entries[i as usize].inode.as_ref()
     }
 
+    /// Publishes the changes of open inodes on `board` from now on.
+    pub(crate) fn set_board(&mut self, board: std::sync::Arc<super::changes::ChangeBoard>) {
+        self.board = Some(board);
+    }
+
+    pub(crate) fn board(&self) -> Option<&super::changes::ChangeBoard> {
+        self.board.as_deref()
+    }
+
+    /// The decoded inode of `ino` changes: its leases end.
+    #[inline]
+    fn publish(&self, ino: Ino) {
+        if let Some(b) = &self.board {
+            b.bump(ino);
+        }
+    }
+
     /// A call wrote `inode` to the slot of `ino`: the entry follows.
     pub(crate) fn wrote_through(&mut self, ino: Ino, inode: &Inode, in_call: bool) {
         if let Some(&i) = self.by_ino.get(&ino) {
+            self.publish(ino);
             let e = &mut self.entries[i as usize];
             *e.inode_mut() = Some(inode.clone());
             e.last_map = [None; 2];
@@ -136,6 +157,9 @@ impl OpenInodes {
                 if let Some(e) = self.entries.get_mut(i as usize)
                     && !e.dirty
                 {
+                    if let Some(b) = &self.board {
+                        b.bump(e.ino);
+                    }
                     *e.inode_mut() = None;
                     e.last_map = [None; 2];
                 }
@@ -148,6 +172,9 @@ impl OpenInodes {
     /// entries must have been written back first.
     pub(crate) fn forget_decoded(&mut self) {
         debug_assert!(self.dirty.is_empty());
+        if let Some(b) = &self.board {
+            b.bump_all();
+        }
         for e in &mut self.entries {
             *e.inode_mut() = None;
             e.last_map = [None; 2];
@@ -165,6 +192,9 @@ impl OpenInodes {
 
     #[inline]
     pub(crate) fn decoded_mut(&mut self, id: OpenId) -> &mut Inode {
+        if let Some(b) = &self.board {
+            b.bump(self.entries[id.0 as usize].ino);
+        }
         self.entries[id.0 as usize]
             .inode_mut()
             .as_mut()

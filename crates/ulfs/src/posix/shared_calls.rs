@@ -17,6 +17,7 @@ use super::calls::{check_flags, p, readable};
 use super::process::Process;
 use crate::errno::Result;
 use crate::fs::Volume;
+use crate::fs::changes::Lease;
 use crate::types::{Fd, Ino, Stat, Statx};
 
 /// One process's read-only calls on a shared volume.
@@ -76,6 +77,15 @@ impl SharedCtx<'_> {
             later.atimes.push(ino);
         }
         Ok(n)
+    }
+
+    /// A read lease on `fd`'s file from the block holding `off`
+    /// (`Volume::lease`), after pread's checks of the descriptor; with the
+    /// file's inode number.
+    pub fn lease(&self, fd: Fd, off: u64, max_runs: usize) -> Result<(Ino, Lease)> {
+        let (f, off) = readable(self.proc, fd, Some(off), 0)?;
+        let ino = f.ino;
+        Ok((ino, self.vol.lease(ino, off, max_runs)?))
     }
 
     /// `fstat(2)`.

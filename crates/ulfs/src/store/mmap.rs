@@ -359,6 +359,11 @@ impl BlockStore for MmapStore {
         self.blocks
     }
 
+    fn backing_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        use std::os::fd::AsFd;
+        Some(self.file.as_fd())
+    }
+
     fn is_read_only(&self) -> bool {
         matches!(self.map, Mapping::ReadOnly(_))
     }

@@ -15,11 +15,13 @@ mod holes;
 mod mmap;
 mod residency;
 pub mod sim;
+mod view;
 
 pub use budget::{MIN_BUDGET, MemoryBudget, cgroup_headroom};
 pub(crate) use holes::free_bytes;
 pub use mmap::{MmapStore, backing_size, is_block_device, lock_image, open_locked};
 pub use sim::{Fate, SimDisk};
+pub use view::ImageView;
 
 use crate::errno::Result;
 use crate::format::{Bid, Block};
@@ -75,8 +77,35 @@ pub trait BlockStore: Send + Sync {
     fn faulted(&self) -> bool {
         false
     }
+    /// The file the store maps, if it is one: a client of a server maps
+    /// it read-only to read file data without a request (fs/changes.rs).
+    fn backing_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        None
+    }
     /// The simulated disk behind this store, for crash tests.
     fn as_sim(&self) -> Option<&SimDisk> {
         None
+    }
+}
+
+/// Copies file bytes between a caller's buffer and a block of the image,
+/// in pieces of at most 2 KiB. glibc's memcpy switches to `rep movsb` at
+/// 4 KiB on AVX2 machines, and on some AMD processors (this project's CI
+/// machines among them) that runs five times slower when source and
+/// destination are not equally aligned, the usual case here: a page-aligned
+/// block against a buffer from malloc, at 16 bytes past a page. Measured
+/// with a 4 KiB write and read per block: 391 µs per MiB in one piece,
+/// 82 µs in 2 KiB pieces, 67 µs with both aligned (`hot_path` bench,
+/// `overwrite-65536`). Below the threshold glibc copies with vector
+/// registers, fast at any alignment.
+#[inline]
+pub(crate) fn copy_bytes(dst: &mut [u8], src: &[u8]) {
+    const PIECE: usize = 2048;
+    if dst.len() <= PIECE {
+        dst.copy_from_slice(src);
+        return;
+    }
+    for (d, s) in dst.chunks_mut(PIECE).zip(src.chunks(PIECE)) {
+        d.copy_from_slice(s);
     }
 }

@@ -1,0 +1,308 @@
+//! Direct reads (docs/SERVE.md "Direct reads"): a client's preads of a
+//! leased file come from its own view of the image, with no request, and
+//! still answer exactly what the server would: another client's
+//! overwrites, appends, truncations, hole punches and shared mappings are
+//! seen at once, relatime still moves atime, and a client that cannot
+//! have a view reads through the server as before.
+
+mod common;
+
+use common::*;
+use ulfs_client::Client;
+use ulfs_testkit::rng::Rng;
+
+/// Preads enough to have the view set up and the descriptor leased.
+fn warm(c: &mut Client, fd: i32) {
+    let mut b = [0u8; 16];
+    for _ in 0..8 {
+        c.pread(fd, &mut b, 0).unwrap();
+    }
+}
+
+fn requests(c: &Client) -> u64 {
+    c.channel().stats().requests
+}
+
+fn pattern(len: usize, seed: u8) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u32).wrapping_mul(2_654_435_761) as u8 ^ seed)
+        .collect()
+}
+
+#[test]
+fn leased_reads_take_no_request_and_answer_what_the_file_holds() {
+    let s = serve();
+    let (mut reader, mut writer) = (s.client(), s.client());
+    let w = writer
+        .open("/f", libc::O_CREAT | libc::O_RDWR, 0o644)
+        .unwrap();
+    let data = pattern(3 << 20, 1);
+    assert_eq!(writer.pwrite(w, &data, 0).unwrap(), data.len());
+    let r = reader.open("/f", libc::O_RDONLY, 0).unwrap();
+    warm(&mut reader, r);
+    assert!(reader.direct_reads_ready(), "no view was set up");
+    let before = requests(&reader);
+    let mut b = vec![0u8; 5000];
+    for i in 0..200u64 {
+        let off = i * 12_345 % (3 << 20);
+        let n = reader.pread(r, &mut b, off).unwrap();
+        let want = &data[off as usize..(off as usize + 5000).min(data.len())];
+        assert_eq!(&b[..n], want, "at {off}");
+    }
+    // A read past the end, and one straddling it.
+    assert_eq!(reader.pread(r, &mut b, 4 << 20).unwrap(), 0);
+    assert_eq!(reader.pread(r, &mut b, (3 << 20) - 10).unwrap(), 10);
+    assert!(
+        requests(&reader) - before <= 2,
+        "{} requests for 202 leased reads",
+        requests(&reader) - before
+    );
+
+    // Another client's changes are seen at once.
+    writer.pwrite(w, b"OVERWRITE", 100).unwrap();
+    assert_eq!(reader.pread(r, &mut b[..9], 100).unwrap(), 9);
+    assert_eq!(&b[..9], b"OVERWRITE");
+    writer.pwrite(w, b"appended", 3 << 20).unwrap();
+    assert_eq!(reader.pread(r, &mut b, 3 << 20).unwrap(), 8);
+    assert_eq!(&b[..8], b"appended");
+    writer.ftruncate(w, 10_000).unwrap();
+    assert_eq!(reader.pread(r, &mut b, 9_000).unwrap(), 1_000);
+    assert_eq!(reader.pread(r, &mut b, 20_000).unwrap(), 0);
+    writer
+        .fallocate(
+            w,
+            libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
+            4096,
+            4096,
+        )
+        .unwrap();
+    assert_eq!(reader.pread(r, &mut b[..4096], 4096).unwrap(), 4096);
+    assert!(
+        b[..4096].iter().all(|&x| x == 0),
+        "a punched hole reads zeros"
+    );
+    // A hole filled by a write far past the end.
+    writer.pwrite(w, b"far", 50 << 20).unwrap();
+    assert_eq!(reader.pread(r, &mut b[..3], 50 << 20).unwrap(), 3);
+    assert_eq!(&b[..3], b"far");
+    assert_eq!(reader.pread(r, &mut b[..10], 30 << 20).unwrap(), 10);
+    assert_eq!(&b[..10], &[0; 10]);
+}
+
+#[test]
+fn random_changes_and_leased_reads_agree_with_a_model() {
+    for seed in [1u64, 2, 3] {
+        let s = serve();
+        let (mut reader, mut writer) = (s.client(), s.client());
+        let w = writer
+            .open("/f", libc::O_CREAT | libc::O_RDWR, 0o644)
+            .unwrap();
+        let mut model = pattern(300_000, seed as u8);
+        writer.pwrite(w, &model, 0).unwrap();
+        let r = reader.open("/f", libc::O_RDONLY, 0).unwrap();
+        warm(&mut reader, r);
+        let mut rng = Rng::new(seed);
+        let mut buf = vec![0u8; 70_000];
+        let mut reads = 0;
+        let before = requests(&reader);
+        for step in 0..3000 {
+            match rng.below(10) {
+                0 => {
+                    let off = rng.below(400_000) as usize;
+                    let bytes = pattern(rng.below(20_000) as usize + 1, step as u8);
+                    writer.pwrite(w, &bytes, off as u64).unwrap();
+                    if model.len() < off + bytes.len() {
+                        model.resize(off + bytes.len(), 0);
+                    }
+                    model[off..off + bytes.len()].copy_from_slice(&bytes);
+                }
+                1 if step % 7 == 0 => {
+                    let len = rng.below(400_000) as usize;
+                    writer.ftruncate(w, len as u64).unwrap();
+                    model.resize(len, 0);
+                }
+                2 if step % 5 == 0 => {
+                    let off = rng.below(300_000) / 4096 * 4096;
+                    let len = (rng.below(8) + 1) * 4096;
+                    writer
+                        .fallocate(
+                            w,
+                            libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
+                            off,
+                            len,
+                        )
+                        .unwrap();
+                    let end = ((off + len) as usize).min(model.len());
+                    if (off as usize) < end {
+                        model[off as usize..end].fill(0);
+                    }
+                }
+                _ => {
+                    let off = rng.below(420_000) as usize;
+                    let len = rng.below(buf.len() as u64) as usize + 1;
+                    let n = reader.pread(r, &mut buf[..len], off as u64).unwrap();
+                    let want = &model[off.min(model.len())..(off + len).min(model.len())];
+                    assert_eq!(n, want.len(), "seed {seed} step {step}: read at {off}");
+                    assert!(buf[..n] == *want, "seed {seed} step {step}: read at {off}");
+                    reads += 1;
+                }
+            }
+        }
+        // Runs of reads between changes are served from the view: fewer
+        // requests than reads, though every change ends the lease.
+        let used = requests(&reader) - before;
+        assert!(
+            used < reads,
+            "seed {seed}: {used} requests for {reads} reads"
+        );
+    }
+}
+
+#[test]
+fn relatime_still_moves_atime_after_a_change() {
+    let s = serve();
+    let (mut reader, mut writer) = (s.client(), s.client());
+    let w = writer
+        .open("/f", libc::O_CREAT | libc::O_RDWR, 0o644)
+        .unwrap();
+    writer.pwrite(w, &pattern(100_000, 0), 0).unwrap();
+    let r = reader.open("/f", libc::O_RDONLY, 0).unwrap();
+    warm(&mut reader, r);
+    let mut b = [0u8; 100];
+    for _ in 0..3 {
+        // A write makes the next read's atime due (it is not newer than
+        // the change); the read must move it even though it is leased.
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        writer.pwrite(w, b"x", 10).unwrap();
+        let changed = writer.fstat(w).unwrap().mtime;
+        reader.pread(r, &mut b, 0).unwrap();
+        let st = reader.fstat(r).unwrap();
+        assert!(
+            st.atime >= changed,
+            "atime {:?} < mtime {:?}",
+            st.atime,
+            changed
+        );
+        // Further reads are leased again (nothing is due any more).
+        let before = requests(&reader);
+        for _ in 0..50 {
+            reader.pread(r, &mut b, 0).unwrap();
+        }
+        assert!(
+            requests(&reader) - before <= 2,
+            "reads after the atime update"
+        );
+    }
+}
+
+#[test]
+fn a_shared_mapping_ends_leases_and_its_bytes_are_read() {
+    let s = serve();
+    let (mut reader, mut mapper) = (s.client(), s.client());
+    let m = mapper
+        .open("/f", libc::O_CREAT | libc::O_RDWR, 0o644)
+        .unwrap();
+    mapper.pwrite(m, &pattern(8192, 3), 0).unwrap();
+    let r = reader.open("/f", libc::O_RDONLY, 0).unwrap();
+    warm(&mut reader, r);
+    let (object, memfd) = mapper
+        .map_shared(m, 0, 8192, libc::PROT_READ | libc::PROT_WRITE)
+        .unwrap();
+    // SAFETY: a fresh shared mapping of the object's memfd, 8 KiB long
+    // (the server made it at least that), written and unmapped here only.
+    unsafe {
+        let p = libc::mmap(
+            std::ptr::null_mut(),
+            8192,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED,
+            std::os::fd::AsRawFd::as_raw_fd(&memfd),
+            0,
+        );
+        assert_ne!(p, libc::MAP_FAILED);
+        std::ptr::copy_nonoverlapping(b"MAPPED".as_ptr(), (p as *mut u8).add(200), 6);
+        let mut b = [0u8; 6];
+        assert_eq!(reader.pread(r, &mut b, 200).unwrap(), 6);
+        assert_eq!(
+            &b, b"MAPPED",
+            "a store into a shared mapping, read by another client"
+        );
+        libc::munmap(p, 8192);
+    }
+    mapper.unmap(object).unwrap();
+    let mut b = [0u8; 6];
+    assert_eq!(reader.pread(r, &mut b, 200).unwrap(), 6);
+    assert_eq!(&b, b"MAPPED");
+}
+
+#[test]
+fn without_a_view_every_read_is_a_request_and_right() {
+    let s = serve();
+    let mut c = s.client();
+    c.set_direct_reads(false);
+    let fd = c.open("/f", libc::O_CREAT | libc::O_RDWR, 0o644).unwrap();
+    let data = pattern(50_000, 9);
+    c.pwrite(fd, &data, 0).unwrap();
+    warm(&mut c, fd);
+    assert!(!c.direct_reads_ready());
+    let before = requests(&c);
+    let mut b = vec![0u8; 1000];
+    for i in 0..20 {
+        assert_eq!(c.pread(fd, &mut b, i * 1000).unwrap(), 1000);
+        assert_eq!(b[..], data[i as usize * 1000..][..1000]);
+    }
+    assert_eq!(requests(&c) - before, 20);
+
+    // An image this client cannot open by the name the server gives (moved
+    // away since the server started): no view, the same answers.
+    let moved = s.dir.path().join("moved");
+    std::fs::rename(&s.img, &moved).unwrap();
+    let mut c = s.client();
+    let fd = c.open("/f", libc::O_RDONLY, 0).unwrap();
+    warm(&mut c, fd);
+    assert!(
+        !c.direct_reads_ready(),
+        "a view of whatever is at the old path"
+    );
+    assert_eq!(c.pread(fd, &mut b, 7000).unwrap(), 1000);
+    assert_eq!(b[..], data[7000..8000]);
+    std::fs::rename(&moved, &s.img).unwrap();
+}
+
+#[test]
+fn descriptors_reused_for_other_files_are_not_read_by_an_old_lease() {
+    let s = serve();
+    let mut c = s.client();
+    let a = pattern(20_000, 1);
+    let b = pattern(20_000, 2);
+    let fa = c.open("/a", libc::O_CREAT | libc::O_RDWR, 0o644).unwrap();
+    c.pwrite(fa, &a, 0).unwrap();
+    let fb = c.open("/b", libc::O_CREAT | libc::O_RDWR, 0o644).unwrap();
+    c.pwrite(fb, &b, 0).unwrap();
+    let mut buf = vec![0u8; 100];
+    for round in 0..4 {
+        warm(&mut c, fa);
+        c.pread(fa, &mut buf, 500).unwrap();
+        assert_eq!(buf[..], a[500..600], "round {round}");
+        // The same number for another file, three ways.
+        match round {
+            0 => {
+                c.close(fa).unwrap();
+                assert_eq!(c.open("/b", libc::O_RDONLY, 0).unwrap(), fa);
+            }
+            1 => assert_eq!(c.dup2(fb, fa).unwrap(), fa),
+            _ => {
+                c.close(fa).unwrap();
+                assert_eq!(c.dup(fb).unwrap(), fa);
+            }
+        }
+        c.pread(fa, &mut buf, 500).unwrap();
+        assert_eq!(
+            buf[..],
+            b[500..600],
+            "round {round}: the old lease was used"
+        );
+        c.close(fa).unwrap();
+        assert_eq!(c.open("/a", libc::O_RDONLY, 0).unwrap(), fa);
+    }
+}
