@@ -22,9 +22,15 @@
 //!   and when its descriptor is closed or replaced (`forget`).
 //! - The server refuses a lease when a read would move the file's atime
 //!   (EAGAIN: the read goes to the server, which moves it, and the next
-//!   read asks again) or the file has shared mappings (EBUSY; any other
-//!   refusal too: the descriptor asks again only after a while, its reads
-//!   going to the server meanwhile).
+//!   read asks again), or would at the next clock tick (EALREADY: asked
+//!   again a tick later), or the file has shared mappings (EBUSY; any
+//!   other refusal too: asked again only after a while, its reads going
+//!   to the server meanwhile).
+//!
+//! - **fstat** of a followed descriptor is answered from the last answer
+//!   while the file's counter keeps the generation read before that
+//!   answer was asked for (the counter moves with every change of an
+//!   open inode, so the answer is what the server would give).
 //!
 //! A read that failed its check after copying may have written into the
 //! caller's buffer beyond what the server's answer then fills (only when
@@ -34,9 +40,9 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use ulfs::fs::changes::{ChangeView, Lease};
+use ulfs::fs::changes::{ChangeView, Lease, slot_of};
 use ulfs::store::ImageView;
-use ulfs::{Errno, Fd, Result};
+use ulfs::{Errno, Fd, Result, Stat};
 use ulfs_wire::{Op, Span};
 
 use crate::Client;
@@ -47,7 +53,12 @@ const SERVED_BEFORE_VIEW: u32 = 4;
 const SERVED_BEFORE_LEASE: u32 = 2;
 /// How long a lease is trusted at most.
 const LEASE_LIFE: Duration = Duration::from_secs(1);
-/// How long a descriptor whose lease was refused waits before asking again.
+/// How long a descriptor whose lease was refused for its atime waits
+/// before asking again: a clock tick (the server's coarse clock moves every
+/// 4 ms at most), after which a read through the server has moved it.
+const ATIME_REFUSED_FOR: Duration = Duration::from_millis(5);
+/// How long a descriptor whose lease was refused otherwise waits before
+/// asking again.
 const REFUSED_FOR: Duration = Duration::from_millis(50);
 /// Runs asked for per lease (a file written in order has one per 2 MiB).
 const MOST_RUNS: usize = 512;
@@ -84,6 +95,11 @@ struct Followed {
     served: u32,
     lease: Option<(Lease, Instant)>,
     refused_until: Option<Instant>,
+    /// The file's inode number, once an fstat told it.
+    ino: Option<ulfs::Ino>,
+    /// The last fstat's answer and the generation its slot had before it
+    /// was asked: still the answer while the slot keeps that generation.
+    stat: Option<(Stat, u64)>,
 }
 
 impl Direct {
@@ -104,6 +120,8 @@ impl Direct {
                     served: 0,
                     lease: None,
                     refused_until: None,
+                    ino: None,
+                    stat: None,
                 });
                 self.followed.len() - 1
             }
@@ -258,11 +276,14 @@ impl Client {
                         let f = self.direct.followed(fd);
                         f.lease = None;
                         // EAGAIN (an atime due) ends with the read the
-                        // server now makes; anything else is asked about
-                        // again only after a while.
-                        if e != Errno::EAGAIN {
-                            f.refused_until = Some(now + REFUSED_FOR);
-                        }
+                        // server now makes; EALREADY (due again at the
+                        // next tick) a tick later; anything else is asked
+                        // about again only after a while.
+                        f.refused_until = match e {
+                            Errno::EAGAIN => None,
+                            Errno(libc::EALREADY) => Some(now + ATIME_REFUSED_FOR),
+                            _ => Some(now + REFUSED_FOR),
+                        };
                         return None;
                     }
                 },
@@ -286,6 +307,45 @@ impl Client {
             }
         }
         None
+    }
+
+    /// `fstat(fd)`'s answer kept from the last one, while the file's
+    /// counter says nothing changed since: every change of an open inode
+    /// (size, times, mode, owner, links, blocks) bumps it.
+    pub(crate) fn fstat_kept(&self, fd: Fd) -> Option<Stat> {
+        let View::Ready(view) = &self.direct.view else {
+            return None;
+        };
+        let f = self.direct.followed.iter().find(|f| f.fd == fd)?;
+        let (st, generation) = f.stat.as_ref()?;
+        (view.board.load(slot_of(st.ino)) == *generation).then_some(*st)
+    }
+
+    /// Before an fstat request: the generation of the file's slot, when
+    /// its inode number is known.
+    pub(crate) fn fstat_before(&self, fd: Fd) -> Option<u64> {
+        let View::Ready(view) = &self.direct.view else {
+            return None;
+        };
+        if self.direct.off {
+            return None;
+        }
+        let f = self.direct.followed.iter().find(|f| f.fd == fd)?;
+        Some(view.board.load(slot_of(f.ino?)))
+    }
+
+    /// After an fstat request: its answer, kept if the slot's generation
+    /// was read before it was asked.
+    pub(crate) fn fstat_after(&mut self, fd: Fd, st: &Stat, before: Option<u64>) {
+        if self.direct.off || !matches!(self.direct.view, View::Ready(_)) {
+            return;
+        }
+        let f = self.direct.followed(fd);
+        f.stat = match (f.ino, before) {
+            (Some(ino), Some(g)) if ino == st.ino => Some((*st, g)),
+            _ => None,
+        };
+        f.ino = Some(st.ino);
     }
 
     fn open_view(&mut self) -> Result<Ready> {

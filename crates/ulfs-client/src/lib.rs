@@ -347,11 +347,19 @@ impl Client {
 
     // --------------------------------------------------------------- stat
 
+    /// `fstat(2)`: the last answer again while the file is unchanged
+    /// (`direct.rs`), else through the server.
     pub fn fstat(&mut self, fd: Fd) -> Result<Stat> {
+        if let Some(st) = self.fstat_kept(fd) {
+            return Ok(st);
+        }
+        let before = self.fstat_before(fd);
         let mut r = Self::req(Op::Fstat, fd, [0; 4]);
         r.p2 = Span::new(OUT, 128);
         self.call(r)?;
-        Ok(self.stat_of()?.stat())
+        let st = self.stat_of()?.stat();
+        self.fstat_after(fd, &st, before);
+        Ok(st)
     }
 
     /// `fstat` into a C `struct stat`.

@@ -374,6 +374,9 @@ ops! {
     /// a regular file), EFAULT (`p1` outside the data area or too small
     /// for one run), EAGAIN (no lease now: a read would move the file's
     /// atime; a READ/PREAD does, after which a lease may be granted),
+    /// EALREADY (the atime was moved in the server's current clock tick
+    /// and is not newer than the file's last change, so relatime moves it
+    /// again at the next tick: no lease before then),
     /// EBUSY (the file has shared mappings: its bytes are not all in the
     /// image while they last), EIO (the server lost bytes of its image).
     Lease = 129, "LEASE";

@@ -17,6 +17,11 @@ pub struct Served {
 }
 
 pub fn serve() -> Served {
+    serve_with(|_| {})
+}
+
+/// As [`serve`], with the volume set up by `setup` first.
+pub fn serve_with(setup: impl FnOnce(&mut Volume)) -> Served {
     let dir = tempfile::tempdir().unwrap();
     let img = dir.path().join("img");
     ulfs::mkfs(
@@ -29,7 +34,8 @@ pub fn serve() -> Served {
     )
     .unwrap();
     let socket = dir.path().join("sock");
-    let vol = Volume::mount(&img, MountOptions::default()).unwrap();
+    let mut vol = Volume::mount(&img, MountOptions::default()).unwrap();
+    setup(&mut vol);
     let mut cfg = Config::new(&socket);
     cfg.workers = 2;
     let server = Server::start(vol, cfg).unwrap();

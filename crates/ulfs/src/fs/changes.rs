@@ -215,8 +215,10 @@ impl super::Volume {
 
     /// A read lease on `ino` from the block holding `off` (see the module
     /// comment), of at most `max_runs` runs. EAGAIN when a read now would
-    /// change something (its atime is due), or the volume publishes no
-    /// changes; EISDIR/EINVAL for what is not a regular file; EIO once a
+    /// change something (relatime finds its atime due: a read moves it),
+    /// or the volume publishes no changes; EALREADY when the atime was
+    /// moved in this clock tick and a read at the next tick would move it
+    /// again (it is not newer than the last change); EISDIR/EINVAL for what is not a regular file; EIO once a
     /// fault lost bytes of the image. `ino` must be open (only open files
     /// publish their changes): the caller holds it by a descriptor.
     pub fn lease(&self, ino: Ino, off: u64, max_runs: usize) -> Result<Lease> {
@@ -236,6 +238,9 @@ impl super::Volume {
         }
         if self.atime_due_for(&inode) {
             return Err(Errno::EAGAIN);
+        }
+        if self.atime_may_fall_due(&inode) {
+            return Err(Errno(libc::EALREADY));
         }
         let bs = crate::format::BLOCK_SIZE as u64;
         let end = inode.size.div_ceil(bs);

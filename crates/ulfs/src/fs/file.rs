@@ -70,6 +70,14 @@ impl Volume {
 
     /// Linux's relatime rule, and no update on a volume that cannot
     /// change (read-only, or turned so after a failure).
+    /// Whether relatime finds `inode`'s atime due now, or would at the
+    /// next clock tick with nothing else changing (an atime equal to now
+    /// and not newer than the last change is left alone only within this
+    /// tick): a read lease must not outlive either.
+    pub(super) fn atime_may_fall_due(&self, inode: &Inode) -> bool {
+        !(self.no_atime || self.writable().is_err()) && needs_atime_update(inode, self.now())
+    }
+
     pub(super) fn atime_due_for(&self, inode: &Inode) -> bool {
         if self.no_atime || self.writable().is_err() {
             return false;
