@@ -45,8 +45,20 @@ fn leased_reads_take_no_request_and_answer_what_the_file_holds() {
     let data = pattern(3 << 20, 1);
     assert_eq!(writer.pwrite(w, &data, 0).unwrap(), data.len());
     let r = reader.open("/f", libc::O_RDONLY, 0).unwrap();
+    // The view keeps no descriptor of the image (a served program owns
+    // its numbers): only the server's own (other tests' servers and
+    // clients in this process have other images).
+    let fds = || {
+        std::fs::read_dir("/proc/self/fd")
+            .unwrap()
+            .flatten()
+            .filter(|e| std::fs::read_link(e.path()).is_ok_and(|p| p == s.img))
+            .count()
+    };
+    let before = fds();
     warm(&mut reader, r);
     assert!(reader.direct_reads_ready(), "no view was set up");
+    assert_eq!(fds(), before, "descriptors kept by the view");
     let before = requests(&reader);
     let mut b = vec![0u8; 5000];
     for i in 0..200u64 {
@@ -384,4 +396,64 @@ fn a_kept_fstat_answer_follows_every_change_of_the_file() {
             assert_eq!(reader.fstat(r).unwrap(), fresh, "change {i}, asked again");
         }
     }
+}
+
+/// A leased read racing a change on another client is the file before
+/// it or after it, never a mix: the leases end before the first byte
+/// changes (`Volume::will_change`), as a read through the server is
+/// atomic against writes under the volume's lock.
+#[test]
+fn a_leased_read_never_sees_half_a_change() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    const LEN: usize = 1 << 20;
+    let s = serve_with(|v| v.set_no_atime(true));
+    let mut writer = s.client();
+    let w = writer
+        .open("/f", libc::O_CREAT | libc::O_RDWR, 0o644)
+        .unwrap();
+    writer.pwrite(w, &vec![b'A'; LEN], 0).unwrap();
+    let stop = AtomicBool::new(false);
+    let (mut torn, mut direct, mut reads) = (0, 0, 0);
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            let (a, b) = (vec![b'A'; LEN], vec![b'B'; LEN]);
+            let until = std::time::Instant::now() + std::time::Duration::from_millis(1500);
+            for i in 0.. {
+                if std::time::Instant::now() > until {
+                    break;
+                }
+                match i % 4 {
+                    // Overwrites in place, whole.
+                    0 => writer.pwrite(w, &a, 0).unwrap(),
+                    1 => writer.pwrite(w, &b, 0).unwrap(),
+                    // A truncate zeroes the tail of its last block in
+                    // place; the write after it makes the file whole again.
+                    2 => {
+                        writer.ftruncate(w, 100).unwrap();
+                        writer.pwrite(w, &a, 0).unwrap()
+                    }
+                    _ => writer.pwrite(w, &a, 0).unwrap(),
+                };
+            }
+            stop.store(true, Ordering::Relaxed);
+        });
+        let mut reader = s.client();
+        let r = reader.open("/f", libc::O_RDONLY, 0).unwrap();
+        warm(&mut reader, r);
+        let mut buf = vec![0u8; LEN];
+        while !stop.load(Ordering::Relaxed) {
+            let before = requests(&reader);
+            let n = reader.pread(r, &mut buf, 0).unwrap();
+            direct += u32::from(requests(&reader) == before);
+            reads += 1;
+            let first = buf[0];
+            // Whole As, whole Bs, or the 100 bytes of As a truncate left.
+            let whole = (n == LEN || n == 100) && buf[..n].iter().all(|&x| x == first);
+            if !whole {
+                torn += 1;
+            }
+        }
+    });
+    assert_eq!(torn, 0, "{torn} of {reads} reads saw half a change");
+    assert!(direct > 0, "no read of {reads} was leased");
 }

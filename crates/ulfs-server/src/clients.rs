@@ -48,6 +48,10 @@ pub(crate) struct Client {
     pub leaving: AtomicBool,
     /// When the connection was accepted (for `Limits::hello_timeout`).
     pub accepted: std::time::Instant,
+    /// DIRECT was answered (once per connection: each answer sends a
+    /// descriptor, which a client that never takes it would pile up);
+    /// LEASE is only for a client that was given the board.
+    pub direct_given: AtomicBool,
 }
 
 /// A client's state, changed only by whoever holds its mutex.
@@ -148,6 +152,7 @@ impl Clients {
             }),
             leaving: AtomicBool::new(false),
             accepted: std::time::Instant::now(),
+            direct_given: AtomicBool::new(false),
         });
         self.map().insert(id, client.clone());
         if crate::worker::watch_socket(s, &client).is_err() {

@@ -14,6 +14,7 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::Arc;
 use ulfs::fs::Volume;
 use ulfs::fs::changes::ChangeBoard;
+use ulfs::posix::perm::Creds;
 use ulfs::{Errno, Result};
 
 /// What DIRECT answers.
@@ -23,9 +24,6 @@ pub(crate) struct Offer {
     pub path: Vec<u8>,
     pub dev: u64,
     pub ino: u64,
-    /// The image file's owner and mode bits, as the kernel will judge the
-    /// client's open of it.
-    owner: ulfs::Stat,
 }
 
 impl Offer {
@@ -44,29 +42,12 @@ impl Offer {
         // A board nobody can map read-only is no offer.
         drop(board.read_only_fd().ok()?);
         vol.set_change_board(board.clone());
-        let owner = ulfs::Stat {
-            mode: st.st_mode,
-            uid: st.st_uid,
-            gid: st.st_gid,
-            ..Default::default()
-        };
         Some(Offer {
             board,
             path,
             dev: st.st_dev,
             ino: st.st_ino,
-            owner,
         })
-    }
-
-    /// Whether the image's mode bits let `creds` read it. The board says
-    /// when open files change, which is for those who could read them
-    /// anyway: a client the kernel would refuse the image gets no board
-    /// (the kernel's refusal of its open would come too late for that).
-    /// ACLs are not looked at: a client they would let in reads through
-    /// the server, as before.
-    pub fn may_read(&self, creds: &ulfs::posix::perm::Creds) -> bool {
-        ulfs::posix::perm::permitted(&self.owner, libc::R_OK, creds)
     }
 
     /// A descriptor of the board for a client: read-only.
@@ -75,40 +56,49 @@ impl Offer {
     }
 }
 
+/// Whether the image file's owner and mode bits (`st`, as fstat tells
+/// them now) let `creds` read it. The board says when open files change,
+/// which is for those who could read them anyway: a client the kernel
+/// would refuse the image gets no board (the kernel's refusal of its open
+/// would come too late for that). ACLs are not looked at: a client only
+/// they would let in reads through the server, as before.
+pub(crate) fn may_read(st: &rustix::fs::Stat, creds: &Creds) -> bool {
+    let owner = ulfs::Stat {
+        mode: st.st_mode,
+        uid: st.st_uid,
+        gid: st.st_gid,
+        ..Default::default()
+    };
+    ulfs::posix::perm::permitted(&owner, libc::R_OK, creds)
+}
+
 pub(crate) const NO_OFFER: Errno = Errno::ENOSYS;
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ulfs::posix::perm::Creds;
 
-    fn offer_of(mode: u32, uid: u32, gid: u32) -> Offer {
-        Offer {
-            board: Arc::new(ChangeBoard::new().unwrap()),
-            path: b"/img".to_vec(),
-            dev: 1,
-            ino: 2,
-            owner: ulfs::Stat {
-                mode: libc::S_IFREG | mode,
-                uid,
-                gid,
-                ..Default::default()
-            },
-        }
+    fn image(mode: u32, uid: u32, gid: u32) -> rustix::fs::Stat {
+        let f = tempfile::tempfile().unwrap();
+        let mut st = rustix::fs::fstat(&f).unwrap();
+        st.st_mode = libc::S_IFREG | mode;
+        st.st_uid = uid;
+        st.st_gid = gid;
+        st
     }
 
     #[test]
     fn only_who_may_read_the_image_is_offered_the_board() {
-        let private = offer_of(0o600, 1000, 1000);
-        assert!(private.may_read(&Creds::new(1000, 1000, vec![])));
-        assert!(private.may_read(&Creds::new(0, 0, vec![])), "root");
-        assert!(!private.may_read(&Creds::new(1001, 1000, vec![1000])));
-        let group = offer_of(0o640, 1000, 50);
-        assert!(group.may_read(&Creds::new(1001, 1001, vec![50])));
-        assert!(!group.may_read(&Creds::new(1001, 1001, vec![51])));
+        let private = image(0o600, 1000, 1000);
+        assert!(may_read(&private, &Creds::new(1000, 1000, vec![])));
+        assert!(may_read(&private, &Creds::new(0, 0, vec![])), "root");
+        assert!(!may_read(&private, &Creds::new(1001, 1000, vec![1000])));
+        let group = image(0o640, 1000, 50);
+        assert!(may_read(&group, &Creds::new(1001, 1001, vec![50])));
+        assert!(!may_read(&group, &Creds::new(1001, 1001, vec![51])));
         // The owner is judged by the owner bits alone, as the kernel does.
-        let others = offer_of(0o044, 1000, 50);
-        assert!(!others.may_read(&Creds::new(1000, 50, vec![])));
-        assert!(others.may_read(&Creds::new(1002, 1002, vec![])));
+        let others = image(0o044, 1000, 50);
+        assert!(!may_read(&others, &Creds::new(1000, 50, vec![])));
+        assert!(may_read(&others, &Creds::new(1002, 1002, vec![])));
     }
 }

@@ -35,6 +35,7 @@ use crate::clients::Client;
 use crate::locks::{self, Locks};
 use crate::maps::{self, MapReq, Maps};
 use std::os::fd::AsFd;
+use std::sync::atomic::Ordering;
 use ulfs::fs::SharedVolume;
 use ulfs::posix::{Ctx, Deferred, Process, SharedCtx};
 use ulfs::{Errno, Fd, Result, Stat};
@@ -592,8 +593,16 @@ impl Call<'_> {
     /// path into `p1` and its identity in `aux`.
     fn direct(&mut self, r: &Req, cqe: &mut Cqe) -> Result<i64> {
         let offer = self.shared.direct.as_ref().ok_or(crate::direct::NO_OFFER)?;
-        if !offer.may_read(&self.client.creds) {
+        // The image's mode now, not at start: a chmod since counts.
+        let owner = self
+            .vol
+            .shared(|v| Ok(v.image_fd().and_then(|fd| rustix::fs::fstat(fd).ok())))?
+            .ok_or(crate::direct::NO_OFFER)?;
+        if !crate::direct::may_read(&owner, &self.client.creds) {
             return Err(Errno::EACCES);
+        }
+        if self.client.direct_given.load(Ordering::Relaxed) {
+            return Err(Errno(libc::EALREADY));
         }
         if !r.p1.fits(self.chan.geometry().data_len) {
             return Err(Errno::EFAULT);
@@ -602,6 +611,7 @@ impl Call<'_> {
             return Err(Errno::ENAMETOOLONG);
         }
         let board = self.shared.with_fd_room(|| offer.board_fd())?;
+        self.client.direct_given.store(true, Ordering::Relaxed);
         ulfs_wire::control::send_object(self.client.sock.as_fd(), r.tag, 0, false, board.as_fd())?;
         self.chan
             .copy_out(Span::new(r.p1.off, offer.path.len() as u32), &offer.path)?;
@@ -612,8 +622,10 @@ impl Call<'_> {
     /// LEASE (op.rs), under the shared lock: none for a file with shared
     /// mappings (its bytes are the object's, not the image's).
     fn lease(&mut self, r: &Req) -> Result<i64> {
-        if self.shared.direct.is_none() {
-            return Err(Errno::EAGAIN);
+        // Block numbers are for a client that may read the image (DIRECT
+        // said so) and has the board that guards them.
+        if !self.client.direct_given.load(Ordering::Relaxed) {
+            return Err(Errno::EPERM);
         }
         let len = self.out_len(r.p1)?;
         let most = ulfs_wire::lease::runs_fitting(len).min(r.a[1] as usize);

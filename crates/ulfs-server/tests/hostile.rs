@@ -918,3 +918,102 @@ fn connecting_while_the_server_stops_is_told_gone() {
     drop(stopper);
     assert_fsck_clean(&s.img);
 }
+
+/// DIRECT and LEASE (docs/SERVE.md "Direct reads") as a hostile client
+/// sends them: no lease without the board, the board once per connection,
+/// every bad descriptor and span refused, the server unharmed.
+#[test]
+fn direct_and_lease_refuse_what_they_must() {
+    let mut s = serve(64 << 20, |_| {});
+    let mut r = Raw::connect(&s.socket, 8, 16 << 10).unwrap();
+    let open = |r: &mut Raw, path: &[u8], flags: i32| {
+        let p = r.path_req(Op::Openat, libc::AT_FDCWD, path, open_flags(flags, 0o644));
+        r.res(p).unwrap() as i32
+    };
+    let fd = open(&mut r, b"/f", libc::O_CREAT | libc::O_RDWR);
+    let mut w = req(Op::Pwrite, fd, [0; 4]);
+    w.p1 = r.put(0, &[7u8; 10_000]);
+    assert_eq!(r.res(w), Ok(10_000));
+    let lease = |r: &mut Raw, fd: i32, a: [u64; 4], p1: Span| {
+        let mut q = req(Op::Lease, fd, a);
+        q.p1 = p1;
+        r.res(q)
+    };
+    let whole = Span::new(0, 4096);
+    // No board yet: no block numbers.
+    assert_eq!(lease(&mut r, fd, [0, 8, 0, 0], whole), Err(Errno::EPERM));
+
+    // DIRECT: a span too small for the path, then the board and the path.
+    let mut d = req(Op::Direct, -1, [0; 4]);
+    d.p1 = Span::new(0, 3);
+    assert_eq!(r.res(d), Err(Errno::ENAMETOOLONG));
+    let mut d = req(Op::Direct, -1, [0; 4]);
+    d.p1 = Span::new(0, 4096);
+    let cqe = r.call(d);
+    assert!(cqe.res > 0, "DIRECT: {cqe:?}");
+    let path = r.data(Span::new(0, cqe.res as u32));
+    let real = std::fs::canonicalize(&s.img).unwrap();
+    assert_eq!(path, real.as_os_str().as_encoded_bytes());
+    let st = std::fs::metadata(&s.img).unwrap();
+    use std::os::unix::fs::MetadataExt;
+    assert_eq!(cqe.aux, [st.dev(), st.ino()]);
+    match control::try_recv(r.sock.as_fd()) {
+        Ok(ulfs_wire::Msg::Object {
+            object: 0, memfd, ..
+        }) => {
+            // Read-only, and no reopen of it may write.
+            assert!(rustix::io::write(&memfd, &[1u8; 8]).is_err());
+        }
+        other => panic!("no board before the answer: {other:?}"),
+    }
+    // Once per connection: each answer costs a descriptor in flight.
+    let mut again = req(Op::Direct, -1, [0; 4]);
+    again.p1 = Span::new(0, 4096);
+    assert_eq!(r.res(again), Err(Errno(libc::EALREADY)));
+
+    // LEASE's checks.
+    let runs = lease(&mut r, fd, [0, 8, 0, 0], whole);
+    // The file was never read since it was written: its atime is due.
+    assert!(
+        runs == Err(Errno::EAGAIN) || runs == Err(Errno(libc::EALREADY)),
+        "{runs:?}"
+    );
+    assert_eq!(lease(&mut r, -1, [0, 8, 0, 0], whole), Err(Errno::EBADF));
+    assert_eq!(lease(&mut r, 999, [0, 8, 0, 0], whole), Err(Errno::EBADF));
+    let wo = open(&mut r, b"/f", libc::O_WRONLY);
+    assert_eq!(lease(&mut r, wo, [0, 8, 0, 0], whole), Err(Errno::EBADF));
+    let dir = open(&mut r, b"/", libc::O_RDONLY | libc::O_DIRECTORY);
+    assert_eq!(lease(&mut r, dir, [0, 8, 0, 0], whole), Err(Errno::EISDIR));
+    assert_eq!(lease(&mut r, fd, [0, 0, 0, 0], whole), Err(EFAULT));
+    assert_eq!(
+        lease(&mut r, fd, [0, 8, 0, 0], Span::new(0, 31)),
+        Err(EFAULT)
+    );
+    assert_eq!(
+        lease(&mut r, fd, [0, 8, 0, 0], Span::new(16 << 10, 64)),
+        Err(EFAULT)
+    );
+    assert_eq!(
+        lease(&mut r, fd, [0, 8, 0, 0], Span::new(0, u32::MAX)),
+        Err(EFAULT)
+    );
+    assert_eq!(
+        lease(&mut r, fd, [u64::MAX, 8, 0, 0], whole),
+        Err(Errno::EINVAL)
+    );
+    // Granted once a read has moved the atime and the clock has ticked.
+    let mut rd = req(Op::Pread, fd, [0; 4]);
+    rd.p1 = Span::new(0, 100);
+    assert_eq!(r.res(rd), Ok(100));
+    std::thread::sleep(Duration::from_millis(10));
+    let mut rd = req(Op::Pread, fd, [0; 4]);
+    rd.p1 = Span::new(0, 100);
+    assert_eq!(r.res(rd), Ok(100));
+    assert_eq!(lease(&mut r, fd, [0, u64::MAX, 0, 0], whole), Ok(1));
+    let l = ulfs_wire::lease::decode(&r.data(Span::new(0, 4096))).unwrap();
+    assert_eq!(l.size, 10_000);
+    assert_eq!(l.runs.len(), 1);
+    assert_eq!((l.runs[0].first, l.runs[0].blocks), (0, 3));
+    drop(r);
+    s.stop();
+}

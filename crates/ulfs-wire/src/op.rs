@@ -360,8 +360,10 @@ ops! {
     /// kernel judges whether it may read the image) and uses the view only
     /// if it is that device and inode. ENOSYS when the server offers no
     /// view (its image is not a file of its own, or /proc is missing);
-    /// EACCES when the image file's mode bits do not let the client read
-    /// it (the board is only for those who could read every file);
+    /// EACCES when the image file's mode bits (as they are now) do not let
+    /// the client read it (the board is only for those who could read
+    /// every file); EALREADY when this connection was answered once (each
+    /// answer sends a descriptor);
     /// ENAMETOOLONG when the path does not fit `p1`; EFAULT for a `p1`
     /// outside the data area.
     Direct = 128, "DIRECT";
@@ -370,7 +372,8 @@ ops! {
     /// record → the number of runs. The client reads the leased blocks
     /// straight from its view of the image, and trusts a copy only while
     /// the board's counter keeps the leased generation (`ulfs::fs::changes`).
-    /// Errors: EBADF (not open, or not for reading), EISDIR, EINVAL (not
+    /// Errors: EPERM (this connection was not given the board by DIRECT),
+    /// EBADF (not open, or not for reading), EISDIR, EINVAL (not
     /// a regular file), EFAULT (`p1` outside the data area or too small
     /// for one run), EAGAIN (no lease now: a read would move the file's
     /// atime; a READ/PREAD does, after which a lease may be granted),

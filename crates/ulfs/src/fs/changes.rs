@@ -28,9 +28,15 @@
 //! server does.
 //!
 //! **Ordering.** The volume has one writer at a time (the server's
-//! exclusive lock), so a bump is a load and a release store. A reader does
-//! acquire load, copy, acquire fence, load: if the copy saw a byte written
-//! after the bump, the fence makes the second load see the bump.
+//! exclusive lock), so a bump is a load, a store and a release fence, made
+//! *before* any byte of the file changes in place (a write's copy, a
+//! truncate's or a hole punch's zeroing: `Volume::will_change`) and again
+//! as the inode changes. A reader does acquire load, copy, acquire fence,
+//! load: if the copy saw a byte written after the first bump, the fence
+//! makes the second load see that bump; a lease is only granted under the
+//! volume's lock, so never in the middle of a change. The board is sealed
+//! against every write but the volume's own mapping's (FUTURE_WRITE): a
+//! reader cannot set a counter back.
 
 use crate::errno::{Errno, Result};
 use crate::types::Ino;
@@ -42,6 +48,13 @@ pub const SLOTS: u32 = 16_384;
 
 /// The board's size in bytes.
 const BOARD_BYTES: usize = SLOTS as usize * 8;
+
+/// A board's seals: fixed size, no writes but the volume's own mapping's,
+/// no seal more.
+const SEALS: rustix::fs::SealFlags = rustix::fs::SealFlags::SHRINK
+    .union(rustix::fs::SealFlags::GROW)
+    .union(rustix::fs::SealFlags::FUTURE_WRITE)
+    .union(rustix::fs::SealFlags::SEAL);
 
 /// The slot of inode `ino` (Fibonacci hashing: consecutive inode numbers,
 /// the common case of files made together, land far apart).
@@ -65,18 +78,19 @@ impl ChangeBoard {
         )
         .map_err(|e| Errno(e.raw_os_error()))?;
         rustix::fs::ftruncate(&memfd, BOARD_BYTES as u64).map_err(|e| Errno(e.raw_os_error()))?;
-        // Its size is fixed: a reader's mapping can never lose its pages.
-        rustix::fs::fcntl_add_seals(
-            &memfd,
-            rustix::fs::SealFlags::SHRINK
-                | rustix::fs::SealFlags::GROW
-                | rustix::fs::SealFlags::SEAL,
-        )
-        .map_err(|e| Errno(e.raw_os_error()))?;
         let map = memmap2::MmapOptions::new()
             .len(BOARD_BYTES)
             .map_raw(&memfd)
             .map_err(|e| Errno(e.raw_os_error().unwrap_or(libc::EIO)))?;
+        // Only this mapping may write it from now on: a reader could reopen
+        // its read-only descriptor writable through /proc (a memfd's mode
+        // lets it), and a counter set back would keep a lease alive across
+        // a change. FUTURE_WRITE refuses every write and writable mapping
+        // made after it; the mode keeps other users from even reopening.
+        // Its size is fixed: a reader's mapping can never lose its pages.
+        rustix::fs::fchmod(&memfd, rustix::fs::Mode::from_raw_mode(0o400))
+            .map_err(|e| Errno(e.raw_os_error()))?;
+        rustix::fs::fcntl_add_seals(&memfd, SEALS).map_err(|e| Errno(e.raw_os_error()))?;
         Ok(ChangeBoard { memfd, map })
     }
 
@@ -89,11 +103,16 @@ impl ChangeBoard {
         unsafe { &*(self.map.as_mut_ptr() as *const AtomicU64).add((slot % SLOTS) as usize) }
     }
 
-    /// Inode `ino` changed (or is about to): every lease on it ends.
+    /// Inode `ino` is about to change, or changed: every lease on it
+    /// ends. Called before any byte of the file changes in place (and
+    /// again as its inode changes): the fence orders the bump before the
+    /// stores that follow, so a reader whose copy saw one of them sees the
+    /// bump when it looks again (`ChangeView::load_after_reads`).
     #[inline]
     pub fn bump(&self, ino: Ino) {
         let c = self.counter(slot_of(ino));
-        c.store(c.load(Ordering::Relaxed).wrapping_add(1), Ordering::Release);
+        c.store(c.load(Ordering::Relaxed).wrapping_add(1), Ordering::Relaxed);
+        fence(Ordering::Release);
     }
 
     /// Ends every lease (after something that could change any file, as a
@@ -101,8 +120,9 @@ impl ChangeBoard {
     pub fn bump_all(&self) {
         for slot in 0..SLOTS {
             let c = self.counter(slot);
-            c.store(c.load(Ordering::Relaxed).wrapping_add(1), Ordering::Release);
+            c.store(c.load(Ordering::Relaxed).wrapping_add(1), Ordering::Relaxed);
         }
+        fence(Ordering::Release);
     }
 
     /// The counter of `ino`'s slot now.
@@ -141,8 +161,9 @@ impl ChangeView {
     pub fn map(fd: BorrowedFd<'_>) -> Result<ChangeView> {
         let st = rustix::fs::fstat(fd).map_err(|e| Errno(e.raw_os_error()))?;
         let seals = rustix::fs::fcntl_get_seals(fd).map_err(|e| Errno(e.raw_os_error()))?;
-        // A board that could shrink would turn our reads into SIGBUS.
-        if st.st_size as usize != BOARD_BYTES || !seals.contains(rustix::fs::SealFlags::SHRINK) {
+        // A board that could shrink would turn our reads into SIGBUS; one
+        // that others could write would not be the volume's word.
+        if st.st_size as usize != BOARD_BYTES || !seals.contains(SEALS) {
             return Err(Errno::EINVAL);
         }
         // SAFETY: a read-only shared mapping of a memfd sealed against
@@ -288,11 +309,23 @@ impl super::Volume {
         }
     }
 
+    /// Before bytes of `ino`'s file change in place: its leases end first
+    /// (see "Ordering" above). Free without a board.
+    #[inline]
+    pub(super) fn will_change(&self, ino: Ino) {
+        if let Some(b) = self.open.board() {
+            b.bump(ino);
+        }
+    }
+
     /// The image file behind the volume, for a client to map it read-only
     /// beside the server; None for an image that is not a file of its own
-    /// (a v1 image translated into memory, a simulated disk).
+    /// (a v1 image translated into memory, a simulated disk) or whose
+    /// newest bytes are not all in it.
     pub fn image_fd(&self) -> Option<BorrowedFd<'_>> {
-        if self.v1.is_some() {
+        // A read-only mount that replayed its log in memory reads file
+        // data from there, not from the image's blocks.
+        if self.v1.is_some() || self.j.replayed_in_memory() {
             return None;
         }
         self.j.store().backing_fd()
@@ -316,9 +349,61 @@ mod tests {
         assert_eq!(board.value(7), 2);
         board.bump_all();
         assert_eq!(view.load_after_reads(s), 3);
-        // The descriptor a client gets cannot be written through.
+        // The descriptor a client gets cannot be written through, nor
+        // reopened writable (root may reopen it: then neither a write nor
+        // a writable mapping is let through, and the counters stay).
         let w = rustix::io::write(&fd, &[1u8; 8]);
         assert!(w.is_err(), "a read-only board descriptor took a write");
+        let path = format!("/proc/self/fd/{}", fd.as_raw_fd());
+        let flags = rustix::fs::OFlags::RDWR | rustix::fs::OFlags::CLOEXEC;
+        if let Ok(rw) = rustix::fs::open(path.as_str(), flags, rustix::fs::Mode::empty()) {
+            assert!(rustix::io::write(&rw, &[0u8; 8]).is_err(), "a write");
+            // SAFETY: a mapping that must be refused; nothing uses it.
+            let m = unsafe {
+                memmap2::MmapOptions::new()
+                    .len(4096)
+                    .map_mut(rw.as_raw_fd())
+            };
+            assert!(m.is_err(), "a writable mapping of the board");
+        }
+        assert_eq!(view.load(s), 3);
+    }
+
+    /// A read-only mount that replayed a log in memory has file data the
+    /// image's blocks do not: no view of the image is offered for it.
+    #[test]
+    fn an_image_whose_log_was_replayed_in_memory_is_not_offered() {
+        use crate::fs::{MkfsOptions, Mode, MountOptions, Volume, mkfs};
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("img");
+        let opts = MkfsOptions {
+            size: 16 << 20,
+            mode: Mode::Journal,
+            ..Default::default()
+        };
+        mkfs(&p, &opts).unwrap();
+        let ro = MountOptions {
+            read_only: true,
+            ..Default::default()
+        };
+        let clean = Volume::mount(&p, ro).unwrap();
+        assert!(clean.image_fd().is_some(), "a clean image is offered");
+        drop(clean);
+        let mut v = Volume::mount(&p, MountOptions::default()).unwrap();
+        let root = v.root();
+        let ino = v
+            .create(root, b"f", libc::S_IFREG | 0o644, 0, 0, b"")
+            .unwrap();
+        v.write_at(ino, b"logged", 0).unwrap();
+        v.sync().unwrap();
+        // A crash: the log holds the transaction, the homes may not.
+        v.abandon();
+        drop(v);
+        let replayed = Volume::mount(&p, ro).unwrap();
+        assert!(
+            replayed.image_fd().is_none(),
+            "offered with its log in memory"
+        );
     }
 
     #[test]

@@ -9,22 +9,23 @@
 //! may read the image may read every byte in it anyway), and the view is
 //! kept only if the file opened is the one the server has (same device and
 //! inode). The mapping is registered with the fault handler (`fault.rs`),
-//! so an image truncated under it costs an EIO, not the process.
+//! so an image truncated under it costs an EIO, not the process (unless
+//! the program installed a SIGBUS handler of its own after ulfs that does
+//! not pass the signal on). The file is closed once mapped.
 
 use super::fault::Registration;
 use crate::errno::{Errno, Result};
-use std::fs::File;
-use std::os::fd::AsRawFd;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::Path;
 
-/// An image mapped read-only beside the process that serves it.
+/// An image mapped read-only beside the process that serves it. It keeps
+/// no descriptor: a program served through `ulfs run --server` owns its
+/// descriptor numbers and may close or reuse any of them.
 pub struct ImageView {
     /// Dropped first: the handler must forget the range before it is
     /// unmapped.
     fault: Registration,
     map: memmap2::Mmap,
-    _file: File,
 }
 
 impl ImageView {
@@ -53,12 +54,11 @@ impl ImageView {
         // loses later (a truncate) raise SIGBUS, which the registration
         // below turns into zeros and `faulted`.
         let map = unsafe { memmap2::MmapOptions::new().len(len).map(&file) }.map_err(io_errno)?;
-        let fault = Registration::new(map.as_ptr(), len, file.as_raw_fd(), false);
-        Ok(ImageView {
-            fault,
-            map,
-            _file: file,
-        })
+        drop(file);
+        // No descriptor for the handler to tell a hole from a loss: any
+        // fault is a loss, and the client then reads through the server.
+        let fault = Registration::new(map.as_ptr(), len, -1, false);
+        Ok(ImageView { fault, map })
     }
 
     /// The image's size in bytes.
@@ -95,6 +95,7 @@ fn io_errno(e: std::io::Error) -> Errno {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs::File;
     use std::io::Write;
     use std::os::unix::fs::MetadataExt;
 

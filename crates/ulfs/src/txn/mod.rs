@@ -189,6 +189,12 @@ impl Journal {
         Ok(())
     }
 
+    /// A read-only store whose log was replayed into memory: some blocks'
+    /// newest contents (file data included) are here, not in the store.
+    pub(crate) fn replayed_in_memory(&self) -> bool {
+        self.replayed_in_memory
+    }
+
     pub fn store(&self) -> &dyn BlockStore {
         &*self.store
     }
