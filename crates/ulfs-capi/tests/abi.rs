@@ -325,6 +325,42 @@ fn fast_fstat_and_lseek_answer_as_the_slow_ones() {
     }
 }
 
+/// An `O_PATH` descriptor takes the fast paths' rules too: fstat answers
+/// (fast, then guarded), lseek is EBADF (the fast SEEK_SET as the others),
+/// and nothing reads or writes through it, whatever access mode came
+/// with the flag.
+#[test]
+fn o_path_descriptor_on_the_fast_paths() {
+    let m = Mounted::new();
+    let rw = m.file(c"/f", b"12345");
+    let ebadf = -(libc::EBADF as isize);
+    // SAFETY: a live handle, valid strings and buffers.
+    unsafe {
+        let fd = ulfs_open(m.fs, c"/f".as_ptr(), libc::O_PATH | libc::O_RDWR, 0);
+        assert!(fd >= 0, "open: {fd}");
+        for _ in 0..2 {
+            // The second fstat finds the inode decoded: the fast path.
+            let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
+            assert_eq!(ulfs_fstat(m.fs, fd, st.as_mut_ptr()), 0);
+            assert_eq!(st.assume_init().st_size, 5);
+        }
+        for whence in [libc::SEEK_SET, libc::SEEK_CUR, libc::SEEK_END] {
+            assert_eq!(ulfs_lseek(m.fs, fd, 1, whence), ebadf as i64);
+        }
+        let mut b = [0u8; 4];
+        assert_eq!(ulfs_read(m.fs, fd, b.as_mut_ptr().cast(), 4), ebadf);
+        assert_eq!(ulfs_pread(m.fs, fd, b.as_mut_ptr().cast(), 4, 0), ebadf);
+        assert_eq!(ulfs_write(m.fs, fd, b.as_ptr().cast(), 4), ebadf);
+        assert_eq!(ulfs_pwrite(m.fs, fd, b.as_ptr().cast(), 4, 0), ebadf);
+        assert_eq!(ulfs_ftruncate(m.fs, fd, 0), ebadf as c_int);
+        assert_eq!(ulfs_fchmod(m.fs, fd, 0o600), ebadf as c_int);
+        assert_eq!(ulfs_close(m.fs, fd), 0);
+        // The file's own descriptor still seeks the fast way.
+        assert_eq!(ulfs_lseek(m.fs, rw, 1, libc::SEEK_SET), 1);
+        assert_eq!(ulfs_close(m.fs, rw), 0);
+    }
+}
+
 #[test]
 fn memory_budget_values() {
     let m = Mounted::new();

@@ -1143,6 +1143,10 @@ pub extern "C" fn flock(fd: c_int, op: c_int) -> c_int {
         _ => return fail(libc::EINVAL),
     };
     let r = lock_until_set(op & libc::LOCK_NB == 0, |fs| {
+        // An O_PATH descriptor takes no lock (flock's fdget).
+        if fs.fcntl_getfl(u)? & libc::O_PATH != 0 {
+            return Err(ulfs::Errno::EBADF);
+        }
         let d = fs.file_description(u)?;
         Ok(locks::try_set(d.ino, Owner::Flock(d.id), kind, 0, u64::MAX))
     });

@@ -669,12 +669,12 @@ impl Call<'_> {
     /// LOCK (op.rs): the descriptor first (EBADF before anything, as
     /// fcntl's `fdget`), then the request, then the table.
     fn lock(&mut self, r: &Req, cqe: &mut Cqe) -> Result<i64> {
-        let (d, acc) = self.exclusive(|c| {
-            Ok((
-                c.file_description(r.fd)?,
-                c.fcntl_getfl(r.fd)? & libc::O_ACCMODE,
-            ))
-        })?;
+        let (d, fl) = self.exclusive(|c| Ok((c.file_description(r.fd)?, c.fcntl_getfl(r.fd)?)))?;
+        // An O_PATH descriptor takes no lock (fcntl's and flock's fdget).
+        if fl & libc::O_PATH != 0 {
+            return Err(Errno::EBADF);
+        }
+        let acc = fl & libc::O_ACCMODE;
         let mut q = locks::decode(r)?;
         if locks::wants_range(r) {
             let mut b = [0u8; 16];
@@ -732,6 +732,10 @@ impl Call<'_> {
             self.vol.exclusive(|vol| {
                 let mut c = Ctx { vol, proc };
                 let d = c.file_description(r.fd)?;
+                // An O_PATH descriptor maps nothing (mmap's fdget).
+                if c.fcntl_getfl(r.fd)? & libc::O_PATH != 0 {
+                    return Err(Errno::EBADF);
+                }
                 if len == 0 {
                     return Err(Errno::EINVAL);
                 }

@@ -1017,3 +1017,65 @@ fn direct_and_lease_refuse_what_they_must() {
     drop(r);
     s.stop();
 }
+
+/// An O_PATH descriptor names a file and opens nothing: through the server
+/// it reads, writes, locks, maps and leases nothing (EBADF), whatever
+/// access mode came with it, as Linux's fdget refuses it. (An O_PATH open
+/// checks no permission, so each of these would have read or changed a
+/// file its client may not open.)
+#[test]
+fn an_o_path_descriptor_reads_writes_locks_and_maps_nothing() {
+    let mut s = serve(64 << 20, |_| {});
+    let mut r = Raw::connect(&s.socket, 8, 16 << 10).unwrap();
+    let open = |r: &mut Raw, flags: i32| {
+        let p = r.path_req(Op::Openat, libc::AT_FDCWD, b"/f", open_flags(flags, 0o600));
+        r.res(p).unwrap() as i32
+    };
+    let rw = open(&mut r, libc::O_CREAT | libc::O_RDWR);
+    let mut w = req(Op::Pwrite, rw, [0; 4]);
+    w.p1 = r.put(0, b"secret");
+    assert_eq!(r.res(w), Ok(6));
+    for flags in [libc::O_PATH, libc::O_PATH | libc::O_RDWR] {
+        let fd = open(&mut r, flags);
+        let mut rd = req(Op::Pread, fd, [0; 4]);
+        rd.p1 = Span::new(0, 6);
+        assert_eq!(r.res(rd), Err(Errno::EBADF), "pread {flags:o}");
+        let mut w = req(Op::Pwrite, fd, [0; 4]);
+        w.p1 = r.put(0, b"PWNED!");
+        assert_eq!(r.res(w), Err(Errno::EBADF), "pwrite {flags:o}");
+        assert_eq!(r.res(req(Op::Ftruncate, fd, [0; 4])), Err(Errno::EBADF));
+        let mut lk = req(
+            Op::Lock,
+            fd,
+            [
+                ulfs_wire::op::LOCK_POSIX,
+                ulfs_wire::op::LOCK_SET,
+                libc::F_RDLCK as u64,
+                libc::SEEK_SET as u64,
+            ],
+        );
+        lk.p1 = r.put(0, &[0u8; 16]);
+        assert_eq!(r.res(lk), Err(Errno::EBADF), "lock {flags:o}");
+        let flock = req(
+            Op::Lock,
+            fd,
+            [
+                ulfs_wire::op::LOCK_FLOCK,
+                ulfs_wire::op::LOCK_SET,
+                libc::F_RDLCK as u64,
+                0,
+            ],
+        );
+        assert_eq!(r.res(flock), Err(Errno::EBADF), "flock {flags:o}");
+        let map = req(Op::MapShared, fd, [0, 4096, libc::PROT_READ as u64, 0]);
+        assert_eq!(r.res(map), Err(Errno::EBADF), "map {flags:o}");
+        // Naming the file still works: fstat, and F_GETFL shows O_PATH.
+        let mut st = req(Op::Fstat, fd, [0; 4]);
+        st.p2 = Span::new(8192, 128);
+        assert_eq!(r.res(st), Ok(0));
+        let fl = r.res(req(Op::FcntlGetfl, fd, [0; 4])).unwrap() as i32;
+        assert_eq!(fl & (libc::O_PATH | libc::O_ACCMODE), libc::O_PATH);
+    }
+    drop(r);
+    s.stop();
+}

@@ -7,6 +7,9 @@
 //! of every call and its errno order.
 //!
 //! Each call returns `Result<_, Errno>` with the errno Linux would give.
+//! A call Linux makes on an open descriptor (`fdget`) refuses an `O_PATH`
+//! one with EBADF (`FdTable::get_io`); a call that only names the file
+//! through it (`fdget_raw`) takes it (`FdTable::get`).
 
 use super::dirents;
 use super::fdtable::{self, OpenFile};
@@ -197,7 +200,8 @@ impl Ctx<'_> {
     }
 
     /// `openat(2)`: `path` relative to the directory open as `dirfd` (or
-    /// the working directory for `AT_FDCWD`).
+    /// the working directory for `AT_FDCWD`). With `O_PATH` the new
+    /// descriptor only names the file (`fdtable`'s path-only description).
     pub fn openat(
         &mut self,
         dirfd: Fd,
@@ -206,6 +210,7 @@ impl Ctx<'_> {
         mode: u32,
     ) -> Result<Fd> {
         let path = p(&path);
+        let flags = kept_open_flags(flags);
         if flags & TMPFILE_BIT != 0 {
             return self.open_tmpfile(dirfd, path, flags);
         }
@@ -303,6 +308,12 @@ impl Ctx<'_> {
         if !st.is_dir() && (trailing_slash || flags & libc::O_DIRECTORY != 0) {
             return Err(Errno::ENOTDIR);
         }
+        // An O_PATH open opens nothing: it names what the walk reached (a
+        // symlink itself with O_NOFOLLOW, a FIFO, a file its caller may
+        // not read), with no check of the file (Linux's do_o_path).
+        if flags & libc::O_PATH != 0 {
+            return Ok(ino);
+        }
         if st.is_symlink() {
             return Err(Errno::ELOOP);
         }
@@ -335,6 +346,7 @@ impl Ctx<'_> {
     /// A layer above that must reopen a file it cannot name by path (a
     /// preloader handing files across processes) uses it.
     pub fn open_ino(&mut self, ino: Ino, flags: i32) -> Result<Fd> {
+        let flags = kept_open_flags(flags);
         if flags & libc::O_ACCMODE == libc::O_ACCMODE || flags & libc::O_CREAT != 0 {
             return Err(Errno::EINVAL);
         }
@@ -348,7 +360,8 @@ impl Ctx<'_> {
 
     /// A new open file description of the file open as `fd`, with
     /// `flags`: an open of `/proc/self/fd/N`, judged as an open of the
-    /// file (it may have been unlinked since).
+    /// file (it may have been unlinked since). `fd` may be an O_PATH
+    /// descriptor, as on Linux.
     pub fn reopen(&mut self, fd: Fd, flags: i32) -> Result<Fd> {
         let ino = self.proc.fds.get(fd)?.ino;
         self.open_ino(ino, flags)
@@ -404,14 +417,17 @@ impl Ctx<'_> {
     /// descriptor `dup`ed from it (and by a forked child's copies; never
     /// reused in this address space), its inode, and how many descriptors
     /// of this process refer to it. What owns an OFD or `flock` lock, for
-    /// a layer that emulates them.
+    /// a layer that emulates them. Any descriptor has one, an O_PATH one
+    /// too (its close ends it); a layer locking or mapping a descriptor
+    /// refuses an O_PATH one (EBADF), which `fcntl_getfl` shows.
     pub fn file_description(&mut self, fd: Fd) -> Result<FileDescription> {
         let (id, refs) = self.proc.fds.description(fd)?;
         let ino = self.proc.fds.get(fd)?.ino;
         Ok(FileDescription { id, ino, refs })
     }
 
-    /// `fcntl(fd, F_GETFL)`: the access mode and file status flags.
+    /// `fcntl(fd, F_GETFL)`: the access mode and file status flags (for
+    /// an O_PATH descriptor, `O_PATH` and no access mode).
     pub fn fcntl_getfl(&mut self, fd: Fd) -> Result<i32> {
         Ok(self.proc.fds.get(fd)?.status())
     }
@@ -421,7 +437,7 @@ impl Ctx<'_> {
     /// description, for every descriptor sharing it; other bits are
     /// ignored, as Linux does.
     pub fn fcntl_setfl(&mut self, fd: Fd, flags: i32) -> Result<()> {
-        let f = self.proc.fds.get_mut(fd)?;
+        let f = self.proc.fds.get_io_mut(fd)?;
         f.set_status((f.status() & !fdtable::SETFL_FLAGS) | (flags & fdtable::SETFL_FLAGS));
         Ok(())
     }
@@ -453,7 +469,7 @@ impl Ctx<'_> {
     }
 
     fn writable_fd(&self, fd: Fd) -> Result<&OpenFile> {
-        let f = self.proc.fds.get(fd)?;
+        let f = self.proc.fds.get_io(fd)?;
         if !f.writable {
             return Err(Errno::EBADF);
         }
@@ -526,7 +542,7 @@ impl Ctx<'_> {
     /// panics, so the C API calls it without a panic guard.
     #[inline(always)]
     pub fn seek_to(&mut self, fd: Fd, off: u64) -> Result<u64> {
-        self.proc.fds.get_mut(fd)?.set_offset(off);
+        self.proc.fds.get_io_mut(fd)?.set_offset(off);
         Ok(off)
     }
 
@@ -534,7 +550,7 @@ impl Ctx<'_> {
     /// SEEK_HOLE, and errors.
     #[inline(never)]
     fn lseek_other(&mut self, fd: Fd, off: i64, whence: i32) -> Result<u64> {
-        let f = self.proc.fds.get_mut(fd)?;
+        let f = self.proc.fds.get_io(fd)?;
         let (ino, open, cur) = (f.ino, f.open, f.offset());
         // A directory's offset is a readdir cookie: only SET and CUR move it
         // (as tmpfs's dcache_dir_lseek).
@@ -561,7 +577,7 @@ impl Ctx<'_> {
         if new < 0 {
             return Err(Errno::EINVAL);
         }
-        self.proc.fds.get_mut(fd)?.set_offset(new as u64);
+        self.proc.fds.get_io_mut(fd)?.set_offset(new as u64);
         Ok(new as u64)
     }
 
@@ -611,7 +627,7 @@ impl Ctx<'_> {
     }
 
     pub fn ftruncate(&mut self, fd: Fd, len: u64) -> Result<()> {
-        let f = self.proc.fds.get(fd)?;
+        let f = self.proc.fds.get_io(fd)?;
         if !f.writable || f.is_dir {
             return Err(Errno::EINVAL);
         }
@@ -630,7 +646,7 @@ impl Ctx<'_> {
     }
 
     pub fn fsync(&mut self, fd: Fd) -> Result<()> {
-        self.proc.fds.get(fd)?;
+        self.proc.fds.get_io(fd)?;
         self.vol.sync()
     }
 
@@ -656,7 +672,7 @@ impl Ctx<'_> {
     /// Reads directory entries as `linux_dirent64` records, `.` and `..`
     /// first. Returns 0 at the end of the directory.
     pub fn getdents64(&mut self, fd: Fd, buf: &mut [u8]) -> Result<usize> {
-        let f = self.proc.fds.get(fd)?;
+        let f = self.proc.fds.get_io(fd)?;
         if !f.is_dir {
             return Err(Errno::ENOTDIR);
         }
@@ -1069,10 +1085,10 @@ impl Ctx<'_> {
         self.readlinkat(libc::AT_FDCWD, path)
     }
 
-    /// `readlinkat(2)`. An empty path names `dirfd` itself, as Linux: only
-    /// an O_PATH descriptor of a symlink could be read that way, and ulfs
-    /// descriptors never are one, so it is ENOENT (Linux's answer for an
-    /// empty path naming a non-symlink) once `dirfd` is valid.
+    /// `readlinkat(2)`. An empty path names `dirfd` itself, as Linux: an
+    /// O_PATH descriptor of a symlink (`O_PATH | O_NOFOLLOW`) is read that
+    /// way; any other descriptor is ENOENT (Linux's answer for an empty
+    /// path naming a non-symlink).
     pub fn readlinkat(&mut self, dirfd: Fd, path: impl AsRef<[u8]>) -> Result<Vec<u8>> {
         let path = p(&path);
         let ino = self.resolve_at(dirfd, path, false, true)?;
@@ -1113,8 +1129,13 @@ impl Ctx<'_> {
         self.set_times(ino, times)
     }
 
+    /// `futimens(3)` (`utimensat` with a NULL path): both UTIME_OMIT
+    /// returns at once, before the descriptor is looked at, as Linux.
     pub fn futimens(&mut self, fd: Fd, times: Option<[Timespec; 2]>) -> Result<()> {
-        let ino = self.proc.fds.get(fd)?.ino;
+        if times.is_some_and(|[a, m]| a.nsec == UTIME_OMIT && m.nsec == UTIME_OMIT) {
+            return Ok(());
+        }
+        let ino = self.proc.fds.get_io(fd)?.ino;
         self.set_times(ino, times)
     }
 
@@ -1156,7 +1177,7 @@ impl Ctx<'_> {
     }
 
     pub fn fchmod(&mut self, fd: Fd, mode: u32) -> Result<()> {
-        let ino = self.proc.fds.get(fd)?.ino;
+        let ino = self.proc.fds.get_io(fd)?.ino;
         self.set_mode(ino, mode)
     }
 
@@ -1201,7 +1222,7 @@ impl Ctx<'_> {
     }
 
     pub fn fchown(&mut self, fd: Fd, uid: u32, gid: u32) -> Result<()> {
-        let ino = self.proc.fds.get(fd)?.ino;
+        let ino = self.proc.fds.get_io(fd)?.ino;
         self.set_owner(ino, uid, gid)
     }
 
@@ -1289,6 +1310,17 @@ impl Ctx<'_> {
     }
 }
 
+/// What an open keeps of `flags`: with O_PATH only `PATH_FLAGS` count,
+/// as Linux's build_open_how drops the rest before any check (no access
+/// mode, O_CREAT, O_TRUNC or O_TMPFILE, so no EINVAL for their mixes).
+fn kept_open_flags(flags: i32) -> i32 {
+    if flags & libc::O_PATH != 0 {
+        flags & fdtable::PATH_FLAGS
+    } else {
+        flags
+    }
+}
+
 /// EINVAL for a flag outside `allowed`, as every *at call checks first.
 pub(super) fn check_flags(flags: i32, allowed: i32) -> Result<()> {
     if flags & !allowed != 0 {
@@ -1308,6 +1340,9 @@ pub(super) fn readable(
     at: Option<u64>,
     len: usize,
 ) -> Result<(&OpenFile, u64)> {
+    // `get`, not `get_io`: a path-only description is not readable, so
+    // the one check below is fdget's EBADF too (a branch less on the
+    // hottest call).
     let f = proc.fds.get(fd)?;
     if !f.readable {
         return Err(Errno::EBADF);

@@ -5,6 +5,15 @@
 //! mode, O_APPEND); `dup` makes a second descriptor for the same description,
 //! so the two share one offset.
 //!
+//! An `O_PATH` descriptor names a file without opening it: its description
+//! is path-only, neither readable nor writable whatever access mode came
+//! with the flag. Calls reach descriptions two ways, as Linux's two
+//! look-ups: `get` (`fdget_raw`: close, dup, F_GETFL, fstat, a dirfd)
+//! takes any descriptor, `get_io` (`fdget`: read, write, lseek, fchmod,
+//! ...) refuses a path-only one with EBADF. The check matters beyond
+//! POSIX: an `O_PATH` open checks no permission on the file, so a
+//! path-only description that could be read would read any file.
+//!
 //! A server's client that forks hands its child a copy of its table
 //! (`FdTable::fork`): the two tables then hold the same descriptions, whose
 //! offset and status flags move to a `Shared` part both copies point to
@@ -40,6 +49,8 @@ pub struct OpenFile {
     pub open: OpenId,
     pub readable: bool,
     pub writable: bool,
+    /// Opened with `O_PATH` (see the module comment).
+    pub path_only: bool,
     pub is_dir: bool,
     /// Byte offset for files; the readdir cookie for directories (while
     /// `shared` is `None`).
@@ -102,21 +113,33 @@ pub const O_LARGEFILE_KERNEL: i32 = 0o400000;
 #[cfg(not(any(target_arch = "aarch64", target_arch = "arm")))]
 pub const O_LARGEFILE_KERNEL: i32 = 0o100000;
 
+/// What F_GETFL shows of an `O_PATH` open's flags: Linux keeps only these
+/// (and O_CLOEXEC, a descriptor's flag), with no access mode and no
+/// O_LARGEFILE.
+pub const PATH_FLAGS: i32 = libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW;
+
 /// What F_SETFL may change (Linux's SETFL_MASK).
 pub const SETFL_FLAGS: i32 =
     libc::O_APPEND | libc::O_NONBLOCK | libc::O_DIRECT | libc::O_NOATIME | libc::O_ASYNC;
 
 impl OpenFile {
     pub fn new(ino: Ino, open: OpenId, flags: i32, is_dir: bool) -> OpenFile {
+        let path_only = flags & libc::O_PATH != 0;
         let acc = flags & libc::O_ACCMODE;
+        let status = if path_only {
+            flags & PATH_FLAGS
+        } else {
+            (flags & (libc::O_ACCMODE | STATUS_FLAGS)) | O_LARGEFILE_KERNEL
+        };
         OpenFile {
             ino,
             open,
-            readable: acc == libc::O_RDONLY || acc == libc::O_RDWR,
-            writable: acc == libc::O_WRONLY || acc == libc::O_RDWR,
+            readable: !path_only && (acc == libc::O_RDONLY || acc == libc::O_RDWR),
+            writable: !path_only && (acc == libc::O_WRONLY || acc == libc::O_RDWR),
+            path_only,
             is_dir,
             offset: 0,
-            status: (flags & (libc::O_ACCMODE | STATUS_FLAGS)) | O_LARGEFILE_KERNEL,
+            status,
             refs: 1,
             id: NEXT_DESCRIPTION.fetch_add(1, Ordering::Relaxed),
             shared: None,
@@ -306,6 +329,8 @@ impl FdTable {
         self.slot(fd).map(|s| s.open)
     }
 
+    /// The description behind any open descriptor, a path-only one
+    /// included (Linux's `fdget_raw`).
     #[inline]
     pub fn get(&self, fd: Fd) -> Result<&OpenFile> {
         let i = self.index(fd)?;
@@ -315,8 +340,7 @@ impl FdTable {
             .ok_or(Errno::EBADF)
     }
 
-    /// Never panics (the C API's fast `lseek` relies on it: it runs
-    /// without a panic guard).
+    /// `get`, to change the description. Never panics.
     #[inline]
     pub fn get_mut(&mut self, fd: Fd) -> Result<&mut OpenFile> {
         let i = self.index(fd)?;
@@ -324,6 +348,26 @@ impl FdTable {
             .get_mut(i as usize)
             .and_then(Option::as_mut)
             .ok_or(Errno::EBADF)
+    }
+
+    /// The description behind `fd` for a call Linux makes through `fdget`:
+    /// EBADF for a path-only one too.
+    #[inline]
+    pub fn get_io(&self, fd: Fd) -> Result<&OpenFile> {
+        match self.get(fd)? {
+            f if f.path_only => Err(Errno::EBADF),
+            f => Ok(f),
+        }
+    }
+
+    /// `get_io`, to change the description. Never panics (the C API's
+    /// fast `lseek` relies on it: it runs without a panic guard).
+    #[inline]
+    pub fn get_io_mut(&mut self, fd: Fd) -> Result<&mut OpenFile> {
+        match self.get_mut(fd)? {
+            f if f.path_only => Err(Errno::EBADF),
+            f => Ok(f),
+        }
     }
 
     /// The open file description behind `fd`: its id and how many
@@ -568,6 +612,33 @@ mod tests {
         // A new description never takes an old one's id.
         let n = parent.insert(any_file()).unwrap();
         assert_ne!(parent.get(n).unwrap().id(), id);
+    }
+
+    /// An `O_PATH` description, whatever access mode came with the flag:
+    /// neither readable nor writable, F_GETFL shows O_PATH and the flags
+    /// Linux keeps, and `get_io` refuses it (and its copies) where `get`
+    /// takes it.
+    #[test]
+    fn path_only_description() {
+        let mut t = FdTable::default();
+        let flags = libc::O_PATH | libc::O_RDWR | libc::O_NOFOLLOW | libc::O_APPEND;
+        let fd = t
+            .insert(OpenFile::new(10, OpenId::test(0), flags, false))
+            .unwrap();
+        let f = t.get(fd).unwrap();
+        assert!(f.path_only && !f.readable && !f.writable);
+        assert_eq!(f.status(), libc::O_PATH | libc::O_NOFOLLOW);
+        assert_eq!(t.get_io(fd).unwrap_err(), Errno::EBADF);
+        assert_eq!(t.get_io_mut(fd).unwrap_err(), Errno::EBADF);
+        let dup = t.dup_from(fd, 0).unwrap();
+        assert_eq!(t.get_io(dup).unwrap_err(), Errno::EBADF);
+        let (child, _) = t.fork();
+        assert_eq!(child.get_io(fd).unwrap_err(), Errno::EBADF);
+        let rw = t
+            .insert(OpenFile::new(11, OpenId::test(0), libc::O_RDWR, false))
+            .unwrap();
+        assert!(t.get_io(rw).unwrap().writable);
+        assert!(t.get_io_mut(rw).is_ok());
     }
 
     #[test]
