@@ -3,9 +3,9 @@
 //! read-only mapping of the image, guarded by a read lease
 //! (`ulfs::fs::changes`), instead of going to the server and back.
 //!
-//! - **The view**, set up once per client, after its first few reads
-//!   answered by the server (a short-lived program reading a file or two
-//!   would spend more on it than it saves): DIRECT gives the server's
+//! - **The view**, set up once per client, after its first few reads or
+//!   fstats answered by the server (a short-lived program reading a file
+//!   or two would spend more on it than it saves): DIRECT gives the server's
 //!   change board and the image's name; this process opens the image
 //!   itself, so the kernel decides whether it may read it, and maps it
 //!   (`ulfs::store::ImageView`). Anything missing (an older server, an
@@ -47,7 +47,7 @@ use ulfs_wire::{Op, Span};
 
 use crate::Client;
 
-/// Reads answered by the server before the view is set up.
+/// Reads and fstats answered by the server before the view is set up.
 const SERVED_BEFORE_VIEW: u32 = 4;
 /// Reads of one descriptor answered by the server before it takes a lease.
 const SERVED_BEFORE_LEASE: u32 = 2;
@@ -231,23 +231,8 @@ impl Client {
 
     /// `pread` from the view, or None when it must be a request.
     pub(crate) fn pread_direct(&mut self, fd: Fd, buf: &mut [u8], off: u64) -> Option<usize> {
-        if self.direct.off || buf.is_empty() {
+        if buf.is_empty() || !self.view_ready() {
             return None;
-        }
-        match self.direct.view {
-            View::Ready(_) => {}
-            View::Unavailable => return None,
-            View::NotYet => {
-                self.direct.served += 1;
-                if self.direct.served <= SERVED_BEFORE_VIEW {
-                    return None;
-                }
-                self.direct.view = match self.open_view() {
-                    Ok(v) => View::Ready(Box::new(v)),
-                    Err(_) => View::Unavailable,
-                };
-                return None;
-            }
         }
         let now = Instant::now();
         let f = self.direct.followed(fd);
@@ -346,6 +331,29 @@ impl Client {
             _ => None,
         };
         f.ino = Some(st.ino);
+    }
+
+    /// Whether the view is there; counts the calls that would have used
+    /// it, and sets it up after the first few (a failure is for good:
+    /// every read is then a request).
+    pub(crate) fn view_ready(&mut self) -> bool {
+        if self.direct.off {
+            return false;
+        }
+        match self.direct.view {
+            View::Ready(_) => true,
+            View::Unavailable => false,
+            View::NotYet => {
+                self.direct.served += 1;
+                if self.direct.served > SERVED_BEFORE_VIEW {
+                    self.direct.view = match self.open_view() {
+                        Ok(v) => View::Ready(Box::new(v)),
+                        Err(_) => View::Unavailable,
+                    };
+                }
+                false
+            }
+        }
     }
 
     fn open_view(&mut self) -> Result<Ready> {

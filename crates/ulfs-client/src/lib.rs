@@ -350,7 +350,9 @@ impl Client {
     /// `fstat(2)`: the last answer again while the file is unchanged
     /// (`direct.rs`), else through the server.
     pub fn fstat(&mut self, fd: Fd) -> Result<Stat> {
-        if let Some(st) = self.fstat_kept(fd) {
+        if self.view_ready()
+            && let Some(st) = self.fstat_kept(fd)
+        {
             return Ok(st);
         }
         let before = self.fstat_before(fd);
