@@ -318,6 +318,15 @@ impl super::Volume {
         }
     }
 
+    /// `will_change` of an open file, on the write path: without a board
+    /// (in process) one test of a pointer and nothing else.
+    #[inline(always)]
+    pub(super) fn will_change_open(&self, id: super::OpenId) {
+        if let Some(b) = self.open.board() {
+            b.bump(self.open_ino(id));
+        }
+    }
+
     /// The image file behind the volume, for a client to map it read-only
     /// beside the server; None for an image that is not a file of its own
     /// (a v1 image translated into memory, a simulated disk) or whose

@@ -147,7 +147,7 @@ impl Volume {
         }
         let n = buf.len().min((MAX_FILE_SIZE - off) as usize);
         // Leases end before the first byte changes (fs/changes.rs).
-        self.will_change(self.open_ino(id));
+        self.will_change_open(id);
         // The clock is read once per call.
         let now = self.now();
         let mut done = 0;
