@@ -1,8 +1,9 @@
 //! Descriptors of image files are real kernel descriptor numbers: each one
-//! holds a placeholder (an `O_PATH` descriptor of `/dev/null`, so numbering,
-//! `dup2` onto 0-2, poll limits and close-on-exec behave as the kernel
-//! does, and a placeholder that escapes to a call this library does not
-//! serve fails with EBADF rather than touch some other file). This table
+//! holds a placeholder (an `O_PATH` descriptor of a private empty memfd, so
+//! numbering, `dup2` onto 0-2, poll limits and close-on-exec behave as the
+//! kernel does, and a placeholder that escapes to a call this library does
+//! not serve fails with EBADF, or acts on that memfd, rather than touch
+//! some other file: `open_placeholder`). This table
 //! maps a placeholder's number to its ulfs descriptor.
 //!
 //! A descriptor can also be *pending*: an image file this process holds
@@ -99,8 +100,8 @@ pub fn pend(fd: i32) {
     }
 }
 
-/// The descriptor placeholders are duplicated from (an `O_PATH` of
-/// `/dev/null`, close-on-exec, kept high so it stays out of the program's
+/// The descriptor placeholders are duplicated from (`open_placeholder`,
+/// close-on-exec, kept high so it stays out of the program's
 /// way, and kept from the program's closes: `is_library`): a `dup` costs
 /// less than an `open` with its path walk. -1 until first needed.
 static BASE: AtomicI64 = AtomicI64::new(-1);
@@ -108,9 +109,28 @@ static BASE: AtomicI64 = AtomicI64::new(-1);
 /// Lowest number the base descriptor takes.
 const BASE_MIN: i32 = 1000;
 
+/// A placeholder names a private empty memfd, not a shared host file: a
+/// call this library does not route that reaches the kernel with it (a
+/// path call on `/proc/self/fd/N`: the kernel follows the link to what
+/// the placeholder names) then changes nothing anyone else sees. Named by
+/// `/dev/null` it was the host's `/dev/null` itself, whose mode, owner
+/// and times a program running as root changed that way. `/dev/null` is
+/// kept as the fallback where no memfd can be made or reopened (an old
+/// kernel, a sandbox without /proc).
 fn open_placeholder(cloexec: bool) -> i32 {
     let open = real!(open: unsafe extern "C" fn(*const libc::c_char, libc::c_int, libc::c_uint) -> libc::c_int);
     let flags = libc::O_PATH | if cloexec { libc::O_CLOEXEC } else { 0 };
+    // SAFETY: a NUL-terminated literal name; no memory is passed.
+    let memfd = unsafe { libc::memfd_create(c"ulfs-placeholder".as_ptr(), libc::MFD_CLOEXEC) };
+    if memfd >= 0 {
+        let path = std::ffi::CString::new(format!("/proc/self/fd/{memfd}")).expect("no NUL");
+        // SAFETY: a NUL-terminated path we made.
+        let fd = unsafe { open(path.as_ptr(), flags, 0) };
+        close_kernel(memfd);
+        if fd >= 0 {
+            return fd;
+        }
+    }
     // SAFETY: a NUL-terminated literal path.
     unsafe { open(c"/dev/null".as_ptr(), flags, 0) }
 }
