@@ -18,6 +18,8 @@ use ulfs::{Fs, MountOptions, RENAME_EXCHANGE, RENAME_NOREPLACE, Timespec, UTIME_
 
 mod common;
 
+use common::StatView;
+
 /// A directory descriptor argument.
 #[derive(Clone, Copy, Debug)]
 enum H {
@@ -36,30 +38,6 @@ enum Out {
     Opened,
     Stat(StatView),
     Bytes(Vec<u8>),
-}
-
-/// The stat fields both file systems define the same way (directory sizes
-/// and block counts are each file system's own business).
-#[derive(Debug, PartialEq)]
-struct StatView {
-    mode: u32,
-    nlink: Option<u64>,
-    size: Option<u64>,
-    uid: u32,
-    gid: u32,
-}
-
-impl StatView {
-    fn new(mode: u32, nlink: u64, size: u64, uid: u32, gid: u32) -> StatView {
-        let dir = mode & libc::S_IFMT == libc::S_IFDIR;
-        StatView {
-            mode,
-            nlink: (!dir).then_some(nlink),
-            size: (!dir).then_some(size),
-            uid,
-            gid,
-        }
-    }
 }
 
 type R = Result<Out, i32>;

@@ -12,6 +12,8 @@
 
 mod common;
 
+use common::StatView;
+
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
@@ -35,30 +37,6 @@ enum Out {
 }
 
 type R = Result<Out, i32>;
-
-/// The stat fields both file systems define the same way (a directory's
-/// size is each file system's own business).
-#[derive(Debug, PartialEq)]
-struct StatView {
-    mode: u32,
-    nlink: Option<u64>,
-    size: Option<u64>,
-    uid: u32,
-    gid: u32,
-}
-
-impl StatView {
-    fn new(mode: u32, nlink: u64, size: u64, uid: u32, gid: u32) -> StatView {
-        let dir = mode & libc::S_IFMT == libc::S_IFDIR;
-        StatView {
-            mode,
-            nlink: (!dir).then_some(nlink),
-            size: (!dir).then_some(size),
-            uid,
-            gid,
-        }
-    }
-}
 
 /// One side's answers, named so the two lists are compared call by call.
 #[derive(Default)]
