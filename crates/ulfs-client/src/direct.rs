@@ -245,42 +245,41 @@ impl Client {
                 return None;
             }
         }
-        // Once with the lease held, once more with a fresh one.
+        // Once with the lease held, once more with a fresh one. The lease
+        // is used where it is kept: a read copies no lease (its runs are
+        // a vector: an allocation per read otherwise).
         for fresh in [false, true] {
-            let f = self.direct.followed(fd);
-            let usable = f
-                .lease
-                .as_ref()
-                .filter(|(l, taken)| now < *taken + LEASE_LIFE && covers(l, off, buf.len()));
-            let lease = match (usable, fresh) {
-                (Some((l, _)), _) => l.clone(),
-                (None, false) => continue,
-                (None, true) => match self.take_lease(fd, off) {
-                    Ok(l) => l,
-                    Err(e) => {
-                        let f = self.direct.followed(fd);
-                        f.lease = None;
-                        // EAGAIN (an atime due) ends with the read the
-                        // server now makes; EALREADY (due again at the
-                        // next tick) a tick later; anything else is asked
-                        // about again only after a while.
-                        f.refused_until = match e {
-                            Errno::EAGAIN => None,
-                            Errno(libc::EALREADY) => Some(now + ATIME_REFUSED_FOR),
-                            _ => Some(now + REFUSED_FOR),
-                        };
-                        return None;
-                    }
-                },
-            };
-            let View::Ready(view) = &self.direct.view else {
+            if fresh && let Err(e) = self.take_lease(fd, off) {
+                let f = self.direct.followed(fd);
+                f.lease = None;
+                // EAGAIN (an atime due) ends with the read the server now
+                // makes; EALREADY (due again at the next tick) a tick
+                // later; anything else is asked about again only after a
+                // while.
+                f.refused_until = match e {
+                    Errno::EAGAIN => None,
+                    Errno(libc::EALREADY) => Some(now + ATIME_REFUSED_FOR),
+                    _ => Some(now + REFUSED_FOR),
+                };
+                return None;
+            }
+            let Direct { view, followed, .. } = &self.direct;
+            let View::Ready(view) = view else {
                 return None;
             };
-            match copy_leased(view, &lease, buf, off) {
+            let lease = followed
+                .iter()
+                .find(|f| f.fd == fd)
+                .and_then(|f| f.lease.as_ref())
+                .filter(|(l, taken)| now < *taken + LEASE_LIFE && covers(l, off, buf.len()));
+            let copied = match lease {
+                Some((lease, _)) => copy_leased(view, lease, buf, off),
+                None if fresh => Copied::Uncovered,
+                None => continue,
+            };
+            match copied {
                 Copied::Done(n) => return Some(n),
-                Copied::Stale => {
-                    self.direct.followed(fd).lease = None;
-                }
+                Copied::Stale => self.direct.followed(fd).lease = None,
                 Copied::Uncovered => return None,
                 Copied::Lost => {
                     // The view lost bytes (the image shrank under it):
@@ -369,7 +368,8 @@ impl Client {
         Ok(Ready { image, board })
     }
 
-    fn take_lease(&mut self, fd: Fd, off: u64) -> Result<Lease> {
+    /// Asks for a lease of `fd` from `off` and keeps it.
+    fn take_lease(&mut self, fd: Fd, off: u64) -> Result<()> {
         let room = ulfs_wire::lease::lease_len(MOST_RUNS).min(self.data_len());
         let mut r = Self::req(Op::Lease, fd, [off, MOST_RUNS as u64, 0, 0]);
         r.p1 = Span::new(0, room as u32);
@@ -378,9 +378,9 @@ impl Client {
         let bytes = self.chan.get(Span::new(0, n as u32))?;
         let lease = ulfs_wire::lease::decode(bytes).ok_or(Errno::EPROTO)?;
         let f = self.direct.followed(fd);
-        f.lease = Some((lease.clone(), Instant::now()));
+        f.lease = Some((lease, Instant::now()));
         f.refused_until = None;
-        Ok(lease)
+        Ok(())
     }
 }
 

@@ -400,7 +400,7 @@ fn a_kept_fstat_answer_follows_every_change_of_the_file() {
 
 /// A leased read racing a change on another client is the file before
 /// it or after it, never a mix: the leases end before the first byte
-/// changes (`Volume::will_change`), as a read through the server is
+/// changes (`Volume::end_leases`), as a read through the server is
 /// atomic against writes under the volume's lock.
 #[test]
 fn a_leased_read_never_sees_half_a_change() {

@@ -7,8 +7,10 @@
 //!
 //! What is offered is decided once, at start: a board (a sealed memfd)
 //! and the image's absolute path, device and inode. An image that is not
-//! a file of its own (a v1 image translated into memory), or a machine
-//! without /proc, gets no offer, and every read is a request, as before.
+//! a file of its own (a v1 image translated into memory, or a read-only
+//! mount whose log was replayed in memory), or a machine without /proc,
+//! gets no offer, and every read is a request, as before. Who may have it
+//! is judged at each DIRECT, by the image's mode bits then (`may_read`).
 
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::Arc;

@@ -30,7 +30,7 @@
 //! **Ordering.** The volume has one writer at a time (the server's
 //! exclusive lock), so a bump is a load, a store and a release fence, made
 //! *before* any byte of the file changes in place (a write's copy, a
-//! truncate's or a hole punch's zeroing: `Volume::will_change`) and again
+//! truncate's or a hole punch's zeroing: `Volume::end_leases`) and again
 //! as the inode changes. A reader does acquire load, copy, acquire fence,
 //! load: if the copy saw a byte written after the first bump, the fence
 //! makes the second load see that bump; a lease is only granted under the
@@ -239,9 +239,10 @@ impl super::Volume {
     /// change something (relatime finds its atime due: a read moves it),
     /// or the volume publishes no changes; EALREADY when the atime was
     /// moved in this clock tick and a read at the next tick would move it
-    /// again (it is not newer than the last change); EISDIR/EINVAL for what is not a regular file; EIO once a
-    /// fault lost bytes of the image. `ino` must be open (only open files
-    /// publish their changes): the caller holds it by a descriptor.
+    /// again (it is not newer than the last change); EISDIR/EINVAL for
+    /// what is not a regular file; EIO once a fault lost bytes of the
+    /// image. `ino` must be open (only open files publish their changes):
+    /// the caller holds it by a descriptor.
     pub fn lease(&self, ino: Ino, off: u64, max_runs: usize) -> Result<Lease> {
         let Some(board) = self.open.board() else {
             return Err(Errno::EAGAIN);
@@ -301,27 +302,20 @@ impl super::Volume {
         })
     }
 
-    /// Ends every lease on `ino` now (its bytes are about to be read from
-    /// elsewhere than the image: a server's shared mapping of the file).
+    /// Ends every lease on `ino` now: before its bytes change in place
+    /// (see "Ordering" above), or are to be read from elsewhere than the
+    /// image (a server's shared mapping of the file). Free without a board.
+    #[inline]
     pub fn end_leases(&self, ino: Ino) {
         if let Some(b) = self.open.board() {
             b.bump(ino);
         }
     }
 
-    /// Before bytes of `ino`'s file change in place: its leases end first
-    /// (see "Ordering" above). Free without a board.
-    #[inline]
-    pub(super) fn will_change(&self, ino: Ino) {
-        if let Some(b) = self.open.board() {
-            b.bump(ino);
-        }
-    }
-
-    /// `will_change` of an open file, on the write path: without a board
+    /// `end_leases` of an open file, on the write path: without a board
     /// (in process) one test of a pointer and nothing else.
     #[inline(always)]
-    pub(super) fn will_change_open(&self, id: super::OpenId) {
+    pub(super) fn end_leases_open(&self, id: super::OpenId) {
         if let Some(b) = self.open.board() {
             b.bump(self.open_ino(id));
         }

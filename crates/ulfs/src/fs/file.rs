@@ -147,7 +147,7 @@ impl Volume {
         }
         let n = buf.len().min((MAX_FILE_SIZE - off) as usize);
         // Leases end before the first byte changes (fs/changes.rs).
-        self.will_change_open(id);
+        self.end_leases_open(id);
         // The clock is read once per call.
         let now = self.now();
         let mut done = 0;
@@ -327,7 +327,7 @@ impl Volume {
         if buf.is_empty() {
             return Ok(0);
         }
-        self.will_change(ino);
+        self.end_leases(ino);
         // As Linux's generic_write_check_limits: a write that starts below
         // the largest file size is cut short at it, one at or past it fails.
         if off >= MAX_FILE_SIZE {
@@ -420,7 +420,7 @@ impl Volume {
             return Err(Errno::EFBIG);
         }
         // Its tail is zeroed in place: leases end first.
-        self.will_change(ino);
+        self.end_leases(ino);
         self.set_size(&mut inode, len)?;
         let now = self.now();
         inode.mtime = now;
@@ -468,7 +468,7 @@ impl Volume {
             return Err(Errno::EFBIG);
         }
         // A punched hole's partial blocks are zeroed in place.
-        self.will_change(ino);
+        self.end_leases(ino);
         let result = match mode {
             0 | FALLOC_KEEP_SIZE => self.preallocate(ino, &mut inode, off, end, mode == 0),
             m if m == FALLOC_PUNCH_HOLE | FALLOC_KEEP_SIZE => {
