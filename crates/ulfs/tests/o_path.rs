@@ -36,6 +36,16 @@ enum Out {
     Fd(i32),
 }
 
+/// The lseek calls both sides make: (name, offset, whence).
+const LSEEKS: [(&str, i64, i32); 6] = [
+    ("lseek SET", 0, libc::SEEK_SET),
+    ("lseek SET 2", 2, libc::SEEK_SET),
+    ("lseek CUR", 0, libc::SEEK_CUR),
+    ("lseek END", 0, libc::SEEK_END),
+    ("lseek DATA", 0, libc::SEEK_DATA),
+    ("lseek bad whence", 0, 99),
+];
+
 type R = Result<Out, i32>;
 
 /// One side's answers, named so the two lists are compared call by call.
@@ -223,14 +233,7 @@ fn ulfs_calls(fs: &mut Fs, fd: i32, mode: u32) -> Answers {
     a.push("pwrite", count(fs.pwrite(fd, b"x", 0)));
     let iov = [std::io::IoSlice::new(b"x"), std::io::IoSlice::new(b"y")];
     a.push("writev", count(fs.writev(fd, &iov)));
-    for (call, off, whence) in [
-        ("lseek SET", 0, libc::SEEK_SET),
-        ("lseek SET 2", 2, libc::SEEK_SET),
-        ("lseek CUR", 0, libc::SEEK_CUR),
-        ("lseek END", 0, libc::SEEK_END),
-        ("lseek DATA", 0, libc::SEEK_DATA),
-        ("lseek bad whence", 0, 99),
-    ] {
+    for (call, off, whence) in LSEEKS {
         a.push(call, u(fs.lseek(fd, off, whence), |o| Out::Num(o as i64)));
     }
     a.push("ftruncate", done(fs.ftruncate(fd, 0)));
@@ -368,14 +371,7 @@ fn host_calls(root: &Path, rootfd: i32, fd: i32, mode: u32) -> Answers {
             },
         ];
         a.push("writev", h(libc::writev(fd, iov.as_ptr(), 2) as i64));
-        for (call, off, whence) in [
-            ("lseek SET", 0, libc::SEEK_SET),
-            ("lseek SET 2", 2, libc::SEEK_SET),
-            ("lseek CUR", 0, libc::SEEK_CUR),
-            ("lseek END", 0, libc::SEEK_END),
-            ("lseek DATA", 0, libc::SEEK_DATA),
-            ("lseek bad whence", 0, 99),
-        ] {
+        for (call, off, whence) in LSEEKS {
             a.push(call, h(libc::lseek(fd, off, whence)));
         }
         a.push("ftruncate", h(libc::ftruncate(fd, 0).into()));
