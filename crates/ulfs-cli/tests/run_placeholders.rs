@@ -1,14 +1,17 @@
 //! What a program under `ulfs run` reaches through the kernel descriptor
 //! that stands for an image file (its placeholder, crates/ulfs-preload
-//! fds.rs): path calls on `/proc/self/fd/N` that the library does not
-//! route go to the kernel, which follows the link to whatever the
-//! placeholder names. That must never be a file anyone else uses: it was
-//! the host's `/dev/null`, whose mode, owner and times such a program
+//! fds.rs) and its `/proc/self/fd/N` link. Calls that follow the link act
+//! on the image's file, as the kernel's act on the file a descriptor has
+//! open: compared call for call with the kernel on a host directory, in
+//! process and through `ulfs serve`. What still reaches the placeholder
+//! (calls on the link itself) must never touch a file anyone else uses: it
+//! was the host's `/dev/null`, whose mode, owner and times a program
 //! running as root changed.
 
 use std::os::unix::fs::MetadataExt;
-use std::path::Path;
-use std::process::Command;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
 
 const ULFS: &str = env!("CARGO_BIN_EXE_ulfs");
 
@@ -72,4 +75,123 @@ print('done')
     );
     assert_eq!(String::from_utf8_lossy(&out.stdout), "done\n");
     assert_eq!(after, before, "the host's /dev/null was changed");
+}
+
+/// Calls on `/proc/self/fd/N` and `/dev/stdin` for a file and a directory
+/// open in every way, each printed with its outcome and what the file then
+/// looks like by its own name; `sys.argv[1]` is the directory to work in.
+const PROC_LINK_CALLS: &str = r#"
+import ctypes, errno, os, sys
+base = sys.argv[1]
+out = []
+libc = ctypes.CDLL(None, use_errno=True)
+def linkat(old, new):
+    # os.link calls link(), which does not follow: linkat(AT_FDCWD, old,
+    # AT_FDCWD, new, AT_SYMLINK_FOLLOW), as programs link O_TMPFILE files.
+    if libc.linkat(-100, old.encode(), -100, new.encode(), 0x400) != 0:
+        e = ctypes.get_errno()
+        raise OSError(e, os.strerror(e))
+def show(label, call):
+    try:
+        out.append('%s: %r' % (label, call()))
+    except OSError as e:
+        out.append('%s: %s' % (label, errno.errorcode[e.errno]))
+f = os.path.join(base, 'f')
+d = os.path.join(base, 'd')
+os.mkdir(d)
+open(os.path.join(d, 'inside'), 'w').close()
+for kind, flags in (('path', os.O_PATH), ('ro', os.O_RDONLY), ('rw', os.O_RDWR)):
+    with open(f, 'w') as w:
+        w.write('hello world')
+    fd = os.open(f, flags)
+    p = '/proc/self/fd/%d' % fd
+    show(kind + ' chmod', lambda: (os.chmod(p, 0o640), oct(os.stat(f).st_mode)))
+    show(kind + ' stat', lambda: (os.stat(p).st_ino == os.stat(f).st_ino, os.stat(p).st_size))
+    show(kind + ' utime', lambda: (os.utime(p, (1000, 2000)), os.stat(f).st_atime, os.stat(f).st_mtime))
+    show(kind + ' utime now', lambda: (os.utime(p), os.stat(f).st_mtime > 2000))
+    show(kind + ' chown', lambda: (os.chown(p, 4242, 4343), os.stat(f).st_uid, os.stat(f).st_gid))
+    show(kind + ' chown back', lambda: (os.chown(p, 0, 0), os.stat(f).st_uid))
+    show(kind + ' access', lambda: (os.access(p, os.R_OK), os.access(p, os.X_OK)))
+    show(kind + ' truncate', lambda: (os.truncate(p, 5), os.stat(f).st_size))
+    show(kind + ' statvfs', lambda: os.statvfs(p).f_blocks == os.statvfs(base).f_blocks)
+    show(kind + ' reopen', lambda: open(p).read())
+    show(kind + ' getxattr', lambda: os.getxattr(p, 'user.none'))
+    new = os.path.join(base, 'link-' + kind)
+    show(kind + ' link', lambda: (os.link(p, new), os.path.exists(new)))
+    show(kind + ' linkat follow', lambda: (linkat(p, new), os.stat(new).st_ino == os.stat(f).st_ino))
+    show(kind + ' chdir', lambda: os.chdir(p))
+    os.close(fd)
+for kind, flags in (('dir path', os.O_PATH), ('dir ro', os.O_RDONLY)):
+    fd = os.open(d, flags | os.O_DIRECTORY)
+    p = '/proc/self/fd/%d' % fd
+    show(kind + ' listdir', lambda: os.listdir(p))
+    show(kind + ' chmod', lambda: (os.chmod(p, 0o750), oct(os.stat(d).st_mode)))
+    show(kind + ' truncate', lambda: os.truncate(p, 0))
+    show(kind + ' chdir', lambda: (os.chdir(p), os.listdir('.'), os.getcwd() == os.path.realpath(d)))
+    os.chdir('/')
+    os.close(fd)
+fd = os.open(f, os.O_RDONLY)
+os.dup2(fd, 0)
+show('stdin chmod', lambda: (os.chmod('/dev/stdin', 0o600), oct(os.stat(f).st_mode)))
+show('stdin stat', lambda: os.stat('/dev/stdin').st_ino == os.stat(f).st_ino)
+print('\n'.join(out))
+"#;
+
+/// `ulfs serve -f` of `img` at `socket`, once it listens.
+fn serve(img: &Path, socket: &Path) -> Child {
+    let child = Command::new(ULFS)
+        .args(["serve", "-f", "--socket"])
+        .arg(socket)
+        .arg(img)
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !socket.exists() {
+        assert!(Instant::now() < deadline, "the server never listened");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child
+}
+
+/// The calls' transcript: by the kernel in `dir` (`run` empty), or under
+/// `ulfs run` with arguments `run` (`dir` in the image).
+fn transcript(run: &[&str], dir: &str) -> String {
+    let mut cmd = if run.is_empty() {
+        Command::new("python3")
+    } else {
+        let mut c = Command::new(ULFS);
+        c.arg("run").args(run).args(["--", "python3"]);
+        c
+    };
+    let out = cmd.args(["-c", PROC_LINK_CALLS, dir]).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn calls_that_follow_an_image_descriptors_proc_link_act_on_its_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let host_dir = dir.path().join("host");
+    std::fs::create_dir(&host_dir).unwrap();
+    let kernel = transcript(&[], host_dir.to_str().unwrap());
+    let img: PathBuf = dir.path().join("img");
+    ulfs_testkit::cli::ok(Path::new(ULFS), &["mkfs", img.to_str().unwrap(), "16M"]);
+    let in_process = transcript(&[img.to_str().unwrap()], "/ulfs");
+    assert_eq!(in_process, kernel, "in process");
+    let served_img = dir.path().join("served");
+    ulfs_testkit::cli::ok(
+        Path::new(ULFS),
+        &["mkfs", served_img.to_str().unwrap(), "16M"],
+    );
+    let socket = dir.path().join("sock");
+    let mut server = serve(&served_img, &socket);
+    let served = transcript(&["--server", socket.to_str().unwrap()], "/ulfs");
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(server.id() as i32, libc::SIGTERM) };
+    assert!(server.wait().unwrap().success());
+    assert_eq!(served, kernel, "through ulfs serve");
 }

@@ -70,6 +70,16 @@ pub unsafe extern "C" fn opendir(path: *const c_char) -> *mut libc::DIR {
         // SAFETY: the program's own argument.
         return unsafe { real_opendir(path) };
     };
+    if let Some(u) = fds::proc_fd_path(p) {
+        // A descriptor's /proc/self/fd link: the directory open as it.
+        let flags = libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC;
+        let fd = crate::io::reopen_image(image, u, flags);
+        return if fd < 0 {
+            std::ptr::null_mut()
+        } else {
+            new_stream(fd)
+        };
+    }
     match route(image, libc::AT_FDCWD, p) {
         // SAFETY: the program's own argument.
         Route::Host { path: None, .. } => unsafe { real_opendir(path) },

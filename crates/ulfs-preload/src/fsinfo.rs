@@ -41,6 +41,14 @@ unsafe fn for_path(
     let (Some(image), Some(p)) = (image(), unsafe { arg(path) }) else {
         return Err(None);
     };
+    if let Some(u) = fds::proc_fd_path(p) {
+        // A descriptor's /proc/self/fd link: the file system of the file
+        // open as it.
+        return Ok(image.with(|fs| {
+            let s = fs.fstatfs(u)?;
+            Ok((s, fs.is_read_only()))
+        }));
+    }
     match route(image, libc::AT_FDCWD, p) {
         Route::Host { path, .. } => Err(path.map(c_path)),
         Route::Image { path, .. } => Ok(image.with(|fs| {

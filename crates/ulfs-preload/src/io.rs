@@ -114,8 +114,8 @@ fn give_way_before_fifo(dirfd: c_int, path: *const c_char, flags: c_int) {
 /// Opens `/proc/self/fd/N` (or `/dev/fd/N`, `/dev/stdout`, ...) where N
 /// is an image descriptor: as on Linux, a new open file description of
 /// the same file (by inode), with the new flags; the kernel would open the
-/// placeholder, `/dev/null`, instead.
-fn reopen_image(image: &Image, u: c_int, flags: c_int) -> c_int {
+/// placeholder instead.
+pub fn reopen_image(image: &Image, u: c_int, flags: c_int) -> c_int {
     if flags & (libc::O_CREAT | libc::O_EXCL) == libc::O_CREAT | libc::O_EXCL {
         return fail(libc::EEXIST);
     }

@@ -6,6 +6,14 @@
 //! routes its path (`route.rs`); a call naming one path in the image and
 //! one outside (rename, link) fails with EXDEV, as across two file
 //! systems.
+//!
+//! A call that follows its last component and is given a descriptor's
+//! `/proc/self/fd/N` link (or `/dev/fd/N`, `/dev/stdin`, ...) acts on the
+//! file open as N, as the kernel follows those links: for an image
+//! descriptor that is the image's file (the engine's `AT_EMPTY_PATH` form),
+//! never the kernel placeholder standing for it. A call on the link itself
+//! (`lstat`, `readlink`, `unlink`, ...) stays with the kernel, which
+//! answers for its `/proc` entry as it would for any file.
 
 use std::ffi::{c_char, c_int, c_uint};
 use ulfs_client::Backend;
@@ -24,7 +32,11 @@ enum Side {
     /// libc's function, with this dirfd and path pointer (the program's,
     /// or a rewritten one kept alive in `_keep`).
     Host(c_int, *const c_char, Option<std::ffi::CString>),
-    Image(&'static Image, c_int, Vec<u8>),
+    /// ulfs: a directory descriptor, a path in the image, and the flag the
+    /// call adds: `AT_EMPTY_PATH` when the path was a followed
+    /// `/proc/self/fd/N` link (the descriptor is then N and the path
+    /// empty), else 0.
+    Image(&'static Image, c_int, Vec<u8>, c_int),
 }
 
 impl Side {
@@ -36,32 +48,59 @@ impl Side {
     }
 }
 
-/// Routes one path argument.
+/// Routes one path argument of a call that does not follow its last
+/// component.
 ///
 /// # Safety
 /// `path` NULL or NUL-terminated.
 unsafe fn side(dirfd: c_int, path: *const c_char) -> Side {
     // SAFETY: by the contract.
+    unsafe { side_following(dirfd, path, false) }
+}
+
+/// Routes one path argument; `follows` says whether the call follows its
+/// last component, which makes a `/proc/self/fd/N` link to an image
+/// descriptor name the file open as N.
+///
+/// # Safety
+/// `path` NULL or NUL-terminated.
+unsafe fn side_following(dirfd: c_int, path: *const c_char, follows: bool) -> Side {
+    // SAFETY: by the contract.
     let (Some(image), Some(p)) = (image(), unsafe { arg(path) }) else {
         return Side::Host(dirfd, path, None);
     };
+    if follows && let Some(u) = fds::proc_fd_path(p) {
+        return Side::Image(image, u, Vec::new(), libc::AT_EMPTY_PATH);
+    }
     match route(image, dirfd, p) {
         Route::Host { dirfd, path: None } => Side::Host(dirfd, path, None),
         Route::Host {
             dirfd,
             path: Some(abs),
         } => Side::Host(dirfd, path, Some(c_path(abs))),
-        Route::Image { dirfd, path } => Side::Image(image, dirfd, path),
+        Route::Image { dirfd, path } => Side::Image(image, dirfd, path, 0),
     }
 }
 
 /// Defines an interposed call of one path (and optionally a directory
 /// descriptor): the image side runs `$image` with `fs`, `d` (the ulfs
-/// directory descriptor) and `p` (the image path); the host side calls
-/// libc's function of the same name with the same arguments.
+/// directory descriptor), `p` (the image path) and, for a call that says
+/// when it `follows` its last component, `e` (the flag to add to the
+/// call's: `AT_EMPTY_PATH` for a followed `/proc/self/fd/N` link); the host
+/// side calls libc's function of the same name with the same arguments.
 macro_rules! path_call {
     ($(#[$doc:meta])* $name:ident(@at $dirfd:ident, $path:ident $(, $a:ident: $t:ty)*) -> $r:ty
         => |$fs:ident, $d:ident, $p:ident| $image:expr) => {
+        path_call!($(#[$doc])* $name(@at $dirfd, $path $(, $a: $t)*) -> $r, follows false
+            => |$fs, $d, $p, _e| $image);
+    };
+    ($(#[$doc:meta])* $name:ident($path:ident $(, $a:ident: $t:ty)*) -> $r:ty
+        => |$fs:ident, $d:ident, $p:ident| $image:expr) => {
+        path_call!($(#[$doc])* $name($path $(, $a: $t)*) -> $r, follows false
+            => |$fs, $d, $p, _e| $image);
+    };
+    ($(#[$doc:meta])* $name:ident(@at $dirfd:ident, $path:ident $(, $a:ident: $t:ty)*) -> $r:ty,
+        follows $follows:expr => |$fs:ident, $d:ident, $p:ident, $e:ident| $image:expr) => {
         $(#[$doc])*
         ///
         /// # Safety
@@ -69,8 +108,8 @@ macro_rules! path_call {
         #[unsafe(no_mangle)]
         pub unsafe extern "C" fn $name($dirfd: c_int, $path: *const c_char $(, $a: $t)*) -> $r {
             // SAFETY: the caller's contract.
-            match unsafe { side($dirfd, $path) } {
-                Side::Image(image, $d, $p) => ret(image.with(|$fs| $image)),
+            match unsafe { side_following($dirfd, $path, $follows) } {
+                Side::Image(image, $d, $p, $e) => ret(image.with(|$fs| $image)),
                 s @ Side::Host(..) => {
                     let f = real!($name: unsafe extern "C" fn(c_int, *const c_char $(, $t)*) -> $r);
                     let Side::Host(dirfd, ..) = s else { unreachable!() };
@@ -80,8 +119,8 @@ macro_rules! path_call {
             }
         }
     };
-    ($(#[$doc:meta])* $name:ident($path:ident $(, $a:ident: $t:ty)*) -> $r:ty
-        => |$fs:ident, $d:ident, $p:ident| $image:expr) => {
+    ($(#[$doc:meta])* $name:ident($path:ident $(, $a:ident: $t:ty)*) -> $r:ty,
+        follows $follows:expr => |$fs:ident, $d:ident, $p:ident, $e:ident| $image:expr) => {
         $(#[$doc])*
         ///
         /// # Safety
@@ -89,8 +128,8 @@ macro_rules! path_call {
         #[unsafe(no_mangle)]
         pub unsafe extern "C" fn $name($path: *const c_char $(, $a: $t)*) -> $r {
             // SAFETY: the caller's contract.
-            match unsafe { side(libc::AT_FDCWD, $path) } {
-                Side::Image(image, $d, $p) => ret(image.with(|$fs| $image)),
+            match unsafe { side_following(libc::AT_FDCWD, $path, $follows) } {
+                Side::Image(image, $d, $p, $e) => ret(image.with(|$fs| $image)),
                 s @ Side::Host(..) => {
                     let f = real!($name: unsafe extern "C" fn(*const c_char $(, $t)*) -> $r);
                     // SAFETY: the program's own arguments (or the rewritten path).
@@ -114,17 +153,31 @@ unsafe fn put_stat(st: *mut libc::stat, s: ulfs::Stat) -> ulfs::Result<c_int> {
     Ok(0)
 }
 
+/// `truncate` of an image path, or, when `e` says the path was the
+/// followed `/proc/self/fd` link of descriptor `d`, of the file open as
+/// `d`: opened anew for writing (the permission truncate needs), cut and
+/// closed.
+fn truncate_either(fs: &mut Backend, d: c_int, p: &[u8], e: c_int, len: u64) -> ulfs::Result<()> {
+    if e == 0 {
+        return fs.truncate(p, len);
+    }
+    let w = fs.reopen(d, libc::O_WRONLY)?;
+    let cut = fs.ftruncate(w, len);
+    let closed = fs.close(w);
+    cut.and(closed)
+}
+
 path_call!(
     /// `stat(2)`.
-    stat(path, st: *mut libc::stat) -> c_int
+    stat(path, st: *mut libc::stat) -> c_int, follows true
         // SAFETY: stat's contract.
-        => |fs, d, p| unsafe { put_stat(st, fs.fstatat(d, &p, 0)?) }
+        => |fs, d, p, e| unsafe { put_stat(st, fs.fstatat(d, &p, e)?) }
 );
 path_call!(
     /// `stat64`: `stat`.
-    stat64(path, st: *mut libc::stat) -> c_int
+    stat64(path, st: *mut libc::stat) -> c_int, follows true
         // SAFETY: stat's contract.
-        => |fs, d, p| unsafe { put_stat(st, fs.fstatat(d, &p, 0)?) }
+        => |fs, d, p, e| unsafe { put_stat(st, fs.fstatat(d, &p, e)?) }
 );
 path_call!(
     /// `lstat(2)`.
@@ -140,15 +193,17 @@ path_call!(
 );
 path_call!(
     /// `fstatat(2)` (`newfstatat`).
-    fstatat(@at dirfd, path, st: *mut libc::stat, flags: c_int) -> c_int
+    fstatat(@at dirfd, path, st: *mut libc::stat, flags: c_int) -> c_int,
+        follows flags & libc::AT_SYMLINK_NOFOLLOW == 0
         // SAFETY: fstatat's contract.
-        => |fs, d, p| unsafe { put_stat(st, fs.fstatat(d, &p, flags)?) }
+        => |fs, d, p, e| unsafe { put_stat(st, fs.fstatat(d, &p, flags | e)?) }
 );
 path_call!(
     /// `fstatat64`: `fstatat`.
-    fstatat64(@at dirfd, path, st: *mut libc::stat, flags: c_int) -> c_int
+    fstatat64(@at dirfd, path, st: *mut libc::stat, flags: c_int) -> c_int,
+        follows flags & libc::AT_SYMLINK_NOFOLLOW == 0
         // SAFETY: fstatat's contract.
-        => |fs, d, p| unsafe { put_stat(st, fs.fstatat(d, &p, flags)?) }
+        => |fs, d, p, e| unsafe { put_stat(st, fs.fstatat(d, &p, flags | e)?) }
 );
 
 /// glibc before 2.33 compiled the stat calls into these `__xstat` forms;
@@ -160,10 +215,11 @@ macro_rules! xstat {
         #[unsafe(no_mangle)]
         pub unsafe extern "C" fn $name(ver: c_int, path: *const c_char, st: *mut libc::stat) -> c_int {
             // SAFETY: the caller's contract.
-            match unsafe { side(libc::AT_FDCWD, path) } {
+            let follows = $flags & libc::AT_SYMLINK_NOFOLLOW == 0;
+            match unsafe { side_following(libc::AT_FDCWD, path, follows) } {
                 // SAFETY: the stat buffer's contract.
-                Side::Image(image, d, p) => {
-                    ret(image.with(|fs| unsafe { put_stat(st, fs.fstatat(d, &p, $flags)?) }))
+                Side::Image(image, d, p, e) => {
+                    ret(image.with(|fs| unsafe { put_stat(st, fs.fstatat(d, &p, $flags | e)?) }))
                 }
                 s @ Side::Host(..) => {
                     let f = real!($name: unsafe extern "C" fn(c_int, *const c_char, *mut libc::stat) -> c_int);
@@ -192,10 +248,10 @@ pub unsafe extern "C" fn __fxstatat(
     flags: c_int,
 ) -> c_int {
     // SAFETY: the caller's contract.
-    match unsafe { side(dirfd, path) } {
+    match unsafe { side_following(dirfd, path, flags & libc::AT_SYMLINK_NOFOLLOW == 0) } {
         // SAFETY: the stat buffer's contract.
-        Side::Image(image, d, p) => {
-            ret(image.with(|fs| unsafe { put_stat(st, fs.fstatat(d, &p, flags)?) }))
+        Side::Image(image, d, p, e) => {
+            ret(image.with(|fs| unsafe { put_stat(st, fs.fstatat(d, &p, flags | e)?) }))
         }
         s @ Side::Host(..) => {
             let f = real!(__fxstatat: unsafe extern "C" fn(c_int, c_int, *const c_char, *mut libc::stat, c_int) -> c_int);
@@ -224,12 +280,12 @@ pub unsafe extern "C" fn __fxstatat64(
 
 path_call!(
     /// `statx(2)`.
-    statx(@at dirfd, path, flags: c_int, mask: c_uint, stx: *mut libc::statx) -> c_int
-        => |fs, d, p| {
+    statx(@at dirfd, path, flags: c_int, mask: c_uint, stx: *mut libc::statx) -> c_int,
+        follows flags & libc::AT_SYMLINK_NOFOLLOW == 0 => |fs, d, p, e| {
             if stx.is_null() {
                 return Err(ulfs::Errno::EFAULT);
             }
-            let x = fs.statx(d, &p, flags, mask)?;
+            let x = fs.statx(d, &p, flags | e, mask)?;
             // SAFETY: non-NULL and writable by statx's contract.
             unsafe { stx.write(x.to_libc()) };
             Ok(0)
@@ -237,22 +293,23 @@ path_call!(
 );
 path_call!(
     /// `access(2)`.
-    access(path, mode: c_int) -> c_int => |fs, d, p| fs.faccessat(d, &p, mode, 0).map(|()| 0)
+    access(path, mode: c_int) -> c_int, follows true
+        => |fs, d, p, e| fs.faccessat(d, &p, mode, e).map(|()| 0)
 );
 path_call!(
     /// `euidaccess(3)`: access for the effective ids.
-    euidaccess(path, mode: c_int) -> c_int
-        => |fs, d, p| fs.faccessat(d, &p, mode, libc::AT_EACCESS).map(|()| 0)
+    euidaccess(path, mode: c_int) -> c_int, follows true
+        => |fs, d, p, e| fs.faccessat(d, &p, mode, libc::AT_EACCESS | e).map(|()| 0)
 );
 path_call!(
     /// `eaccess(3)`: `euidaccess`.
-    eaccess(path, mode: c_int) -> c_int
-        => |fs, d, p| fs.faccessat(d, &p, mode, libc::AT_EACCESS).map(|()| 0)
+    eaccess(path, mode: c_int) -> c_int, follows true
+        => |fs, d, p, e| fs.faccessat(d, &p, mode, libc::AT_EACCESS | e).map(|()| 0)
 );
 path_call!(
     /// `faccessat(2)` with glibc's flags.
-    faccessat(@at dirfd, path, mode: c_int, flags: c_int) -> c_int
-        => |fs, d, p| fs.faccessat(d, &p, mode, flags).map(|()| 0)
+    faccessat(@at dirfd, path, mode: c_int, flags: c_int) -> c_int, follows flags & libc::AT_SYMLINK_NOFOLLOW == 0
+        => |fs, d, p, e| fs.faccessat(d, &p, mode, flags | e).map(|()| 0)
 );
 path_call!(
     /// `mkdir(2)`.
@@ -296,31 +353,32 @@ path_call!(
 );
 path_call!(
     /// `truncate(2)`.
-    truncate(path, len: off_t) -> c_int => |fs, _d, p| {
+    truncate(path, len: off_t) -> c_int, follows true => |fs, d, p, e| {
         let len = u64::try_from(len).map_err(|_| ulfs::Errno::EINVAL)?;
-        fs.truncate(&p, len).map(|()| 0)
+        truncate_either(fs, d, &p, e, len).map(|()| 0)
     }
 );
 path_call!(
     /// `truncate64`: `truncate`.
-    truncate64(path, len: off_t) -> c_int => |fs, _d, p| {
+    truncate64(path, len: off_t) -> c_int, follows true => |fs, d, p, e| {
         let len = u64::try_from(len).map_err(|_| ulfs::Errno::EINVAL)?;
-        fs.truncate(&p, len).map(|()| 0)
+        truncate_either(fs, d, &p, e, len).map(|()| 0)
     }
 );
 path_call!(
     /// `chmod(2)`.
-    chmod(path, mode: mode_t) -> c_int => |fs, d, p| fs.fchmodat(d, &p, mode, 0).map(|()| 0)
+    chmod(path, mode: mode_t) -> c_int, follows true
+        => |fs, d, p, e| fs.fchmodat(d, &p, mode, e).map(|()| 0)
 );
 path_call!(
     /// `fchmodat(2)`.
-    fchmodat(@at dirfd, path, mode: mode_t, flags: c_int) -> c_int
-        => |fs, d, p| fs.fchmodat(d, &p, mode, flags).map(|()| 0)
+    fchmodat(@at dirfd, path, mode: mode_t, flags: c_int) -> c_int, follows flags & libc::AT_SYMLINK_NOFOLLOW == 0
+        => |fs, d, p, e| fs.fchmodat(d, &p, mode, flags | e).map(|()| 0)
 );
 path_call!(
     /// `chown(2)`.
-    chown(path, uid: uid_t, gid: gid_t) -> c_int
-        => |fs, d, p| fs.fchownat(d, &p, uid, gid, 0).map(|()| 0)
+    chown(path, uid: uid_t, gid: gid_t) -> c_int, follows true
+        => |fs, d, p, e| fs.fchownat(d, &p, uid, gid, e).map(|()| 0)
 );
 path_call!(
     /// `lchown(2)`.
@@ -329,8 +387,9 @@ path_call!(
 );
 path_call!(
     /// `fchownat(2)`.
-    fchownat(@at dirfd, path, uid: uid_t, gid: gid_t, flags: c_int) -> c_int
-        => |fs, d, p| fs.fchownat(d, &p, uid, gid, flags).map(|()| 0)
+    fchownat(@at dirfd, path, uid: uid_t, gid: gid_t, flags: c_int) -> c_int,
+        follows flags & libc::AT_SYMLINK_NOFOLLOW == 0
+        => |fs, d, p, e| fs.fchownat(d, &p, uid, gid, flags | e).map(|()| 0)
 );
 /// `utimensat(2)`; a NULL path (Linux's own extension, which glibc's
 /// `futimens` uses) changes the file open as `dirfd`.
@@ -353,11 +412,13 @@ pub unsafe extern "C" fn utimensat(
         return ret(image.with(|fs| fs.futimens(u, t)).map(|()| 0));
     }
     // SAFETY: the caller's contract.
-    match unsafe { side(dirfd, path) } {
-        Side::Image(image, d, p) => {
+    match unsafe { side_following(dirfd, path, flags & libc::AT_SYMLINK_NOFOLLOW == 0) } {
+        Side::Image(image, d, p, e) => {
             // SAFETY: NULL or two timespecs, by utimensat's contract.
             let t = unsafe { times_of(times) };
-            ret(image.with(|fs| fs.utimensat(d, &p, t, flags)).map(|()| 0))
+            ret(image
+                .with(|fs| fs.utimensat(d, &p, t, flags | e))
+                .map(|()| 0))
         }
         s @ Side::Host(..) => {
             let f = real!(utimensat: unsafe extern "C" fn(c_int, *const c_char, *const libc::timespec, c_int) -> c_int);
@@ -394,10 +455,10 @@ pub unsafe fn times_of_timeval(
 
 path_call!(
     /// `utimes(2)`.
-    utimes(path, tv: *const libc::timeval) -> c_int => |fs, d, p| {
+    utimes(path, tv: *const libc::timeval) -> c_int, follows true => |fs, d, p, e| {
         // SAFETY: NULL or two timevals, by utimes's contract.
         let t = unsafe { times_of_timeval(tv) }?;
-        fs.utimensat(d, &p, t, 0).map(|()| 0)
+        fs.utimensat(d, &p, t, e).map(|()| 0)
     }
 );
 path_call!(
@@ -410,13 +471,13 @@ path_call!(
 );
 path_call!(
     /// `utime(2)`: whole seconds.
-    utime(path, buf: *const libc::utimbuf) -> c_int => |fs, d, p| {
+    utime(path, buf: *const libc::utimbuf) -> c_int, follows true => |fs, d, p, e| {
         let t = (!buf.is_null()).then(|| {
             // SAFETY: non-NULL, so one utimbuf by utime's contract.
             let b = unsafe { &*buf };
             [b.actime, b.modtime].map(|sec| ulfs::Timespec { sec, nsec: 0 })
         });
-        fs.utimensat(d, &p, t, 0).map(|()| 0)
+        fs.utimensat(d, &p, t, e).map(|()| 0)
     }
 );
 
@@ -476,7 +537,7 @@ pub unsafe extern "C" fn symlinkat(
 ) -> c_int {
     // SAFETY: the caller's contract.
     match unsafe { (side(dirfd, path), arg(target)) } {
-        (Side::Image(image, d, p), Some(t)) => {
+        (Side::Image(image, d, p, _), Some(t)) => {
             ret(image.with(|fs| fs.symlinkat(t, d, &p)).map(|()| 0))
         }
         (Side::Image(..), None) => fail(libc::EFAULT),
@@ -502,22 +563,22 @@ pub unsafe extern "C" fn symlink(target: *const c_char, path: *const c_char) -> 
 }
 
 /// A call on two routed paths: both in the image, both on the host, or
-/// EXDEV.
+/// EXDEV. Only the first may be followed (`linkat`'s AT_SYMLINK_FOLLOW);
+/// `img` gets its added flag.
 ///
 /// # Safety
 /// Both paths NULL or NUL-terminated.
 unsafe fn two_paths(
-    od: c_int,
-    a: *const c_char,
+    (od, a, follows_first): (c_int, *const c_char, bool),
     nd: c_int,
     b: *const c_char,
     host: impl FnOnce(c_int, *const c_char, c_int, *const c_char) -> c_int,
-    img: impl FnOnce(&mut Backend, c_int, &[u8], c_int, &[u8]) -> ulfs::Result<()>,
+    img: impl FnOnce(&mut Backend, c_int, &[u8], c_int, &[u8], c_int) -> ulfs::Result<()>,
 ) -> c_int {
     // SAFETY: the caller's contract.
-    match unsafe { (side(od, a), side(nd, b)) } {
-        (Side::Image(image, d1, p1), Side::Image(_, d2, p2)) => {
-            ret(image.with(|fs| img(fs, d1, &p1, d2, &p2)).map(|()| 0))
+    match unsafe { (side_following(od, a, follows_first), side(nd, b)) } {
+        (Side::Image(image, d1, p1, e1), Side::Image(_, d2, p2, _)) => {
+            ret(image.with(|fs| img(fs, d1, &p1, d2, &p2, e1)).map(|()| 0))
         }
         (s1 @ Side::Host(..), s2 @ Side::Host(..)) => {
             let (Side::Host(d1, ..), Side::Host(d2, ..)) = (&s1, &s2) else {
@@ -550,7 +611,7 @@ pub unsafe extern "C" fn renameat2(
     };
     // SAFETY: the caller's contract.
     unsafe {
-        two_paths(od, a, nd, b, host, |fs, d1, p1, d2, p2| {
+        two_paths((od, a, false), nd, b, host, |fs, d1, p1, d2, p2, _| {
             fs.renameat2(d1, p1, d2, p2, flags)
         })
     }
@@ -574,7 +635,7 @@ pub unsafe extern "C" fn renameat(
     };
     // SAFETY: the caller's contract.
     unsafe {
-        two_paths(od, a, nd, b, host, |fs, d1, p1, d2, p2| {
+        two_paths((od, a, false), nd, b, host, |fs, d1, p1, d2, p2, _| {
             fs.renameat2(d1, p1, d2, p2, 0)
         })
     }
@@ -609,7 +670,15 @@ pub unsafe extern "C" fn linkat(
     };
     // SAFETY: the caller's contract.
     unsafe {
-        two_paths(od, a, nd, b, host, |fs, d1, p1, d2, p2| {
+        let follows = flags & libc::AT_SYMLINK_FOLLOW != 0;
+        two_paths((od, a, follows), nd, b, host, |fs, d1, p1, d2, p2, e| {
+            // A followed /proc/self/fd/N link (how a program links an
+            // O_TMPFILE file) links the descriptor's file.
+            let flags = if e == 0 {
+                flags
+            } else {
+                (flags & !libc::AT_SYMLINK_FOLLOW) | e
+            };
             fs.linkat(d1, p1, d2, p2, flags)
         })
     }
@@ -657,12 +726,15 @@ fn leave_image(image: &Image) {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn chdir(path: *const c_char) -> c_int {
     // SAFETY: the caller's contract.
-    match unsafe { side(libc::AT_FDCWD, path) } {
-        Side::Image(image, d, p) => ret(image.with(|fs| {
-            if d != libc::AT_FDCWD {
+    match unsafe { side_following(libc::AT_FDCWD, path, true) } {
+        Side::Image(image, d, p, e) => ret(image.with(|fs| {
+            if e != 0 {
+                fs.fchdir(d)?;
+            } else if d != libc::AT_FDCWD {
                 return Err(ulfs::Errno::EBADF);
+            } else {
+                fs.chdir(&p)?;
             }
-            fs.chdir(&p)?;
             enter_image(image, fs).map(|()| 0)
         })),
         s @ Side::Host(..) => {

@@ -46,6 +46,13 @@ unsafe fn on_path(
     let (Some(image), Some(p)) = (image(), unsafe { arg(path) }) else {
         return Err(None);
     };
+    if follow && let Some(u) = fds::proc_fd_path(p) {
+        // A descriptor's /proc/self/fd link: the file open as it.
+        return Ok(ret(image.with(|fs| {
+            fs.fstatat(u, b"", libc::AT_EMPTY_PATH)
+                .and_then(|_| answer(a))
+        })));
+    }
     match route(image, libc::AT_FDCWD, p) {
         Route::Host { path, .. } => Err(path.map(c_path)),
         Route::Image { dirfd, path } => {
