@@ -151,29 +151,32 @@ static int do_lseek(uint64_t n) {
     return 0;
 }
 
-/* `ulfs bench server`: the least a call can do, n times: lseek(fd, 0,
- * SEEK_CUR) on an empty file kept open, which only reads the offset. On
- * the kernel it is a system call; in process, a C call (the slow path:
- * only SEEK_SET has a fast one); through `ulfs serve`, one request and
- * its answer; through FUSE, the kernel's own (no request). */
-static int do_null(uint64_t n) {
+/* `ulfs bench server`: the least a call can do, n times, on an empty file
+ * kept open. `whence` SEEK_CUR (the null call) only reads the offset: on
+ * the kernel a system call; in process a C call (the slow path: only
+ * SEEK_SET has a fast one); through FUSE the kernel's own (no request);
+ * through `ulfs serve` the client's own too (it keeps the offset of a
+ * description only it has). SEEK_END (the round trip) needs the file's
+ * size: through `ulfs serve` one request and its answer; through FUSE the
+ * kernel answers from its attribute cache. */
+static int do_null(uint64_t n, int whence) {
     static long fd = -1;
     if (keep_open("null.dat", &fd)) return -1;
     long bad = 0;
     uint64_t t0 = now_ns();
-    for (uint64_t i = 0; i < n; i++) bad |= b_lseek((int)fd, 0, SEEK_CUR);
+    for (uint64_t i = 0; i < n; i++) bad |= b_lseek((int)fd, 0, whence);
     uint64_t t = now_ns() - t0;
-    if (bad) return fail("lseek SEEK_CUR", bad < 0 ? bad : -EIO); /* every call returns 0 */
+    if (bad) return fail("lseek", bad < 0 ? bad : -EIO); /* every call returns 0 */
     snprintf(reply, sizeof reply, "ok %llu", (unsigned long long)t);
     return 0;
 }
 
-/* The same call, n times, each after `pause_us` of sleep (untimed): what
- * one call costs when the caller was quiet, as a program that does other
- * work between its calls. Through `ulfs serve` the channel has then gone
- * to sleep (the server's worker polls a quiet client for --spin-us, 20 µs
- * by default), and the call wakes it. Each call is timed on its own, so
- * each time includes about one clock read. */
+/* The round trip (lseek SEEK_END), n times, each after `pause_us` of
+ * sleep (untimed): what one call costs when the caller was quiet, as a
+ * program that does other work between its calls. Through `ulfs serve`
+ * the channel has then gone to sleep (the server's worker polls a quiet
+ * client for --spin-us, 20 µs by default), and the call wakes it. Each
+ * call is timed on its own, so each time includes about one clock read. */
 static int do_null_idle(uint64_t n, uint64_t pause_us) {
     static long fd = -1;
     if (keep_open("null.dat", &fd)) return -1;
@@ -183,10 +186,10 @@ static int do_null_idle(uint64_t n, uint64_t pause_us) {
     for (uint64_t i = 0; i < n; i++) {
         nanosleep(&pause, NULL);
         uint64_t t0 = now_ns();
-        bad |= b_lseek((int)fd, 0, SEEK_CUR);
+        bad |= b_lseek((int)fd, 0, SEEK_END);
         t += now_ns() - t0;
     }
-    if (bad) return fail("lseek SEEK_CUR", bad < 0 ? bad : -EIO);
+    if (bad) return fail("lseek SEEK_END", bad < 0 ? bad : -EIO);
     snprintf(reply, sizeof reply, "ok %llu", (unsigned long long)t);
     return 0;
 }
@@ -940,7 +943,8 @@ static void serve(char *line) {
     }
     if (!strcmp(op, "lseek") && sscanf(line, "%*s %llu", &a) == 1) do_lseek(a);
     else if (!strcmp(op, "fstat") && sscanf(line, "%*s %llu", &a) == 1) do_fstat(a);
-    else if (!strcmp(op, "null") && sscanf(line, "%*s %llu", &a) == 1) do_null(a);
+    else if (!strcmp(op, "null") && sscanf(line, "%*s %llu", &a) == 1) do_null(a, SEEK_CUR);
+    else if (!strcmp(op, "roundtrip") && sscanf(line, "%*s %llu", &a) == 1) do_null(a, SEEK_END);
     else if (!strcmp(op, "null-idle") && sscanf(line, "%*s %llu %llu", &a, &b) == 2) do_null_idle(a, b);
     else if (!strcmp(op, "pread4k") && sscanf(line, "%*s %llu", &a) == 1) do_pread4k(a);
     else if (!strcmp(op, "raw") && sscanf(line, "%*s %31s %llu", word, &a) == 2) do_raw(word, (size_t)a);

@@ -427,12 +427,17 @@ pub static FIGURES: &[Figure] = &[
     server_figure(
         "server-null",
         "ulfs serve: null call (lseek SEEK_CUR), back to back",
-        "lseek(fd, 0, SEEK_CUR) on an open empty file, N times back to back: through ulfs serve one request and its answer over shared memory (the null round trip), in process a C call, on tmpfs and through FUSE a system call (the kernel answers it, no FUSE request)",
+        "lseek(fd, 0, SEEK_CUR) on an open empty file, N times back to back: in process a C call, on tmpfs and through FUSE a system call (the kernel answers it, no FUSE request), through ulfs serve the client's own answer (it keeps the offset of a description only it has: no request)",
+    ),
+    server_figure(
+        "server-roundtrip",
+        "ulfs serve: round trip (lseek SEEK_END), back to back",
+        "lseek(fd, 0, SEEK_END) on the same file, N times back to back: through ulfs serve one request and its answer over shared memory (the null round trip), in process a C call, on tmpfs a system call, through FUSE a system call the kernel answers from its attribute cache (no FUSE request)",
     ),
     server_figure(
         "server-null-idle",
-        "ulfs serve: null call after a 1 ms pause",
-        "the same lseek, N times, each after a 1 ms sleep (untimed; each call timed alone, so about one clock read is included): through ulfs serve the channel has gone to sleep and the call wakes the server",
+        "ulfs serve: round trip after a 1 ms pause",
+        "lseek(fd, 0, SEEK_END), N times, each after a 1 ms sleep (untimed; each call timed alone, so about one clock read is included): through ulfs serve the channel has gone to sleep and the call wakes the server",
     ),
     server_figure(
         "server-fstat",

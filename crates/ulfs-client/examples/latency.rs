@@ -1,8 +1,12 @@
 //! Latency of one call through `ulfs serve` against the same call in
 //! process and against the kernel on tmpfs (issue 12, requirement 7):
-//! a null request (NOP; the kernel's getppid), fstat, and a 4 KiB pread of
-//! a cached file (leased, straight from the client's view of the image,
-//! and with direct reads off, a request each). The server runs in this process's threads (one worker),
+//! a null request (NOP; the kernel's getppid), `lseek(fd, 0, SEEK_CUR)`
+//! (the client's own answer for an offset it keeps, and with kept offsets
+//! off, a request), fstat, a 4 KiB pread of a cached file (leased,
+//! straight from the client's view of the image, and with direct reads
+//! off, a request each) and 4 KiB `read`s in a row (at a kept offset,
+//! direct; at the server's, a request each). The server runs in this
+//! process's threads (one worker),
 //! talking to the client over the same memfd channel and socket a
 //! separate process would use.
 //!
@@ -62,6 +66,12 @@ fn main() {
     let in_null = measure(n, || {
         black_box(fs.lseek(fd, 0, libc::SEEK_CUR).unwrap());
     });
+    let in_seek = in_null;
+    let in_read = measure(n, || {
+        if fs.read(fd, &mut buf).unwrap() == 0 {
+            fs.lseek(fd, 0, libc::SEEK_SET).unwrap();
+        }
+    });
     let in_fstat = measure(n, || {
         black_box(fs.fstat(fd).unwrap());
     });
@@ -78,6 +88,16 @@ fn main() {
     // SAFETY: getppid has no preconditions.
     let k_null = measure(n, || {
         black_box(unsafe { libc::getppid() });
+    });
+    // SAFETY: `hfd` is open.
+    let k_seek = measure(n, || {
+        black_box(unsafe { libc::lseek(hfd, 0, libc::SEEK_CUR) });
+    });
+    // SAFETY: `buf` has room for 4096 bytes; `hfd` is open.
+    let k_read = measure(n, || unsafe {
+        if libc::read(hfd, buf.as_mut_ptr().cast(), 4096) == 0 {
+            libc::lseek(hfd, 0, libc::SEEK_SET);
+        }
     });
     let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
     // SAFETY: `st` has room for one struct stat; `hfd` is open.
@@ -99,6 +119,23 @@ fn main() {
     let mut c = Client::connect(&socket).unwrap();
     let fd = c.open("/f", libc::O_RDONLY, 0).unwrap();
     let s_null = measure(n, || c.nop().unwrap());
+    // The offset kept by the client (docs/SERVE.md "Offsets"), then the
+    // server's.
+    let reads = |c: &mut Client| {
+        let seek = measure(n, || {
+            black_box(c.lseek(fd, 0, libc::SEEK_CUR).unwrap());
+        });
+        let mut buf = vec![0u8; 4096];
+        let read = measure(n, || {
+            if c.read(fd, &mut buf).unwrap() == 0 {
+                c.lseek(fd, 0, libc::SEEK_SET).unwrap();
+            }
+        });
+        (seek, read)
+    };
+    let (s_seek, s_read) = reads(&mut c);
+    c.set_kept_offsets(false).unwrap();
+    let (s_seek_rt, s_read_rt) = reads(&mut c);
     let s_fstat = measure(n, || {
         black_box(c.fstat(fd).unwrap());
     });
@@ -155,6 +192,10 @@ fn main() {
     );
     for (name, a, b, s) in [
         ("null", in_null, k_null, s_null),
+        ("lseek CUR", in_seek, k_seek, s_seek),
+        ("  requested", in_seek, k_seek, s_seek_rt),
+        ("read 4KiB", in_read, k_read, s_read),
+        ("  requested", in_read, k_read, s_read_rt),
         ("fstat", in_fstat, k_fstat, s_fstat),
         ("pread 4KiB", in_pread, k_pread, s_pread),
         ("  requested", in_pread, k_pread, s_pread_rt),

@@ -18,13 +18,14 @@ mod backend;
 mod direct;
 pub mod locks;
 pub mod maps;
+mod offsets;
 mod session;
 
 pub use backend::Backend;
 pub use session::Token;
 use std::path::Path;
 use ulfs::{Errno, Fd, Result, Stat, StatFs, Statx, Timespec};
-use ulfs_wire::layout::CQE_TRUNCATED;
+use ulfs_wire::layout::{CQE_OFFSET_YOURS, CQE_TRUNCATED};
 use ulfs_wire::{ClientChannel, Cqe, Op, Req, Span, WireStat, WireStatFs};
 
 /// Where a call's first path goes in the data area.
@@ -40,6 +41,7 @@ pub struct Client {
     chan: ClientChannel,
     id: u64,
     direct: direct::Direct,
+    offsets: offsets::Offsets,
 }
 
 fn p(path: &impl AsRef<[u8]>) -> &[u8] {
@@ -56,6 +58,7 @@ impl Client {
             chan,
             id,
             direct: Default::default(),
+            offsets: Default::default(),
         })
     }
 
@@ -74,7 +77,13 @@ impl Client {
     }
 
     pub(crate) fn call(&mut self, req: Req) -> Result<Cqe> {
-        let op = Op::from_u16(req.op).filter(|&op| !direct::keeps_descriptors(op));
+        let op = Op::from_u16(req.op);
+        if self.offsets.any()
+            && let Some(op) = op
+        {
+            self.offsets_before(op, &req)?;
+        }
+        let op = op.filter(|&op| !direct::keeps_descriptors(op));
         if let Some(op) = op {
             self.descriptors_before(op, req.fd, req.fd2);
         }
@@ -82,8 +91,98 @@ impl Client {
         cqe.result()?;
         if let Some(op) = op {
             self.descriptors_after(op, cqe.res);
+            self.offsets_after(op, &req, &cqe)?;
         }
         Ok(cqe)
+    }
+
+    /// Before a request that uses the server's copy of an offset kept
+    /// here: brings it up to date, and gives it back for good where the
+    /// request shares it or makes it the server's to move (offsets.rs).
+    fn offsets_before(&mut self, op: Op, req: &Req) -> Result<()> {
+        match op {
+            Op::PrepareFork | Op::PrepareExec => {
+                for u in self.offsets.all_unsynced() {
+                    self.sync_offset(u)?;
+                }
+                self.offsets.give_back_all();
+            }
+            // Closed even when close fails (as Linux closes it).
+            Op::Close => self.offsets.closed(req.fd),
+            Op::FcntlSetfl if req.a[0] as i32 & libc::O_APPEND != 0 => self.give_back(req.fd)?,
+            Op::CopyRange => {
+                self.give_back(req.fd)?;
+                self.give_back(req.fd2)?;
+            }
+            Op::Lock if req.a[3] as i32 == libc::SEEK_CUR => self.sync_kept_offset(req.fd)?,
+            // Not sent for a kept offset (read and write become pread and
+            // pwrite), but should one be, the server's copy is right.
+            Op::Read | Op::Write | Op::Lseek | Op::Getdents64 => self.sync_kept_offset(req.fd)?,
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// After a request that changed descriptors: the offsets kept here
+    /// follow.
+    fn offsets_after(&mut self, op: Op, req: &Req, cqe: &Cqe) -> Result<()> {
+        let new = Fd::try_from(cqe.res).unwrap_or(-1);
+        let dup = match op {
+            Op::Openat | Op::Reopen if cqe.flags & CQE_OFFSET_YOURS != 0 => {
+                self.offsets.opened(new, req.a[0] as i32);
+                return Ok(());
+            }
+            Op::Dup | Op::Dupfd => self.offsets.duplicated(req.fd, new),
+            Op::Dup2 => self.offsets.duplicated(req.fd, req.fd2),
+            _ => return Ok(()),
+        };
+        if let Err(u) = dup {
+            // The new descriptor is too high to follow here: the server
+            // keeps the description's offset from now on.
+            let fd = u.fd;
+            self.sync_offset(u)?;
+            self.offsets.give_back(fd);
+        }
+        Ok(())
+    }
+
+    /// Tells the server a kept offset (an LSEEK of one of the
+    /// description's descriptors).
+    fn sync_offset(&mut self, u: offsets::Unsynced) -> Result<()> {
+        let a = [u.offset, libc::SEEK_SET as u64, 0, 0];
+        self.chan.call(Self::req(Op::Lseek, u.fd, a))?.result()?;
+        self.offsets.set_synced(u.fd, u.offset);
+        Ok(())
+    }
+
+    /// Turns kept offsets on or off for this client (on by default; off,
+    /// the server keeps every offset, as for a benchmark of the round
+    /// trip). Turning them off hands the kept ones back to the server.
+    pub fn set_kept_offsets(&mut self, on: bool) -> Result<()> {
+        if !on {
+            for u in self.offsets.all_unsynced() {
+                self.sync_offset(u)?;
+            }
+            self.offsets.give_back_all();
+        }
+        self.offsets.off = !on;
+        Ok(())
+    }
+
+    /// Tells the server `fd`'s kept offset, if it is kept here and the
+    /// server's copy is stale.
+    pub(crate) fn sync_kept_offset(&mut self, fd: Fd) -> Result<()> {
+        match self.offsets.unsynced(fd) {
+            Some(u) => self.sync_offset(u),
+            None => Ok(()),
+        }
+    }
+
+    /// Syncs `fd`'s kept offset, if any, and leaves it to the server.
+    fn give_back(&mut self, fd: Fd) -> Result<()> {
+        self.sync_kept_offset(fd)?;
+        self.offsets.give_back(fd);
+        Ok(())
     }
 
     fn call_res(&mut self, req: Req) -> Result<u64> {
@@ -274,7 +373,14 @@ impl Client {
         }
     }
 
+    /// `read(2)`: a `pread` at the offset when this client keeps it
+    /// (offsets.rs), else through the server.
     pub fn read(&mut self, fd: Fd, buf: &mut [u8]) -> Result<usize> {
+        if let Some(at) = self.offsets.get(fd) {
+            let n = self.pread(fd, buf, at)?;
+            self.offsets.set(fd, at + n as u64);
+            return Ok(n);
+        }
         self.read_pieces(fd, buf, None)
     }
 
@@ -287,7 +393,14 @@ impl Client {
         self.read_pieces(fd, buf, Some(off))
     }
 
+    /// `write(2)`: a `pwrite` at the offset when this client keeps it
+    /// (never for `O_APPEND`), else through the server.
     pub fn write(&mut self, fd: Fd, buf: &[u8]) -> Result<usize> {
+        if let Some(at) = self.offsets.get(fd) {
+            let n = self.write_pieces(fd, buf, Some(at))?;
+            self.offsets.set(fd, at + n as u64);
+            return Ok(n);
+        }
         self.write_pieces(fd, buf, None)
     }
 
@@ -297,13 +410,64 @@ impl Client {
 
     /// `readv(2)`: one buffer after the other, stopping at a short read, as
     /// `Fs::readv`.
+    /// `readv(2)`: one request for the whole vector when it fits the data
+    /// area (its range checked as one, as Linux's, and no other client's
+    /// write landing between its pieces); else a buffer at a time.
     pub fn readv(&mut self, fd: Fd, bufs: &mut [std::io::IoSliceMut<'_>]) -> Result<usize> {
-        ulfs::posix::readv_by(bufs, |b| self.read(fd, b))
+        let total = bufs.iter().fold(0usize, |t, b| t.saturating_add(b.len()));
+        if bufs.len() <= 1 || total > self.data_len() {
+            if let Some(at) = self.offsets.get_for(fd, libc::O_RDONLY) {
+                ulfs::posix::check_range(at, total)?;
+            }
+            return ulfs::posix::readv_by(bufs, |b| self.read(fd, b));
+        }
+        let kept = self.offsets.get(fd);
+        let op = if kept.is_some() { Op::Pread } else { Op::Read };
+        let mut r = Self::req(op, fd, [kept.unwrap_or(0), 0, 0, 0]);
+        r.p1 = Span::new(0, total as u32);
+        let got = self.call_res(r)? as usize;
+        let mut from = &self.chan.data()[..got];
+        for b in bufs.iter_mut() {
+            let n = b.len().min(from.len());
+            b[..n].copy_from_slice(&from[..n]);
+            from = &from[n..];
+        }
+        if let Some(at) = kept {
+            self.offsets.set(fd, at + got as u64);
+        }
+        Ok(got)
     }
 
     /// `writev(2)`, as `Fs::writev`.
+    /// `writev(2)`: as `readv`, one request when the vector fits the data
+    /// area, which keeps an `O_APPEND` record whole against other
+    /// clients' appends.
     pub fn writev(&mut self, fd: Fd, bufs: &[std::io::IoSlice<'_>]) -> Result<usize> {
-        ulfs::posix::writev_by(bufs, |b| self.write(fd, b))
+        let total = bufs.iter().fold(0usize, |t, b| t.saturating_add(b.len()));
+        if bufs.len() <= 1 || total > self.data_len() {
+            if let Some(at) = self.offsets.get_for(fd, libc::O_WRONLY) {
+                ulfs::posix::check_range(at, total)?;
+            }
+            return ulfs::posix::writev_by(bufs, |b| self.write(fd, b));
+        }
+        let mut put = 0;
+        for b in bufs {
+            self.chan.put(put as u32, b)?;
+            put += b.len();
+        }
+        let kept = self.offsets.get(fd);
+        let op = if kept.is_some() {
+            Op::Pwrite
+        } else {
+            Op::Write
+        };
+        let mut r = Self::req(op, fd, [kept.unwrap_or(0), 0, 0, 0]);
+        r.p1 = Span::new(0, total as u32);
+        let n = self.call_res(r)? as usize;
+        if let Some(at) = kept {
+            self.offsets.set(fd, at + n as u64);
+        }
+        Ok(n)
     }
 
     /// `lseek(fd, off, SEEK_SET)`.
@@ -311,7 +475,28 @@ impl Client {
         self.lseek(fd, off as i64, libc::SEEK_SET)
     }
 
+    /// `lseek(2)`: answered here for SEEK_SET and SEEK_CUR when this client
+    /// keeps the offset (with the engine's rules: a result below 0 or past
+    /// `i64::MAX` is EINVAL); the rest through the server.
     pub fn lseek(&mut self, fd: Fd, off: i64, whence: i32) -> Result<u64> {
+        if let Some(at) = self.offsets.get(fd) {
+            let new = match whence {
+                libc::SEEK_SET => Some(off),
+                libc::SEEK_CUR => Some((at as i64).checked_add(off).ok_or(Errno::EINVAL)?),
+                _ => None,
+            };
+            if let Some(new) = new {
+                let new = u64::try_from(new).map_err(|_| Errno::EINVAL)?;
+                self.offsets.set(fd, new);
+                return Ok(new);
+            }
+            // SEEK_END, SEEK_DATA, SEEK_HOLE: from the file, not the
+            // offset; the server moves its copy to the answer.
+            let a = [off as u64, whence as i64 as u64, 0, 0];
+            let new = self.chan.call(Self::req(Op::Lseek, fd, a))?.result()?;
+            self.offsets.set_synced(fd, new);
+            return Ok(new);
+        }
         let a = [off as u64, whence as i64 as u64, 0, 0];
         self.call_res(Self::req(Op::Lseek, fd, a))
     }

@@ -184,6 +184,11 @@ impl Client {
     }
 
     fn try_set(&mut self, fd: Fd, q: &LockRequest) -> Result<Tried> {
+        if q.whence == libc::SEEK_CUR {
+            // Sent past `call` (its answer may be a refusal with a
+            // holder): the server's copy of a kept offset by hand.
+            self.sync_kept_offset(fd)?;
+        }
         let mut r = Self::lock_req(fd, LockCmd::Set, q);
         r.p1 = self.lock_range(q)?;
         let cqe = self.chan.call(r)?;

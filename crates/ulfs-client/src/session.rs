@@ -28,6 +28,7 @@ impl Client {
             chan,
             id,
             direct: Default::default(),
+            offsets: Default::default(),
         })
     }
 

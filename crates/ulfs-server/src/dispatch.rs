@@ -40,7 +40,7 @@ use ulfs::fs::SharedVolume;
 use ulfs::posix::{Ctx, Deferred, Process, SharedCtx};
 use ulfs::{Errno, Fd, Result, Stat};
 use ulfs_wire::channel::PathBuf;
-use ulfs_wire::layout::{CQE_TRUNCATED, CQE_WOULD_BLOCK};
+use ulfs_wire::layout::{CQE_OFFSET_YOURS, CQE_TRUNCATED, CQE_WOULD_BLOCK};
 use ulfs_wire::stat::decode_times;
 use ulfs_wire::{Cqe, Op, Req, ServerChannel, Span, WireStat, WireStatFs};
 
@@ -100,6 +100,15 @@ fn mapped(maps: &Maps, c: &mut Ctx<'_>, fd: Fd) -> Option<Stat> {
         return None;
     }
     c.fstat(fd).ok().filter(|st| maps.has(st.ino))
+}
+
+/// Whether the client may keep the offset of the description just opened
+/// as `fd` itself (`CQE_OFFSET_YOURS`): a regular file, opened neither
+/// `O_PATH` (whose lseek is EBADF) nor `O_APPEND` (whose writes move the
+/// offset to an end only the server knows).
+fn offset_yours(c: &mut Ctx<'_>, fd: Fd) -> bool {
+    let flags = c.fcntl_getfl(fd).unwrap_or(libc::O_PATH);
+    flags & (libc::O_PATH | libc::O_APPEND) == 0 && c.fstat(fd).is_ok_and(|st| st.is_file())
 }
 
 impl Call<'_> {
@@ -214,7 +223,7 @@ impl Call<'_> {
             Op::Openat => {
                 let path = self.chan.raw_path(r.p1, &mut self.scratch.path1)?;
                 let (proc, maps) = (&mut *self.proc, self.maps);
-                let new = self.vol.exclusive(|vol| {
+                let (new, yours) = self.vol.exclusive(|vol| {
                     let mut c = Ctx { vol, proc };
                     let new = c.openat(r.fd, &*path, a0 as i32, a1 as u32)?;
                     // O_TRUNC emptied a file that may be mapped.
@@ -223,8 +232,11 @@ impl Call<'_> {
                     {
                         let _ = maps.zeroed(st.ino, st.size, u64::MAX);
                     }
-                    Ok(new)
+                    Ok((new, offset_yours(&mut c, new)))
                 })?;
+                if yours {
+                    cqe.flags |= CQE_OFFSET_YOURS;
+                }
                 Ok(new as i64)
             }
             Op::Close => {
@@ -507,7 +519,7 @@ impl Call<'_> {
             Op::PrepareExec => self.prepare_exec(a0 & 1 != 0, cqe),
             Op::Reopen => {
                 let maps = self.maps;
-                let new = self.exclusive(|c| {
+                let (new, yours) = self.exclusive(|c| {
                     let new = c.reopen(r.fd, a0 as i32)?;
                     // O_TRUNC emptied a file that may be mapped, as OPENAT.
                     if a0 as i32 & libc::O_TRUNC != 0
@@ -515,8 +527,11 @@ impl Call<'_> {
                     {
                         let _ = maps.zeroed(st.ino, st.size, u64::MAX);
                     }
-                    Ok(new)
+                    Ok((new, offset_yours(c, new)))
                 })?;
+                if yours {
+                    cqe.flags |= CQE_OFFSET_YOURS;
+                }
                 Ok(new as i64)
             }
             // Not served yet: server-side copies, and a working directory

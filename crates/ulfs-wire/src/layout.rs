@@ -211,6 +211,12 @@ pub const CQE_WOULD_BLOCK: u32 = 1;
 /// `Cqe::flags`: the output did not fit its span and was cut; `aux[0]`
 /// is the full length (`GETCWD`, `READLINKAT`).
 pub const CQE_TRUNCATED: u32 = 2;
+/// `Cqe::flags` of OPENAT and REOPEN: the new description's offset may be
+/// kept by the client itself while no other process shares the
+/// description (a regular file, opened neither `O_PATH` nor `O_APPEND`):
+/// the server's copy of it is then stale until the client sets it again
+/// with an LSEEK (docs/SERVE.md "Offsets").
+pub const CQE_OFFSET_YOURS: u32 = 4;
 
 impl Cqe {
     /// A success carrying `res` (which must be `>= 0`).

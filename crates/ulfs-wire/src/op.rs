@@ -44,8 +44,8 @@
 //! | PREPARE_FORK | | | `[0]` 1: the child has this process's memory (a fork), 0: not (a spawn) | | | 0; aux = token (16 bytes, LE) |
 //! | PREPARE_EXEC | | | `[0]` 1: the same process goes on (a new connection after a change of ids), 0: an exec | | | 0; aux = token |
 //! | SYNC | | | | | | 0 |
-//! | OPENAT | dirfd | | `[0]` flags, `[1]` mode | path | | fd |
-//! | REOPEN | fd | | `[0]` flags | | | new fd |
+//! | OPENAT | dirfd | | `[0]` flags, `[1]` mode | path | | fd; `CQE_OFFSET_YOURS` |
+//! | REOPEN | fd | | `[0]` flags | | | new fd; `CQE_OFFSET_YOURS` |
 //! | CLOSE | fd | | | | | 0 |
 //! | DUP | fd | | | | | new fd |
 //! | DUPFD | fd | | `[0]` lowest | | | new fd |

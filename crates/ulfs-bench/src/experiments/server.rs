@@ -1,18 +1,23 @@
 //! `ulfs bench server`: what a call costs through `ulfs serve` (issue 12,
 //! requirement 7), against the same call on the kernel (tmpfs), in
 //! process (the C API) and through `ulfs mount`: the least a call can do,
-//! back to back and after a pause, fstat, and a 4 KiB pread of a cached
-//! file, each many times over.
+//! the least a call that must reach the server can do (back to back and
+//! after a pause), fstat, and a 4 KiB pread of a cached file, each many
+//! times over.
 //!
 //! Every system runs the same C loop (`do_null`, `do_null_idle`,
 //! `do_fstat`, `do_pread4k` in c/workload.c). The C API has no call that
 //! does nothing, so the null call is `lseek(fd, 0, SEEK_CUR)`, which only
-//! reads the offset: through the server one request and its answer, in
-//! process a C call, on tmpfs a system call, and through FUSE a system
-//! call too (the kernel answers SEEK_CUR itself, no request). Through
-//! FUSE, fstat and the cached pread are also answered by the kernel (its
-//! attribute cache, its page cache): those rows measure the kernel's
-//! caches, which is what a user of the mount gets.
+//! reads the offset: in process a C call, on tmpfs a system call, through
+//! FUSE a system call too (the kernel answers it, no request), and through
+//! the server the client's own answer (it keeps the offset of a
+//! description only it has: docs/SERVE.md "Offsets"). The round trip is
+//! `lseek(fd, 0, SEEK_END)`, which needs the file's size: through the
+//! server one request and its answer; through FUSE the kernel's attribute
+//! cache answers. Through FUSE, fstat and the cached pread are also
+//! answered by the kernel (its attribute cache, its page cache): those
+//! rows measure the kernel's caches, which is what a user of the mount
+//! gets.
 
 use super::paper::more_rounds;
 use super::{Ctx, Experiment, Output, Sweep, all_in, image_for, sweep};
@@ -29,6 +34,7 @@ const SYSTEMS: [System; 4] = [
 ];
 
 const NULL: &str = "server-null";
+const ROUND_TRIP: &str = "server-roundtrip";
 const NULL_IDLE: &str = "server-null-idle";
 const FSTAT: &str = "server-fstat";
 const PREAD: &str = "server-pread";
@@ -40,9 +46,9 @@ const PAUSE_US: u64 = 1000;
 pub const SERVER: Experiment = Experiment {
     name: "server",
     about: "`ulfs serve` against host tmpfs, ulfs in process and `ulfs mount`: \
-            lseek(fd, 0, SEEK_CUR) back to back (a null round trip) and after 1 ms pauses, \
-            fstat, 4 KiB pread of a cached file",
-    figures: &[NULL, NULL_IDLE, FSTAT, PREAD],
+            lseek(fd, 0, SEEK_CUR) (the null call), lseek(fd, 0, SEEK_END) back to back \
+            (a round trip) and after 1 ms pauses, fstat, 4 KiB pread of a cached file",
+    figures: &[NULL, ROUND_TRIP, NULL_IDLE, FSTAT, PREAD],
     systems: &SYSTEMS,
     run: server,
 };
@@ -54,8 +60,9 @@ fn server(ctx: &mut Ctx) {
         (1_000_000, 200_000, 2_000)
     };
     let many = more_rounds(ctx);
-    let cells: [(&'static str, u64, Rounds, &'static str); 4] = [
+    let cells: [(&'static str, u64, Rounds, &'static str); 5] = [
         (NULL, busy, many, "null"),
+        (ROUND_TRIP, busy, many, "roundtrip"),
         (FSTAT, busy, many, "fstat"),
         (PREAD, preads, many, "pread4k"),
         (NULL_IDLE, idle, ctx.rounds(), "null-idle"),

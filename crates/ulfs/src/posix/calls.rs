@@ -489,6 +489,9 @@ impl Ctx<'_> {
     }
 
     pub fn readv(&mut self, fd: Fd, bufs: &mut [IoSliceMut<'_>]) -> Result<usize> {
+        // Linux checks the whole vector's range before reading any of it.
+        let total = bufs.iter().fold(0usize, |t, b| t.saturating_add(b.len()));
+        self.readable(fd, None, total)?;
         readv_by(bufs, |b| self.read(fd, b))
     }
 
@@ -526,6 +529,10 @@ impl Ctx<'_> {
     }
 
     pub fn writev(&mut self, fd: Fd, bufs: &[IoSlice<'_>]) -> Result<usize> {
+        // As readv: the whole vector's range first (from the offset, even
+        // for O_APPEND, as Linux's rw_verify_area).
+        let total = bufs.iter().fold(0usize, |t, b| t.saturating_add(b.len()));
+        check_range(self.writable_fd(fd)?.offset(), total)?;
         writev_by(bufs, |b| self.write(fd, b))
     }
 
@@ -1411,7 +1418,7 @@ pub fn writev_by(
 
 /// Linux's `rw_verify_area`: an offset or an end past `i64::MAX` is EINVAL.
 #[inline]
-fn check_range(off: u64, len: usize) -> Result<()> {
+pub fn check_range(off: u64, len: usize) -> Result<()> {
     match off.checked_add(len as u64) {
         Some(end) if end <= i64::MAX as u64 => Ok(()),
         _ => Err(Errno::EINVAL),

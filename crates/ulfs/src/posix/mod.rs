@@ -15,7 +15,7 @@ pub mod perm;
 mod process;
 mod shared_calls;
 
-pub use calls::{Ctx, readv_by, writev_by};
+pub use calls::{Ctx, check_range, readv_by, writev_by};
 pub use fdtable::Closed;
 pub use process::{Identity, Process};
 pub use shared_calls::{Deferred, SharedCtx};

@@ -1,0 +1,109 @@
+//! Offsets through `ulfs run --server` (docs/SERVE.md "Offsets"): a client
+//! keeps the offset of a description only it has, and gives it back to the
+//! server before a fork or an exec shares it. Unmodified programs that
+//! share offsets across processes (a shell's redirections, `head` leaving
+//! its input where it stopped, a forked child reading on where its parent
+//! stopped) get, line for line, what the kernel gives them in a host
+//! directory.
+
+use std::path::Path;
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
+
+const ULFS: &str = env!("CARGO_BIN_EXE_ulfs");
+
+/// Shared offsets, by a shell and its children and by a forked Python;
+/// `$1` is the directory to work in.
+const SCRIPT: &str = r#"
+set -e
+cd "$1"
+printf '0123456789abcdefghij' > f
+{ head -c 3; cat; } < f; echo
+{ head -c 5 > /dev/null; head -c 2; echo; cat; } < f; echo
+{ echo one; echo two; sh -c 'echo three'; } > g; cat g
+exec 3<> f
+head -c 4 <&3; echo
+dd bs=1 count=2 <&3 2>/dev/null; echo
+echo XY >&3
+cat <&3; echo
+exec 3>&-
+python3 - <<'PY'
+import fcntl, os
+fd = os.open('f', os.O_RDWR)
+os.lseek(fd, 2, os.SEEK_SET)
+print(os.read(fd, 3))
+dup = os.dup(fd)
+pid = os.fork()
+if pid == 0:
+    print('child', os.read(dup, 2), os.lseek(fd, 0, os.SEEK_CUR), flush=True)
+    os.write(fd, b'!')
+    os._exit(0)
+os.waitpid(pid, 0)
+print('parent', os.lseek(fd, 0, os.SEEK_CUR), os.read(fd, 3))
+fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) | os.O_APPEND)
+os.lseek(fd, 0, os.SEEK_SET)
+os.write(fd, b'@')
+print('append', os.lseek(fd, 0, os.SEEK_CUR), os.pread(fd, 40, 0))
+w = os.open('w', os.O_CREAT | os.O_WRONLY, 0o644)
+os.writev(w, [b'ab', b'cd'])
+os.lseek(w, 1, os.SEEK_SET)
+pid = os.fork()
+if pid == 0:
+    os.write(w, b'Z')
+    os._exit(0)
+os.waitpid(pid, 0)
+os.write(w, b'Q')
+print('shared writes', open('w', 'rb').read())
+PY
+"#;
+
+fn transcript(run: &[&str], dir: &str) -> String {
+    let mut cmd = if run.is_empty() {
+        Command::new("sh")
+    } else {
+        let mut c = Command::new(ULFS);
+        c.arg("run").args(run).args(["--", "sh"]);
+        c
+    };
+    let out = cmd.args(["-c", SCRIPT, "sh", dir]).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn serve(img: &Path, socket: &Path) -> Child {
+    let child = Command::new(ULFS)
+        .args(["serve", "-f", "--socket"])
+        .arg(socket)
+        .arg(img)
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !socket.exists() {
+        assert!(Instant::now() < deadline, "the server never listened");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child
+}
+
+#[test]
+fn programs_sharing_offsets_through_a_server_agree_with_the_kernel() {
+    let dir = tempfile::tempdir().unwrap();
+    let host = dir.path().join("host");
+    std::fs::create_dir(&host).unwrap();
+    let kernel = transcript(&[], host.to_str().unwrap());
+    assert!(kernel.contains("shared writes"), "{kernel}");
+    let img = dir.path().join("img");
+    ulfs_testkit::cli::ok(Path::new(ULFS), &["mkfs", img.to_str().unwrap(), "16M"]);
+    let socket = dir.path().join("sock");
+    let mut server = serve(&img, &socket);
+    let served = transcript(&["--server", socket.to_str().unwrap()], "/ulfs");
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(server.id() as i32, libc::SIGTERM) };
+    assert!(server.wait().unwrap().success());
+    assert_eq!(served, kernel);
+    ulfs_testkit::cli::ok(Path::new(ULFS), &["fsck", img.to_str().unwrap()]);
+}
