@@ -336,7 +336,10 @@ impl Client {
     /// it, and sets it up after the first few (a failure is for good:
     /// every read is then a request).
     pub(crate) fn view_ready(&mut self) -> bool {
-        if self.direct.off {
+        // A server that stopped answers nothing more, from the view either
+        // (the request path says ENOTCONN). One load of a word the server
+        // writes once.
+        if self.direct.off || self.chan.server_gone() {
             return false;
         }
         match self.direct.view {

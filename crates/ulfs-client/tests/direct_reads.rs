@@ -457,3 +457,24 @@ fn a_leased_read_never_sees_half_a_change() {
     assert_eq!(torn, 0, "{torn} of {reads} reads saw half a change");
     assert!(direct > 0, "no read of {reads} was leased");
 }
+
+#[test]
+fn a_stopped_server_ends_leased_reads_and_kept_answers_at_once() {
+    let mut s = serve();
+    let mut c = s.client();
+    let fd = c.open("/f", libc::O_CREAT | libc::O_RDWR, 0o644).unwrap();
+    c.pwrite(fd, &pattern(8192, 3), 0).unwrap();
+    warm(&mut c, fd);
+    // The first fstat learns the inode, the second is kept.
+    c.fstat(fd).unwrap();
+    c.fstat(fd).unwrap();
+    let before = requests(&c);
+    let mut b = [0u8; 16];
+    c.pread(fd, &mut b, 4096).unwrap();
+    c.fstat(fd).unwrap();
+    assert_eq!(requests(&c), before, "the read and fstat were not direct");
+    s.stop();
+    // Within the lease's second, and with the view still mapped.
+    assert_eq!(c.pread(fd, &mut b, 4096), Err(ulfs::Errno::ENOTCONN));
+    assert_eq!(c.fstat(fd).map(drop), Err(ulfs::Errno::ENOTCONN));
+}
