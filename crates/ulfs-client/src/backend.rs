@@ -110,6 +110,20 @@ impl Backend {
         }
     }
 
+    /// Makes the process's umask `mask` before a call that creates a file,
+    /// for a layer whose program keeps its umask elsewhere (the preload:
+    /// the kernel's): a store in process; a request to a server only when
+    /// it changed.
+    pub fn set_umask_to(&mut self, mask: u32) -> Result<()> {
+        match self {
+            Backend::Local(fs) => {
+                fs.umask(mask);
+                Ok(())
+            }
+            Backend::Remote(c) => c.set_umask_to(mask),
+        }
+    }
+
     /// Whether the image may not be written. A server's clients learn it
     /// from their writes' EROFS: false for them.
     pub fn is_read_only(&self) -> bool {

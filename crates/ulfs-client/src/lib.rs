@@ -42,6 +42,9 @@ pub struct Client {
     id: u64,
     direct: direct::Direct,
     offsets: offsets::Offsets,
+    /// The server's umask for this process as this client last set it
+    /// (a new connection's is 022; an adopted process's is not known).
+    umask: Option<u32>,
 }
 
 fn p(path: &impl AsRef<[u8]>) -> &[u8] {
@@ -59,6 +62,7 @@ impl Client {
             id,
             direct: Default::default(),
             offsets: Default::default(),
+            umask: Some(0o022),
         })
     }
 
@@ -248,8 +252,24 @@ impl Client {
     /// `umask(2)`, which cannot fail: with the server gone it answers the
     /// default 022 (the next call that can fail says ENOTCONN).
     pub fn umask(&mut self, mask: u32) -> u32 {
-        self.call_res(Self::req(Op::Umask, -1, [mask as u64, 0, 0, 0]))
-            .map_or(0o022, |m| m as u32)
+        self.umask = None;
+        let old = self.call_res(Self::req(Op::Umask, -1, [mask as u64, 0, 0, 0]));
+        if old.is_ok() {
+            self.umask = Some(mask & 0o777);
+        }
+        old.map_or(0o022, |m| m as u32)
+    }
+
+    /// Makes the process's umask `mask` (a request only when it is not
+    /// what this client last set): for a layer whose program sets its
+    /// umask elsewhere, before a call that creates a file.
+    pub fn set_umask_to(&mut self, mask: u32) -> Result<()> {
+        if self.umask == Some(mask & 0o777) {
+            return Ok(());
+        }
+        self.call_res(Self::req(Op::Umask, -1, [mask as u64, 0, 0, 0]))?;
+        self.umask = Some(mask & 0o777);
+        Ok(())
     }
 
     pub fn set_max_fds(&mut self, max: usize) -> Result<()> {

@@ -29,6 +29,7 @@ impl Client {
             id,
             direct: Default::default(),
             offsets: Default::default(),
+            umask: None,
         })
     }
 

@@ -126,6 +126,9 @@ pub fn reopen_image(image: &Image, u: c_int, flags: c_int) -> c_int {
 /// Opens an image file behind a fresh placeholder descriptor.
 pub fn open_image(image: &Image, dirfd: c_int, path: &[u8], flags: c_int, mode: c_uint) -> c_int {
     behind_placeholder(image, flags, |fs| {
+        if flags & (libc::O_CREAT | libc::O_TMPFILE) != 0 {
+            fs.set_umask_to(crate::umask::current())?;
+        }
         fs.openat(dirfd, path, flags & !libc::O_CLOEXEC, mode)
     })
 }

@@ -73,6 +73,7 @@ mod stdio;
 mod tempfiles;
 mod transfer;
 mod turns;
+mod umask;
 mod variadic;
 mod waits;
 mod wide;

@@ -153,6 +153,12 @@ unsafe fn put_stat(st: *mut libc::stat, s: ulfs::Stat) -> ulfs::Result<c_int> {
     Ok(0)
 }
 
+/// `mkdirat` in the image, under the program's umask.
+pub fn mkdir_at(fs: &mut Backend, d: c_int, p: &[u8], mode: mode_t) -> ulfs::Result<c_int> {
+    fs.set_umask_to(crate::umask::current())?;
+    fs.mkdirat(d, p, mode).map(|()| 0)
+}
+
 /// `truncate` of an image path, or, when `e` says the path was the
 /// followed `/proc/self/fd` link of descriptor `d`, of the file open as
 /// `d`: opened anew for writing (the permission truncate needs), cut and
@@ -313,22 +319,28 @@ path_call!(
 );
 path_call!(
     /// `mkdir(2)`.
-    mkdir(path, mode: mode_t) -> c_int => |fs, d, p| fs.mkdirat(d, &p, mode).map(|()| 0)
+    mkdir(path, mode: mode_t) -> c_int => |fs, d, p| mkdir_at(fs, d, &p, mode)
 );
 path_call!(
     /// `mkdirat(2)`.
     mkdirat(@at dirfd, path, mode: mode_t) -> c_int
-        => |fs, d, p| fs.mkdirat(d, &p, mode).map(|()| 0)
+        => |fs, d, p| mkdir_at(fs, d, &p, mode)
 );
 path_call!(
     /// `mknod(2)`: regular files; ulfs stores no FIFOs, sockets or devices.
     mknod(path, mode: mode_t, dev: libc::dev_t) -> c_int
-        => |fs, d, p| fs.mknodat(d, &p, mode, dev).map(|()| 0)
+        => |fs, d, p| {
+            fs.set_umask_to(crate::umask::current())?;
+            fs.mknodat(d, &p, mode, dev).map(|()| 0)
+        }
 );
 path_call!(
     /// `mknodat(2)`.
     mknodat(@at dirfd, path, mode: mode_t, dev: libc::dev_t) -> c_int
-        => |fs, d, p| fs.mknodat(d, &p, mode, dev).map(|()| 0)
+        => |fs, d, p| {
+            fs.set_umask_to(crate::umask::current())?;
+            fs.mknodat(d, &p, mode, dev).map(|()| 0)
+        }
 );
 path_call!(
     /// `rmdir(2)`.

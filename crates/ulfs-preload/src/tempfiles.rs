@@ -161,7 +161,7 @@ pub unsafe extern "C" fn mkdtemp(template: *mut c_char) -> *mut c_char {
         let image = image().expect("routed to the image");
         match route(image, libc::AT_FDCWD, name) {
             Route::Image { dirfd, path } => {
-                ret(image.with(|fs| fs.mkdirat(dirfd, &path, 0o700)).map(|()| 0))
+                ret(image.with(|fs| crate::paths::mkdir_at(fs, dirfd, &path, 0o700)))
             }
             Route::Host { .. } => fail(libc::EXDEV),
         }
