@@ -107,6 +107,8 @@ for kind, flags in (('path', os.O_PATH), ('ro', os.O_RDONLY), ('rw', os.O_RDWR))
     p = '/proc/self/fd/%d' % fd
     show(kind + ' chmod', lambda: (os.chmod(p, 0o640), oct(os.stat(f).st_mode)))
     show(kind + ' stat', lambda: (os.stat(p).st_ino == os.stat(f).st_ino, os.stat(p).st_size))
+    for q in ('//proc/self/fd/%d', '/proc/./self/fd/%d', '/proc/self/../self/fd/%d', '/proc/self/fd/0%d'):
+        show(kind + ' stat ' + q, lambda: os.stat(q % fd).st_ino == os.stat(f).st_ino)
     show(kind + ' utime', lambda: (os.utime(p, (1000, 2000)), os.stat(f).st_atime, os.stat(f).st_mtime))
     show(kind + ' utime now', lambda: (os.utime(p), os.stat(f).st_mtime > 2000))
     show(kind + ' chown', lambda: (os.chown(p, 4242, 4343), os.stat(f).st_uid, os.stat(f).st_gid))
@@ -194,4 +196,32 @@ fn calls_that_follow_an_image_descriptors_proc_link_act_on_its_file() {
     unsafe { libc::kill(server.id() as i32, libc::SIGTERM) };
     assert!(server.wait().unwrap().success());
     assert_eq!(served, kernel, "through ulfs serve");
+}
+
+/// A path to an image descriptor's placeholder that the library cannot
+/// tell is one (`/proc/<parent>/fd/N` from a child) reopens the placeholder
+/// memfd: writing through it fails loudly, never writing bytes nobody
+/// reads, and the image file is unchanged.
+#[test]
+fn writing_through_a_placeholder_the_library_cannot_see_fails_loudly() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("img");
+    ulfs_testkit::cli::ok(Path::new(ULFS), &["mkfs", img.to_str().unwrap(), "16M"]);
+    let script = r#"
+printf kept > /ulfs/f
+exec 3>>/ulfs/f
+( echo lost >> /proc/$$/fd/3 ) 2>/dev/null && echo "wrote"
+exec 3>&-
+cat /ulfs/f; echo
+"#;
+    let out = Command::new(ULFS)
+        .args(["run", img.to_str().unwrap(), "--", "bash", "-c", script])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "kept\n");
 }

@@ -110,6 +110,16 @@ impl Backend {
         }
     }
 
+    /// Closes a descriptor the caller kept for itself (a mapping's): the
+    /// process's POSIX locks on the file stay (`Client::close_kept`; in
+    /// process the caller keeps its locks itself).
+    pub fn close_kept(&mut self, fd: Fd) -> Result<()> {
+        match self {
+            Backend::Local(fs) => fs.close(fd),
+            Backend::Remote(c) => c.close_kept(fd),
+        }
+    }
+
     /// Makes the process's umask `mask` before a call that creates a file,
     /// for a layer whose program keeps its umask elsewhere (the preload:
     /// the kernel's): a store in process; a request to a server only when

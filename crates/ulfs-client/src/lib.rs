@@ -82,8 +82,8 @@ impl Client {
 
     pub(crate) fn call(&mut self, req: Req) -> Result<Cqe> {
         let op = Op::from_u16(req.op);
-        if self.offsets.any()
-            && let Some(op) = op
+        if let Some(op) = op
+            && (self.offsets.any() || op == Op::PrepareExec)
         {
             self.offsets_before(op, &req)?;
         }
@@ -110,6 +110,13 @@ impl Client {
                     self.sync_offset(u)?;
                 }
                 self.offsets.give_back_all();
+                if op == Op::PrepareExec {
+                    // Until the exec, other threads may open files: their
+                    // offsets must be the server's too, for the program the
+                    // exec starts. (If the exec fails, this process goes on
+                    // with the server keeping its offsets.)
+                    self.offsets.off = true;
+                }
             }
             // Closed even when close fails (as Linux closes it).
             Op::Close => self.offsets.closed(req.fd),
@@ -316,6 +323,14 @@ impl Client {
 
     pub fn close(&mut self, fd: Fd) -> Result<()> {
         self.call_res(Self::req(Op::Close, fd, [0; 4])).map(drop)
+    }
+
+    /// Closes a descriptor this process's library kept for itself (a
+    /// mapping's): the process's POSIX locks on the file stay, as the end
+    /// of a mapping leaves them on Linux.
+    pub fn close_kept(&mut self, fd: Fd) -> Result<()> {
+        self.call_res(Self::req(Op::Close, fd, [1, 0, 0, 0]))
+            .map(drop)
     }
 
     pub fn dup(&mut self, fd: Fd) -> Result<Fd> {

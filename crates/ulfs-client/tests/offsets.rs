@@ -372,3 +372,27 @@ fn a_lock_relative_to_a_kept_offset_lands_where_it_says() {
     assert!(holder.contains("start: 105"), "{holder}");
     served.stop();
 }
+
+/// After PREPARE_EXEC no offset is kept: a descriptor opened (by another
+/// thread) before the exec reaches the new program at the offset its
+/// reads left, not at the server's stale 0.
+#[test]
+fn descriptors_opened_after_an_exec_was_prepared_keep_their_offset_in_the_server() {
+    let mut served = common::serve();
+    let mut c = served.client();
+    let fd = c.open("/f", libc::O_CREAT | libc::O_RDWR, 0o644).unwrap();
+    c.write(fd, b"0123456789abcdef").unwrap();
+    c.close(fd).unwrap();
+    let token = c.prepare_exec().unwrap();
+    let fd = c.open("/f", libc::O_RDONLY, 0).unwrap();
+    let mut b = [0u8; 10];
+    assert_eq!(c.read(fd, &mut b).unwrap(), 10);
+    // The exec: this connection ends, the same process adopts.
+    drop(c);
+    let mut c =
+        ulfs_client::Client::adopt(&served.socket, &token, ulfs_wire::AdoptKind::Exec).unwrap();
+    assert_eq!(c.lseek(fd, 0, libc::SEEK_CUR).unwrap(), 10);
+    assert_eq!(c.read(fd, &mut b[..3]).unwrap(), 3);
+    assert_eq!(&b[..3], b"abc");
+    served.stop();
+}

@@ -114,15 +114,29 @@ const BASE_MIN: i32 = 1000;
 /// path call on `/proc/self/fd/N`: the kernel follows the link to what
 /// the placeholder names) then changes nothing anyone else sees. Named by
 /// `/dev/null` it was the host's `/dev/null` itself, whose mode, owner
-/// and times a program running as root changed that way. `/dev/null` is
-/// kept as the fallback where no memfd can be made or reopened (an old
-/// kernel, a sandbox without /proc).
+/// and times a program running as root changed that way. The memfd is
+/// sealed empty (no write, no growing): a path this library does not see
+/// as an image descriptor's (`/proc/<parent>/fd/N` from a child) that
+/// reopens it for writing fails loudly (EPERM) rather than writing bytes
+/// nobody reads. `/dev/null` is kept as the fallback where no memfd can
+/// be made or reopened (an old kernel, a sandbox without /proc).
 fn open_placeholder(cloexec: bool) -> i32 {
     let open = real!(open: unsafe extern "C" fn(*const libc::c_char, libc::c_int, libc::c_uint) -> libc::c_int);
     let flags = libc::O_PATH | if cloexec { libc::O_CLOEXEC } else { 0 };
     // SAFETY: a NUL-terminated literal name; no memory is passed.
-    let memfd = unsafe { libc::memfd_create(c"ulfs-placeholder".as_ptr(), libc::MFD_CLOEXEC) };
-    if memfd >= 0 {
+    let memfd = unsafe {
+        libc::memfd_create(
+            c"ulfs-placeholder".as_ptr(),
+            libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING,
+        )
+    };
+    let seals = libc::F_SEAL_WRITE | libc::F_SEAL_GROW | libc::F_SEAL_SHRINK | libc::F_SEAL_SEAL;
+    let fcntl =
+        real!(fcntl: unsafe extern "C" fn(libc::c_int, libc::c_int, libc::c_long) -> libc::c_int);
+    // SAFETY: sealing a memfd this function just made.
+    if memfd >= 0 && unsafe { fcntl(memfd, libc::F_ADD_SEALS, seals as libc::c_long) } != 0 {
+        close_kernel(memfd);
+    } else if memfd >= 0 {
         let path = std::ffi::CString::new(format!("/proc/self/fd/{memfd}")).expect("no NUL");
         // SAFETY: a NUL-terminated path we made.
         let fd = unsafe { open(path.as_ptr(), flags, 0) };
@@ -435,8 +449,20 @@ pub fn proc_fd_path(p: &[u8]) -> Option<i32> {
     ulfs_fd(proc_fd_number(p)?)
 }
 
-/// The descriptor number a `/proc/self/fd/N`-style path names.
+/// The descriptor number a `/proc/self/fd/N`-style path names (after
+/// folding `//`, `.` and `..`, as the kernel walks it; N in decimal, no
+/// sign or leading zero, as /proc names it).
 pub fn proc_fd_number(p: &[u8]) -> Option<i32> {
+    if p.first() != Some(&b'/') {
+        return None;
+    }
+    let folded;
+    let p = if p.windows(2).any(|w| w == b"//" || w == b"/.") {
+        folded = crate::route::normalize(p);
+        &folded[..]
+    } else {
+        p
+    };
     let n: &[u8] = match p {
         b"/dev/stdin" => b"0",
         b"/dev/stdout" => b"1",
@@ -450,5 +476,9 @@ pub fn proc_fd_number(p: &[u8]) -> Option<i32> {
                 p.strip_prefix(own.as_bytes())
             })?,
     };
+    let decimal = n.iter().all(u8::is_ascii_digit) && (n == b"0" || n.first() != Some(&b'0'));
+    if !decimal {
+        return None;
+    }
     std::str::from_utf8(n).ok()?.parse().ok()
 }

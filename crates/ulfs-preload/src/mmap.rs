@@ -115,7 +115,7 @@ fn map_served(
             (own, ino) => {
                 let _ = c.unmap(object);
                 if let Ok(own) = own {
-                    let _ = c.close(own);
+                    let _ = c.close_kept(own);
                 }
                 Err(ino.err().unwrap_or(ulfs::Errno::EMFILE))
             }
@@ -130,7 +130,7 @@ fn map_served(
     drop(memfd);
     if p == libc::MAP_FAILED {
         let e = crate::errno();
-        let _ = image.with(|b| b.close(own));
+        let _ = image.with(|b| b.close_kept(own));
         count_object(object, 1, 0);
         return Err(ulfs::Errno(e));
     }
@@ -269,7 +269,7 @@ fn map_image(
     // included, which is its own promise about that range).
     let p = unsafe { real_mmap(addr, len, prot | libc::PROT_WRITE, anon_flags, -1, 0) };
     if p == libc::MAP_FAILED {
-        let _ = image.with(|fs| fs.close(own));
+        let _ = image.with(|fs| fs.close_kept(own));
         return Err(ulfs::Errno(crate::errno()));
     }
     // SAFETY: `p` is a fresh writable mapping of `len` bytes.
@@ -288,7 +288,7 @@ fn map_image(
     if let Err(e) = filled {
         // SAFETY: unmapping what was just mapped.
         unsafe { libc::syscall(libc::SYS_munmap, p, len) };
-        let _ = image.with(|fs| fs.close(own));
+        let _ = image.with(|fs| fs.close_kept(own));
         return Err(e);
     }
     if prot & libc::PROT_WRITE == 0 {
@@ -426,7 +426,7 @@ pub unsafe extern "C" fn munmap(addr: *mut c_void, len: size_t) -> c_int {
     }
     if let Some(image) = image() {
         for m in &hit {
-            let _ = image.with(|fs| fs.close(m.ufd));
+            let _ = image.with(|fs| fs.close_kept(m.ufd));
         }
     }
     // Served objects: the records left of each, against those gone.

@@ -169,7 +169,8 @@ fn truncate_either(fs: &mut Backend, d: c_int, p: &[u8], e: c_int, len: u64) -> 
     }
     let w = fs.reopen(d, libc::O_WRONLY)?;
     let cut = fs.ftruncate(w, len);
-    let closed = fs.close(w);
+    // Linux's truncate opens no descriptor: the process's locks stay.
+    let closed = fs.close_kept(w);
     cut.and(closed)
 }
 

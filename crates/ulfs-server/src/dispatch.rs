@@ -241,7 +241,11 @@ impl Call<'_> {
             }
             Op::Close => {
                 let closed = self.exclusive(|c| c.close_noting(r.fd))?;
-                self.locks.closed(self.lock_owner, &closed);
+                if a0 & 1 == 0 {
+                    self.locks.closed(self.lock_owner, &closed);
+                } else {
+                    self.locks.kept_closed(&closed);
+                }
                 closed.released.map(|()| 0)
             }
             Op::Dup => Ok(self.exclusive(|c| c.dup(r.fd))? as i64),

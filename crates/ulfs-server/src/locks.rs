@@ -296,6 +296,17 @@ impl Locks {
         }
     }
 
+    /// A descriptor the client kept for itself was closed: only what ends
+    /// with the description (OFD and `flock` locks, at its last
+    /// descriptor); the process's POSIX locks stay.
+    pub fn kept_closed(&self, c: &Closed) {
+        if c.last {
+            let mut inner = self.inner();
+            inner.table.release_owner(Owner::Ofd(c.description));
+            inner.table.release_owner(Owner::Flock(c.description));
+        }
+    }
+
     /// A client went: every POSIX lock of its owner goes, and the owner's
     /// key with them.
     pub fn exited(&self, lock_owner: u64) {

@@ -46,7 +46,7 @@
 //! | SYNC | | | | | | 0 |
 //! | OPENAT | dirfd | | `[0]` flags, `[1]` mode | path | | fd; `CQE_OFFSET_YOURS` |
 //! | REOPEN | fd | | `[0]` flags | | | new fd; `CQE_OFFSET_YOURS` |
-//! | CLOSE | fd | | | | | 0 |
+//! | CLOSE | fd | | `[0]` bit 0: a descriptor the client kept for itself | | | 0 |
 //! | DUP | fd | | | | | new fd |
 //! | DUPFD | fd | | `[0]` lowest | | | new fd |
 //! | DUP2 | old | new | | | | new |
@@ -164,7 +164,10 @@ ops! {
     Reopen = 17, "REOPEN";
     /// `close(fd)`. Drops the client's POSIX locks on the file (any
     /// descriptor of it, as Linux), and the description's OFD and `flock`
-    /// locks if this was its last descriptor.
+    /// locks if this was its last descriptor. With `a[0]` bit 0, a
+    /// descriptor the client kept for itself (a mapping's, a path call's):
+    /// the process's POSIX locks stay, as the end of a mapping leaves them
+    /// on Linux.
     Close = 18, "CLOSE";
     /// `dup(fd)` → new fd.
     Dup = 19, "DUP";

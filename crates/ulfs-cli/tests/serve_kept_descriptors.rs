@@ -1,0 +1,100 @@
+//! Descriptors `ulfs run --server` keeps for itself (a shared mapping's
+//! own descriptor, the one a `truncate` through `/proc/self/fd/N` opens)
+//! close without ending the process's POSIX locks: on Linux neither a
+//! mapping's end nor a truncate by path closes a descriptor, so a lock
+//! the program holds stays held. Compared with the kernel on a host
+//! directory.
+
+use std::path::Path;
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
+
+const ULFS: &str = env!("CARGO_BIN_EXE_ulfs");
+
+/// `sys.argv[1]`: the directory to work in.
+const SCRIPT: &str = r#"
+import ctypes, fcntl, mmap, os, sys
+f = os.path.join(sys.argv[1], 'locked')
+fd = os.open(f, os.O_CREAT | os.O_RDWR, 0o644)
+os.write(fd, b'x' * 8192)
+def held():
+    # Another process's lock of the whole file is refused while ours holds.
+    pid = os.fork()
+    if pid == 0:
+        g = os.open(f, os.O_RDWR)
+        try:
+            fcntl.lockf(g, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            os._exit(1)
+        except OSError:
+            os._exit(0)
+    return os.waitpid(pid, 0)[1] == 0
+fcntl.lockf(fd, fcntl.LOCK_EX)
+print('locked', held())
+os.truncate('/proc/self/fd/%d' % fd, 4096)
+print('after a truncate through the link', held(), os.stat(f).st_size)
+# libc's mmap and munmap (Python's mmap module keeps a dup of the
+# descriptor, whose close ends the lock on the kernel too).
+libc = ctypes.CDLL(None, use_errno=True)
+libc.mmap.restype = ctypes.c_void_p
+libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+p = libc.mmap(None, 4096, mmap.PROT_READ | mmap.PROT_WRITE, mmap.MAP_SHARED, fd, 0)
+assert p not in (None, ctypes.c_void_p(-1).value), ctypes.get_errno()
+ctypes.memmove(p, b'y', 1)
+assert libc.munmap(p, 4096) == 0
+print('after munmap', held(), open(f, 'rb').read(1))
+os.close(fd)
+print('after close', held())
+"#;
+
+fn transcript(run: &[&str], dir: &str) -> String {
+    let mut cmd = if run.is_empty() {
+        Command::new("python3")
+    } else {
+        let mut c = Command::new(ULFS);
+        c.arg("run").args(run).args(["--", "python3"]);
+        c
+    };
+    let out = cmd.args(["-c", SCRIPT, dir]).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn serve(img: &Path, socket: &Path) -> Child {
+    let child = Command::new(ULFS)
+        .args(["serve", "-f", "--socket"])
+        .arg(socket)
+        .arg(img)
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !socket.exists() {
+        assert!(Instant::now() < deadline, "the server never listened");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child
+}
+
+#[test]
+fn a_programs_locks_outlive_the_descriptors_the_library_keeps() {
+    let dir = tempfile::tempdir().unwrap();
+    let host = dir.path().join("host");
+    std::fs::create_dir(&host).unwrap();
+    let kernel = transcript(&[], host.to_str().unwrap());
+    assert!(kernel.contains("after munmap True"), "{kernel}");
+    let img = dir.path().join("img");
+    ulfs_testkit::cli::ok(Path::new(ULFS), &["mkfs", img.to_str().unwrap(), "16M"]);
+    let socket = dir.path().join("sock");
+    let mut server = serve(&img, &socket);
+    let served = transcript(&["--server", socket.to_str().unwrap()], "/ulfs");
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(server.id() as i32, libc::SIGTERM) };
+    assert!(server.wait().unwrap().success());
+    assert_eq!(served, kernel);
+    let in_process = transcript(&[img.to_str().unwrap()], "/ulfs");
+    assert_eq!(in_process, kernel, "in process");
+}
