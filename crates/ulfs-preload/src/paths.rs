@@ -344,6 +344,88 @@ path_call!(
         }
 );
 path_call!(
+    /// `mkfifo(3)`: glibc makes it with an internal `mknodat`, out of this
+    /// library's sight, so a FIFO named in the image was made on the host
+    /// (relative to the kernel's working directory). In the image: as
+    /// `mknod`, which stores no FIFOs (EPERM).
+    mkfifo(path, mode: mode_t) -> c_int
+        => |fs, d, p| {
+            fs.set_umask_to(crate::umask::current())?;
+            fs.mknodat(d, &p, libc::S_IFIFO | (mode & 0o7777), 0).map(|()| 0)
+        }
+);
+path_call!(
+    /// `mkfifoat(3)`.
+    mkfifoat(@at dirfd, path, mode: mode_t) -> c_int
+        => |fs, d, p| {
+            fs.set_umask_to(crate::umask::current())?;
+            fs.mknodat(d, &p, libc::S_IFIFO | (mode & 0o7777), 0).map(|()| 0)
+        }
+);
+
+/// glibc before 2.33 compiled `mknod` and `mknodat` into these forms;
+/// programs built then still call them.
+///
+/// # Safety
+/// As libc's function of this name.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn __xmknodat(
+    ver: c_int,
+    dirfd: c_int,
+    path: *const c_char,
+    mode: mode_t,
+    dev: *mut libc::dev_t,
+) -> c_int {
+    // SAFETY: the caller's contract.
+    match unsafe { side(dirfd, path) } {
+        Side::Image(image, d, p, _) => {
+            // SAFETY: NULL or one dev_t, by the contract.
+            let dev = if dev.is_null() { 0 } else { unsafe { *dev } };
+            ret(image.with(|fs| {
+                fs.set_umask_to(crate::umask::current())?;
+                fs.mknodat(d, &p, mode, dev).map(|()| 0)
+            }))
+        }
+        s @ Side::Host(..) => {
+            let f = real!(__xmknodat: unsafe extern "C" fn(c_int, c_int, *const c_char, mode_t, *mut libc::dev_t) -> c_int);
+            let Side::Host(dirfd, ..) = s else {
+                unreachable!()
+            };
+            // SAFETY: the program's own arguments (or the rewritten path).
+            unsafe { f(ver, dirfd, s.host_path(), mode, dev) }
+        }
+    }
+}
+
+/// # Safety
+/// As libc's function of this name.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn __xmknod(
+    ver: c_int,
+    path: *const c_char,
+    mode: mode_t,
+    dev: *mut libc::dev_t,
+) -> c_int {
+    // SAFETY: the caller's contract.
+    unsafe { __xmknodat(ver, libc::AT_FDCWD, path, mode, dev) }
+}
+
+path_call!(
+    /// `lchmod(3)`: glibc's is an internal `fchmodat` with
+    /// AT_SYMLINK_NOFOLLOW.
+    lchmod(path, mode: mode_t) -> c_int
+        => |fs, d, p| fs.fchmodat(d, &p, mode, libc::AT_SYMLINK_NOFOLLOW).map(|()| 0)
+);
+path_call!(
+    /// `futimesat(2)`: `utimes` relative to `dirfd`.
+    futimesat(@at dirfd, path, tv: *const libc::timeval) -> c_int,
+        follows true => |fs, d, p, e| {
+        // SAFETY: NULL or two timevals, by futimesat's contract.
+        let t = unsafe { times_of_timeval(tv) }?;
+        fs.utimensat(d, &p, t, e).map(|()| 0)
+    }
+);
+path_call!(
     /// `rmdir(2)`.
     rmdir(path) -> c_int => |fs, d, p| fs.unlinkat(d, &p, libc::AT_REMOVEDIR).map(|()| 0)
 );
