@@ -487,8 +487,9 @@ unsafe fn iovecs<'a>(iov: *const iovec, n: c_int) -> ulfs::Result<Vec<&'a mut [u
         .collect()
 }
 
-/// `readv(2)`: the buffers filled in order, one read per buffer (a short
-/// read ends the call), as a file read behaves.
+/// `readv(2)`: the buffers filled in order (a short read ends the call),
+/// as a file read behaves; the whole vector's range is checked first, and
+/// through a server one that fits the channel is one request.
 ///
 /// # Safety
 /// As libc's `readv`.
@@ -508,16 +509,9 @@ pub unsafe extern "C" fn readv(fd: c_int, iov: *const iovec, n: c_int) -> ssize_
     // SAFETY: readv's contract.
     let r = unsafe { iovecs(iov, n) }.and_then(|bufs| {
         on_image(|fs| {
-            let mut total = 0;
-            for b in bufs {
-                let want = b.len();
-                let got = fs.read(u, b)?;
-                total += got;
-                if got < want {
-                    break;
-                }
-            }
-            Ok(total)
+            let mut slices: Vec<std::io::IoSliceMut> =
+                bufs.into_iter().map(std::io::IoSliceMut::new).collect();
+            fs.readv(u, &mut slices)
         })
     });
     count(r)
