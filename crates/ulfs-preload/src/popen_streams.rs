@@ -29,10 +29,17 @@ fn opened() -> MutexGuard<'static, HashMap<usize, usize>> {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn popen(command: *const c_char, mode: *const c_char) -> *mut FILE {
     crate::process::before_shell();
-    let _token = crate::process::shell_token();
+    let env = crate::process::shell_token();
     let f = real!(popen: unsafe extern "C" fn(*const c_char, *const c_char) -> *mut FILE);
     // SAFETY: the program's own arguments.
     let glibc = unsafe { f(command, mode) };
+    if glibc.is_null()
+        && let Some(env) = env
+    {
+        env.failed();
+        return glibc;
+    }
+    drop(env);
     if glibc.is_null() || crate::state::image().is_none() {
         return glibc;
     }

@@ -281,13 +281,72 @@ unsafe fn spawn_with_env(
     r
 }
 
-/// Served, before `system` or `popen` start a shell: a token for it in
-/// the environment, for as long as the returned guard lives.
-pub fn shell_token() -> Option<crate::served::SpawnToken> {
-    crate::served::socket()?;
-    image()?
-        .with(|b| Ok(crate::served::SpawnToken::before(b)))
-        .ok()
+/// Before `system` or `popen` start a shell (after `before_shell`): in
+/// the program's environment, for as long as the returned guard lives,
+/// what hands the shell the program's image descriptors that are not
+/// close-on-exec, as it inherits every such descriptor: served, a token
+/// for the server's copy of this process; in process, the notes of the
+/// descriptors let go (`inherit::env_for_spawn`).
+pub fn shell_token() -> Option<ShellEnv> {
+    let image = image()?;
+    if crate::served::socket().is_some() {
+        return image
+            .with(|b| {
+                Ok(ShellEnv::Served {
+                    _token: crate::served::SpawnToken::before(b),
+                })
+            })
+            .ok();
+    }
+    let child_fds: Vec<(i32, i32)> = crate::inherit::pending_fds()
+        .into_iter()
+        .filter(|&(_, cloexec)| !cloexec)
+        .map(|(fd, _)| (fd, fd))
+        .collect();
+    let (entry, slots) = crate::inherit::env_for_spawn(&child_fds);
+    let value = entry
+        .as_ref()
+        .and_then(|e| e.to_str().ok()?.split_once('=').map(|(_, v)| v.to_string()));
+    if let Some(v) = &value {
+        // SAFETY: just before starting the shell, as `cwd_into_environment`
+        // does; a thread reading the environment at that moment is the one
+        // risk, as with any setenv.
+        unsafe { std::env::set_var(crate::inherit::ENV_FDS, v) };
+    }
+    Some(ShellEnv::Local {
+        set: value.is_some(),
+        slots,
+    })
+}
+
+/// What `shell_token` put in the environment, taken out when dropped.
+pub enum ShellEnv {
+    /// Held for its drop, which takes the token out again.
+    Served {
+        _token: crate::served::SpawnToken,
+    },
+    Local {
+        set: bool,
+        slots: Vec<u32>,
+    },
+}
+
+impl ShellEnv {
+    /// The shell was not started: the slots held for it are given back.
+    pub fn failed(self) {
+        if let ShellEnv::Local { slots, .. } = &self {
+            crate::inherit::fork_failed(slots.clone());
+        }
+    }
+}
+
+impl Drop for ShellEnv {
+    fn drop(&mut self) {
+        if let ShellEnv::Local { set: true, .. } = self {
+            // SAFETY: as in `shell_token`.
+            unsafe { std::env::remove_var(crate::inherit::ENV_FDS) };
+        }
+    }
 }
 
 /// Before `posix_spawn`: the image is let go (without a server). The
@@ -401,8 +460,14 @@ pub unsafe extern "C" fn posix_spawnp(
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn system(command: *const c_char) -> c_int {
     before_shell();
-    let _token = shell_token();
+    let env = shell_token();
     let f = real!(system: unsafe extern "C" fn(*const c_char) -> c_int);
     // SAFETY: the program's own argument.
-    unsafe { f(command) }
+    let status = unsafe { f(command) };
+    if status == -1
+        && let Some(env) = env
+    {
+        env.failed();
+    }
+    status
 }

@@ -307,11 +307,13 @@ impl SpawnToken {
         let Ok(token) = c.prepare_spawn() else {
             return SpawnToken { set: false };
         };
-        // The shell gets the program's standard descriptors, which are
-        // all a `system` child keeps of its parent's.
+        // The shell inherits every descriptor not close-on-exec, as any
+        // started program (glibc's `system` and `popen` spawn it with no
+        // file actions but `popen`'s pipe, which replaces 0 or 1: the
+        // child binds only the descriptors that are still placeholders).
         let child: Vec<(i32, i32)> = image_fds()
             .into_iter()
-            .filter(|&(fd, cloexec)| !cloexec && fd <= 2)
+            .filter(|&(_, cloexec)| !cloexec)
             .map(|(fd, _)| (fd, fd))
             .collect();
         let Some(entry) = spawn_entry(&token, &child) else {
