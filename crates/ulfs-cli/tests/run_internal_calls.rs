@@ -1,7 +1,8 @@
 //! Path calls glibc makes with an internal system call (out of the
 //! preload library's sight unless it defines the function itself):
-//! `mkfifo`, `mkfifoat`, `lchmod`, `futimesat`. On an image path each acts
-//! in the image or fails there; none reaches a host file. (`cd /ulfs &&
+//! `mkfifo`, `mkfifoat`, `lchmod`, `futimesat`, and `pathconf`'s statfs.
+//! On an image path each acts in the image or fails there; none reaches a
+//! host file. (`cd /ulfs &&
 //! mkfifo p` made a FIFO named `p` in the host directory `ulfs run` was
 //! started from, and said it had succeeded.)
 
@@ -29,6 +30,12 @@ tv = (Timeval * 2)(Timeval(1000, 0), Timeval(2000, 0))
 d = os.open('.', os.O_RDONLY)
 print('futimesat', call('futimesat', d, b'f', tv), os.stat('f').st_mtime)
 print(sorted(os.listdir('.')))
+print('pathconf', os.pathconf('f', 'PC_NAME_MAX'), os.pathconf('/ulfs', 'PC_PATH_MAX'),
+      os.fpathconf(d, 'PC_SYMLINK_MAX'), os.pathconf('f', 'PC_FILESIZEBITS') > 32)
+try:
+    os.pathconf('missing', 'PC_NAME_MAX')
+except OSError as e:
+    print('pathconf missing', errno.errorcode[e.errno])
 "#;
 
 #[test]
@@ -53,7 +60,8 @@ fn calls_glibc_makes_internally_stay_in_the_image() {
     assert_eq!(
         String::from_utf8_lossy(&out.stdout),
         "mkfifo relative EPERM\nmkfifo absolute EPERM\nmkfifoat EPERM\n\
-         lchmod ENOTSUP 0o120777 0o100644\nfutimesat ok 2000.0\n['f', 'link']\n"
+         lchmod ENOTSUP 0o120777 0o100644\nfutimesat ok 2000.0\n['f', 'link']\n\
+         pathconf 255 4096 4095 True\npathconf missing ENOENT\n"
     );
     let stray: Vec<_> = std::fs::read_dir(&start).unwrap().collect();
     assert!(stray.is_empty(), "files made on the host: {stray:?}");

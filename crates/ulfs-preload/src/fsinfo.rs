@@ -1,8 +1,10 @@
 //! File-system information for image paths and descriptors: `statfs`,
 //! `fstatfs`, `statvfs`, `fstatvfs` (and their `64` forms) answer with the
-//! image's own numbers (`ulfs::Fs::statfs`), so `df /ulfs` shows the image.
+//! image's own numbers (`ulfs::Fs::statfs`), so `df /ulfs` shows the image;
+//! `pathconf` and `fpathconf` with its limits (glibc's would ask the
+//! kernel's statfs of the path, which the host does not have).
 
-use std::ffi::{c_char, c_int};
+use std::ffi::{c_char, c_int, c_long};
 
 use crate::fds;
 use crate::io::{arg, c_path};
@@ -78,6 +80,64 @@ unsafe fn put<T>(out: *mut T, v: T) -> c_int {
     // SAFETY: non-NULL and writable by the contract.
     unsafe { out.write(v) };
     0
+}
+
+/// `pathconf`'s answer for a file of the image whose statfs is `s`: the
+/// limits that depend on the file system are ulfs's; the others are as
+/// glibc answers them for any file (its `pathconf` of `/`).
+fn image_pathconf(s: &ulfs::StatFs, name: c_int) -> c_long {
+    match name {
+        // A link count stops below u32::MAX (EMLINK).
+        libc::_PC_LINK_MAX => (u32::MAX - 1) as c_long,
+        libc::_PC_NAME_MAX => s.namelen as c_long,
+        // Bits of the largest size, and a sign bit.
+        libc::_PC_FILESIZEBITS => (65 - ulfs::fs::MAX_FILE_SIZE.leading_zeros()) as c_long,
+        libc::_PC_SYMLINK_MAX => ulfs::format::inode::SYMLINK_MAX as c_long,
+        libc::_PC_2_SYMLINKS => 1,
+        libc::_PC_REC_XFER_ALIGN | libc::_PC_ALLOC_SIZE_MIN | libc::_PC_REC_MIN_XFER_SIZE => {
+            s.bsize as c_long
+        }
+        // No recommendation: -1 with errno unchanged, as glibc says it.
+        libc::_PC_REC_INCR_XFER_SIZE | libc::_PC_REC_MAX_XFER_SIZE => -1,
+        _ => {
+            let f = real!(pathconf: unsafe extern "C" fn(*const c_char, c_int) -> c_long);
+            // SAFETY: a NUL-terminated literal path.
+            unsafe { f(c"/".as_ptr(), name) }
+        }
+    }
+}
+
+/// `pathconf(3)`.
+///
+/// # Safety
+/// As libc's `pathconf`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pathconf(path: *const c_char, name: c_int) -> c_long {
+    // SAFETY: the caller's contract.
+    match unsafe { for_path(path) } {
+        Ok(Ok((s, _))) => image_pathconf(&s, name),
+        Ok(Err(e)) => ret::<c_int>(Err(e)) as c_long,
+        Err(rewritten) => {
+            let f = real!(pathconf: unsafe extern "C" fn(*const c_char, c_int) -> c_long);
+            let p = rewritten.as_ref().map_or(path, |c| c.as_ptr());
+            // SAFETY: the program's own arguments (or the rewritten path).
+            unsafe { f(p, name) }
+        }
+    }
+}
+
+/// `fpathconf(3)`.
+#[unsafe(no_mangle)]
+pub extern "C" fn fpathconf(fd: c_int, name: c_int) -> c_long {
+    match for_fd(fd) {
+        Some(Ok((s, _))) => image_pathconf(&s, name),
+        Some(Err(e)) => ret::<c_int>(Err(e)) as c_long,
+        None => {
+            let f = real!(fpathconf: unsafe extern "C" fn(c_int, c_int) -> c_long);
+            // SAFETY: the program's own arguments.
+            unsafe { f(fd, name) }
+        }
+    }
 }
 
 macro_rules! path_info {

@@ -25,6 +25,7 @@ mod shared;
 
 pub use attrs::SetTime;
 pub use dir::DirItem;
+pub use file::MAX_FILE_SIZE;
 pub use mkfs::{MkfsOptions, format_store, min_journal, mkfs};
 pub use mount::{Info, Mode, MountOptions};
 pub(crate) use mount::{Reap, store_error};
