@@ -1,9 +1,10 @@
-//! Descriptors `ulfs run --server` keeps for itself (a shared mapping's
-//! own descriptor, the one a `truncate` through `/proc/self/fd/N` opens)
-//! close without ending the process's POSIX locks: on Linux neither a
-//! mapping's end nor a truncate by path closes a descriptor, so a lock
-//! the program holds stays held. Compared with the kernel on a host
-//! directory.
+//! What `ulfs run --server` holds for a program beyond its own
+//! descriptors. Descriptors it keeps for itself (a shared mapping's own
+//! descriptor, the one a `truncate` through `/proc/self/fd/N` opens) close
+//! without ending the process's POSIX locks: on Linux neither a mapping's
+//! end nor a truncate by path closes a descriptor, so a lock the program
+//! holds stays held (compared with the kernel on a host directory). And
+//! the server's copy of a child whose fork failed is let go at once.
 
 use std::path::Path;
 use std::process::{Child, Command};
@@ -97,4 +98,86 @@ fn a_programs_locks_outlive_the_descriptors_the_library_keeps() {
     assert_eq!(served, kernel);
     let in_process = transcript(&[img.to_str().unwrap()], "/ulfs");
     assert_eq!(in_process, kernel, "in process");
+}
+
+/// A fork that fails (the user's process limit) leaves nothing held: the
+/// server's copy of the would-be child is let go at once (CANCEL_TOKEN),
+/// so a `flock` ends with the program's close, as on Linux, instead of
+/// 30 s later when the unadopted token expires.
+#[test]
+fn a_failed_fork_holds_no_lock() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return ulfs_testkit::skip::skip(
+            "a_failed_fork_holds_no_lock",
+            "needs root, to run the program as another user whose process limit applies",
+        );
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("img");
+    ulfs_testkit::cli::ok(Path::new(ULFS), &["mkfs", img.to_str().unwrap(), "16M"]);
+    let socket = dir.path().join("sock");
+    let mut server = Command::new(ULFS)
+        .args(["serve", "-f", "--socket-mode", "666", "--socket"])
+        .arg(&socket)
+        .arg(&img)
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !socket.exists() {
+        assert!(Instant::now() < deadline, "the server never listened");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    ulfs_testkit::cli::ok(
+        Path::new(ULFS),
+        &[
+            "run",
+            "--server",
+            socket.to_str().unwrap(),
+            "--",
+            "chmod",
+            "777",
+            "/ulfs",
+        ],
+    );
+    let script = r#"
+import fcntl, os, resource, subprocess
+fd = os.open('/ulfs/f', os.O_CREAT | os.O_RDWR, 0o644)
+fcntl.flock(fd, fcntl.LOCK_EX)
+soft, hard = resource.getrlimit(resource.RLIMIT_NPROC)
+resource.setrlimit(resource.RLIMIT_NPROC, (0, hard))
+try:
+    os.fork()
+    print('forked')
+except OSError as e:
+    print('fork failed', e.errno == 11)
+resource.setrlimit(resource.RLIMIT_NPROC, (soft, hard))
+os.close(fd)
+print('free after close', subprocess.run(['flock', '-n', '/ulfs/f', 'true']).returncode == 0)
+"#;
+    let out = Command::new("setpriv")
+        .args([
+            "--reuid=4343",
+            "--regid=4343",
+            "--clear-groups",
+            ULFS,
+            "run",
+            "--server",
+        ])
+        .arg(&socket)
+        .args(["--", "python3", "-c", script])
+        .output()
+        .unwrap();
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(server.id() as i32, libc::SIGTERM) };
+    assert!(server.wait().unwrap().success());
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "fork failed True\nfree after close True\n"
+    );
 }

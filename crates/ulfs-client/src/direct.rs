@@ -147,6 +147,7 @@ pub(crate) fn keeps_descriptors(op: Op) -> bool {
         | Op::CopyRange
         | Op::ChdirIno => false,
         Op::Nop
+        | Op::CancelToken
         | Op::Umask
         | Op::Getcwd
         | Op::Chdir

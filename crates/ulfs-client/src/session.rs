@@ -61,6 +61,17 @@ impl Client {
         self.token(Op::PrepareExec, 1)
     }
 
+    /// The fork, spawn or exec prepared under `token` did not happen: the
+    /// server lets go of what it set aside for it at once (a child's
+    /// process exits: its descriptions close, ending their `flock` and OFD
+    /// locks), rather than after the 30 s an unadopted token lasts.
+    pub fn cancel_token(&mut self, token: &Token) -> Result<()> {
+        let a0 = u64::from_le_bytes(token[..8].try_into().expect("8 bytes"));
+        let a1 = u64::from_le_bytes(token[8..].try_into().expect("8 bytes"));
+        self.call(Self::req(Op::CancelToken, -1, [a0, a1, 0, 0]))
+            .map(drop)
+    }
+
     fn token(&mut self, op: Op, flags: u64) -> Result<Token> {
         let cqe = self.call(Self::req(op, -1, [flags, 0, 0, 0]))?;
         let mut t = [0; 16];

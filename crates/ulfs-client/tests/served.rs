@@ -142,3 +142,43 @@ fn a_stopped_server_leaves_clients_with_enotconn() {
     assert_eq!(&buf[..4], b"kept");
     assert_eq!(Client::connect(&s.socket).err(), Some(Errno::ENOENT));
 }
+
+/// A fork that did not happen: CANCEL_TOKEN lets the process the server
+/// set aside for the child exit at once, so a `flock` on a description it
+/// shared ends with the parent's close (not 30 s later); the token is
+/// worth nothing after, and only its preparer may cancel it.
+#[test]
+fn a_cancelled_fork_lets_go_of_its_descriptions_at_once() {
+    use ulfs_client::locks::{LockCmd, LockRequest};
+    let mut s = serve();
+    let (mut parent, mut other) = (s.client(), s.client());
+    let fd = parent
+        .open("/f", libc::O_CREAT | libc::O_RDWR, 0o644)
+        .unwrap();
+    let ex = LockRequest::flock(libc::LOCK_EX | libc::LOCK_NB).unwrap();
+    assert!(matches!(
+        parent.lock(fd, LockCmd::Set, &ex).unwrap(),
+        ulfs_client::locks::LockAnswer::Granted
+    ));
+    let token = parent.prepare_fork().unwrap();
+    assert_eq!(other.cancel_token(&token), Err(Errno::EACCES));
+    parent.close(fd).unwrap();
+    // The set-aside child still holds the description, and its lock.
+    let ofd = other.open("/f", libc::O_RDWR, 0).unwrap();
+    assert!(matches!(
+        other.lock(ofd, LockCmd::Set, &ex).unwrap(),
+        ulfs_client::locks::LockAnswer::Blocked(_)
+    ));
+    parent.cancel_token(&token).unwrap();
+    assert!(matches!(
+        other.lock(ofd, LockCmd::Set, &ex).unwrap(),
+        ulfs_client::locks::LockAnswer::Granted
+    ));
+    assert_eq!(parent.cancel_token(&token), Err(Errno::ENOENT));
+    assert!(
+        ulfs_client::Client::adopt(&s.socket, &token, ulfs_wire::AdoptKind::Fork).is_err(),
+        "a cancelled token was adopted"
+    );
+    drop((parent, other));
+    s.stop();
+}

@@ -58,16 +58,39 @@ unsafe fn env_for_exec(envp: *const *const c_char) -> Option<Vec<CString>> {
     Some(out)
 }
 
+/// What a started child holds until it takes it: slots of shared offsets
+/// (in process), or the server's token for its process (served). Given
+/// back by `failed` when the child was not started.
+#[derive(Default)]
+pub struct ChildHolds {
+    slots: Vec<u32>,
+    token: Option<ulfs_client::Token>,
+}
+
+impl ChildHolds {
+    pub fn failed(self) {
+        crate::inherit::fork_failed(self.slots);
+        if let (Some(t), Some(image)) = (self.token, image()) {
+            let errno = crate::errno();
+            let _ = image.with(|b| match crate::served::client(b) {
+                Some(c) => c.cancel_token(&t),
+                None => Ok(()),
+            });
+            crate::set_errno(errno);
+        }
+    }
+}
+
 /// The environment a `posix_spawn` passes on: as an exec's, with the
 /// descriptors the child keeps handed over (`inherit::env_for_spawn`),
-/// and the slots the child holds.
+/// and what the child holds.
 ///
 /// # Safety
 /// As `env_for_exec`.
 unsafe fn env_for_spawn(
     envp: *const *const c_char,
     actions: *const libc::posix_spawn_file_actions_t,
-) -> Option<(Vec<CString>, Vec<u32>)> {
+) -> Option<(Vec<CString>, ChildHolds)> {
     // SAFETY: the caller's contract.
     let mut out = unsafe { env_carried(envp) }?;
     if crate::served::socket().is_some() {
@@ -76,15 +99,17 @@ unsafe fn env_for_spawn(
             Some(c) => c.prepare_spawn().map(Some),
             None => Ok(None),
         });
+        let mut holds = ChildHolds::default();
         if let Ok(Some(t)) = token {
             out.extend(crate::served::spawn_entry(&t, &child_fds));
+            holds.token = Some(t);
         }
-        return Some((out, Vec::new()));
+        return Some((out, holds));
     }
     let child_fds = crate::spawn_actions::child_image_fds(actions, &crate::inherit::pending_fds());
     let (notes, slots) = crate::inherit::env_for_spawn(&child_fds);
     out.extend(notes);
-    Some((out, slots))
+    Some((out, ChildHolds { slots, token: None }))
 }
 
 /// `envp` (or this process's environment) with what a started program
@@ -270,13 +295,13 @@ unsafe fn spawn_with_env(
         return e;
     }
     // SAFETY: the caller's contract.
-    let Some((env, slots)) = (unsafe { env_for_spawn(envp.cast(), actions) }) else {
+    let Some((env, holds)) = (unsafe { env_for_spawn(envp.cast(), actions) }) else {
         return spawn(envp);
     };
     let ptrs = ptrs(&env);
     let r = spawn(ptrs.as_ptr().cast());
     if r != 0 {
-        crate::inherit::fork_failed(slots);
+        holds.failed();
     }
     r
 }
@@ -293,7 +318,7 @@ pub fn shell_token() -> Option<ShellEnv> {
         return image
             .with(|b| {
                 Ok(ShellEnv::Served {
-                    _token: crate::served::SpawnToken::before(b),
+                    token: crate::served::SpawnToken::before(b),
                 })
             })
             .ok();
@@ -321,9 +346,9 @@ pub fn shell_token() -> Option<ShellEnv> {
 
 /// What `shell_token` put in the environment, taken out when dropped.
 pub enum ShellEnv {
-    /// Held for its drop, which takes the token out again.
+    /// Its drop takes the token out of the environment again.
     Served {
-        _token: crate::served::SpawnToken,
+        token: crate::served::SpawnToken,
     },
     Local {
         set: bool,
@@ -332,10 +357,11 @@ pub enum ShellEnv {
 }
 
 impl ShellEnv {
-    /// The shell was not started: the slots held for it are given back.
+    /// The shell was not started: what was held for it is given back.
     pub fn failed(self) {
-        if let ShellEnv::Local { slots, .. } = &self {
-            crate::inherit::fork_failed(slots.clone());
+        match &self {
+            ShellEnv::Local { slots, .. } => crate::inherit::fork_failed(slots.clone()),
+            ShellEnv::Served { token } => token.cancel(),
         }
     }
 }

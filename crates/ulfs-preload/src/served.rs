@@ -297,15 +297,20 @@ fn dedup_drops(drops: &mut Vec<i32>, binds: &[(i32, i32)]) {
 /// this process's again after the start.
 pub struct SpawnToken {
     set: bool,
+    token: Option<Token>,
 }
 
 impl SpawnToken {
     pub fn before(b: &mut Backend) -> SpawnToken {
+        let none = SpawnToken {
+            set: false,
+            token: None,
+        };
         let Some(c) = client(b) else {
-            return SpawnToken { set: false };
+            return none;
         };
         let Ok(token) = c.prepare_spawn() else {
-            return SpawnToken { set: false };
+            return none;
         };
         // The shell inherits every descriptor not close-on-exec, as any
         // started program (glibc's `system` and `popen` spawn it with no
@@ -317,17 +322,34 @@ impl SpawnToken {
             .map(|(fd, _)| (fd, fd))
             .collect();
         let Some(entry) = spawn_entry(&token, &child) else {
-            return SpawnToken { set: false };
+            let _ = c.cancel_token(&token);
+            return none;
         };
         let entry = entry.to_string_lossy().into_owned();
         let Some((_, value)) = entry.split_once('=') else {
-            return SpawnToken { set: false };
+            let _ = c.cancel_token(&token);
+            return none;
         };
         // SAFETY: just before starting a program, as `cwd_into_environment`
         // does; a thread reading the environment at that moment is the one
         // risk, as with any setenv.
         unsafe { std::env::set_var(ENV_TOKEN, value) };
-        SpawnToken { set: true }
+        SpawnToken {
+            set: true,
+            token: Some(token),
+        }
+    }
+
+    /// The shell was not started: the server lets go of its process now.
+    pub fn cancel(&self) {
+        if let (Some(t), Some(image)) = (self.token, crate::state::image()) {
+            let errno = crate::errno();
+            let _ = image.with(|b| match client(b) {
+                Some(c) => c.cancel_token(&t),
+                None => Ok(()),
+            });
+            crate::set_errno(errno);
+        }
     }
 }
 

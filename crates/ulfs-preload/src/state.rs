@@ -591,6 +591,19 @@ impl Image {
             _ => None,
         };
         let pid = real_fork();
+        if pid < 0 {
+            // No child: the server lets go of its process now (its
+            // descriptions, and their flock and OFD locks, would stay
+            // held for the 30 s an unadopted token lasts).
+            if let (Some(Ok(t)), Slot::Mounted(b)) = (&token, &mut **g)
+                && let Some(c) = crate::served::client(b)
+            {
+                let errno = crate::errno();
+                let _ = c.cancel_token(t);
+                crate::set_errno(errno);
+            }
+            return pid;
+        }
         if pid != 0 {
             return pid;
         }

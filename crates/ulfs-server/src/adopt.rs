@@ -207,6 +207,29 @@ impl Tokens {
         }
     }
 
+    /// The token `client` prepared, taken back: the process set aside
+    /// under it (for the caller to retire), or `None` for an exec's
+    /// reserved token, now dropped. EACCES for another client's token,
+    /// ENOENT for one not there.
+    pub fn cancel(&self, token: &Token, client: u64) -> Result<Option<Pending>, Errno> {
+        let mut map = self.map();
+        match map.get(token) {
+            Some(p) if p.client == client => return Ok(map.remove(token)),
+            Some(_) => return Err(Errno::EACCES),
+            None => {}
+        }
+        drop(map);
+        let mut reserved = self.reserved();
+        match reserved.get(token) {
+            Some(&(c, _)) if c == client => {
+                reserved.remove(token);
+                Ok(None)
+            }
+            Some(_) => Err(Errno::EACCES),
+            None => Err(Errno::ENOENT),
+        }
+    }
+
     /// Takes out the tokens older than `MAX_AGE` (every one when `all`),
     /// for the caller to let their processes exit.
     pub fn expired(&self, all: bool) -> Vec<Pending> {

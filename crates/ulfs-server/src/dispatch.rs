@@ -45,6 +45,7 @@ use ulfs_wire::stat::decode_times;
 use ulfs_wire::{Cqe, Op, Req, ServerChannel, Span, WireStat, WireStatFs};
 
 /// A token as the two `aux` words of an answer.
+/// A token's halves as `aux` carries them (and CANCEL_TOKEN's `a`).
 fn token_aux(t: &crate::adopt::Token) -> [u64; 2] {
     [
         u64::from_le_bytes(t[..8].try_into().expect("8 bytes")),
@@ -521,6 +522,19 @@ impl Call<'_> {
             }
             Op::PrepareFork => self.prepare_fork(a0 & 1 != 0, cqe),
             Op::PrepareExec => self.prepare_exec(a0 & 1 != 0, cqe),
+            Op::CancelToken => {
+                let mut t = [0u8; 16];
+                t[..8].copy_from_slice(&a0.to_le_bytes());
+                t[8..].copy_from_slice(&a1.to_le_bytes());
+                let s = self.shared;
+                if let Some(p) = s.tokens.cancel(&t, self.client.id)? {
+                    crate::adopt::retire(s, p);
+                }
+                if self.exec_token.is_some_and(|(e, _)| e == t) {
+                    *self.exec_token = None;
+                }
+                Ok(0)
+            }
             Op::Reopen => {
                 let maps = self.maps;
                 let (new, yours) = self.exclusive(|c| {

@@ -44,6 +44,7 @@
 //! | PREPARE_FORK | | | `[0]` 1: the child has this process's memory (a fork), 0: not (a spawn) | | | 0; aux = token (16 bytes, LE) |
 //! | PREPARE_EXEC | | | `[0]` 1: the same process goes on (a new connection after a change of ids), 0: an exec | | | 0; aux = token |
 //! | SYNC | | | | | | 0 |
+//! | CANCEL_TOKEN | | | `[0]`, `[1]` the token's halves (LE) | | | 0 |
 //! | OPENAT | dirfd | | `[0]` flags, `[1]` mode | path | | fd; `CQE_OFFSET_YOURS` |
 //! | REOPEN | fd | | `[0]` flags | | | new fd; `CQE_OFFSET_YOURS` |
 //! | CLOSE | fd | | `[0]` bit 0: a descriptor the client kept for itself | | | 0 |
@@ -155,6 +156,13 @@ ops! {
     PrepareExec = 8, "PREPARE_EXEC";
     /// `sync()`.
     Sync = 9, "SYNC";
+    /// The fork, spawn or exec prepared under the token in `a[0]`, `a[1]`
+    /// (its little-endian halves) did not happen: a process set aside
+    /// for a child exits now, as one nobody adopts does after 30 s (its
+    /// descriptions, and the OFD and `flock` locks on them, are let go at
+    /// once); an exec's reserved token is dropped. Only the client that
+    /// prepared it may: EACCES for another's, ENOENT for one not there.
+    CancelToken = 10, "CANCEL_TOKEN";
 
     // Descriptors.
     /// `openat(fd, p1, a[0] as i32 flags, a[1] as u32 mode)` → fd.
