@@ -75,7 +75,7 @@ fn malformed_requests_get_errors_and_change_nothing() {
     let dfd = r.res(d).unwrap() as i32;
 
     // Unknown codes, whatever the other fields say; the tag comes back.
-    for op in [10u16, 43, 55, 97, 200, 0x7fff, 0xffff] {
+    for op in [11u16, 43, 55, 97, 200, 0x7fff, 0xffff] {
         let mut q = Req::new(Op::Nop);
         q.op = op;
         q.fd = -77;
