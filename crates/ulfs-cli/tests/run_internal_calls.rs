@@ -29,6 +29,10 @@ class Timeval(ctypes.Structure):
 tv = (Timeval * 2)(Timeval(1000, 0), Timeval(2000, 0))
 d = os.open('.', os.O_RDONLY)
 print('futimesat', call('futimesat', d, b'f', tv), os.stat('f').st_mtime)
+ffd = os.open('f', os.O_RDONLY)
+tv2 = (Timeval * 2)(Timeval(3000, 0), Timeval(4000, 0))
+print('futimesat NULL', call('futimesat', ffd, None, tv2), os.stat('f').st_mtime)
+print('mkfifo typed', call('mkfifo', b'typed', 0o100644))
 print(sorted(os.listdir('.')))
 print('pathconf', os.pathconf('f', 'PC_NAME_MAX'), os.pathconf('/ulfs', 'PC_PATH_MAX'),
       os.fpathconf(d, 'PC_SYMLINK_MAX'), os.pathconf('f', 'PC_FILESIZEBITS') > 32)
@@ -60,7 +64,8 @@ fn calls_glibc_makes_internally_stay_in_the_image() {
     assert_eq!(
         String::from_utf8_lossy(&out.stdout),
         "mkfifo relative EPERM\nmkfifo absolute EPERM\nmkfifoat EPERM\n\
-         lchmod ENOTSUP 0o120777 0o100644\nfutimesat ok 2000.0\n['f', 'link']\n\
+         lchmod ENOTSUP 0o120777 0o100644\nfutimesat ok 2000.0\n\
+         futimesat NULL ok 4000.0\nmkfifo typed EINVAL\n['f', 'link']\n\
          pathconf 255 4096 4095 True\npathconf missing ENOENT\n"
     );
     let stray: Vec<_> = std::fs::read_dir(&start).unwrap().collect();

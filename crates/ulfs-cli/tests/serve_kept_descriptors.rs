@@ -46,6 +46,17 @@ assert libc.munmap(p, 4096) == 0
 print('after munmap', held(), open(f, 'rb').read(1))
 os.close(fd)
 print('after close', held())
+# A flock belongs to the description, which a mapping holds: it goes with
+# the mapping once the descriptors are closed.
+import subprocess
+fd = os.open(f, os.O_RDWR)
+fcntl.flock(fd, fcntl.LOCK_EX)
+p = libc.mmap(None, 4096, mmap.PROT_READ | mmap.PROT_WRITE, mmap.MAP_SHARED, fd, 0)
+os.close(fd)
+free = lambda: subprocess.run(['flock', '-n', f, 'true']).returncode == 0
+print('flock with the mapping', free())
+assert libc.munmap(p, 4096) == 0
+print('flock after munmap', free())
 "#;
 
 fn transcript(run: &[&str], dir: &str) -> String {

@@ -54,6 +54,20 @@ if pid == 0:
 os.waitpid(pid, 0)
 os.write(w, b'Q')
 print('shared writes', open('w', 'rb').read())
+# An exec that fails: the process goes on, its offsets right.
+e = os.open('f', os.O_RDONLY)
+os.read(e, 4)
+try:
+    os.execv('/nonexistent/program', ['program'])
+except OSError:
+    pass
+os.read(e, 2)
+pid = os.fork()
+if pid == 0:
+    print('after a failed exec, child', os.read(e, 3), flush=True)
+    os._exit(0)
+os.waitpid(pid, 0)
+print('after a failed exec', os.lseek(e, 0, os.SEEK_CUR), os.read(e, 2))
 r = os.open('f', os.O_RDONLY)
 os.lseek(r, 2**63 - 3, os.SEEK_SET)
 try:

@@ -182,3 +182,42 @@ fn a_cancelled_fork_lets_go_of_its_descriptions_at_once() {
     drop((parent, other));
     s.stop();
 }
+
+/// CLOSE of a descriptor a client says it kept for itself leaves the
+/// process's POSIX locks only while the process still has the file open:
+/// a lock never outlives the process's last descriptor of the file (it
+/// would stay on the inode number, for the next file to get it).
+#[test]
+fn a_kept_close_never_leaves_a_lock_without_a_descriptor() {
+    use ulfs_client::locks::{LockAnswer, LockClass, LockCmd, LockRequest};
+    let mut s = serve();
+    let (mut a, mut b) = (s.client(), s.client());
+    let lock = LockRequest {
+        class: LockClass::Posix,
+        kind: libc::F_WRLCK,
+        whence: libc::SEEK_SET,
+        start: 0,
+        len: 0,
+    };
+    let fa = a.open("/f", libc::O_CREAT | libc::O_RDWR, 0o644).unwrap();
+    let kept = a.dup(fa).unwrap();
+    assert!(matches!(
+        a.lock(fa, LockCmd::Set, &lock).unwrap(),
+        LockAnswer::Granted
+    ));
+    let fb = b.open("/f", libc::O_RDWR, 0).unwrap();
+    // Another descriptor of the file is open: the lock stays.
+    a.close_kept(kept).unwrap();
+    assert!(matches!(
+        b.lock(fb, LockCmd::Set, &lock).unwrap(),
+        LockAnswer::Blocked(_)
+    ));
+    // The last one: the lock goes, kept or not.
+    a.close_kept(fa).unwrap();
+    assert!(matches!(
+        b.lock(fb, LockCmd::Set, &lock).unwrap(),
+        LockAnswer::Granted
+    ));
+    drop((a, b));
+    s.stop();
+}

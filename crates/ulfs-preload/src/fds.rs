@@ -450,15 +450,17 @@ pub fn proc_fd_path(p: &[u8]) -> Option<i32> {
 }
 
 /// The descriptor number a `/proc/self/fd/N`-style path names (after
-/// folding `//`, `.` and `..`, as the kernel walks it; N in decimal, no
-/// sign or leading zero, as /proc names it).
+/// folding `//` and `.`; a `..` is left to the kernel, which must find
+/// what it climbs from; N in decimal, no sign or leading zero, as /proc
+/// names it).
 pub fn proc_fd_number(p: &[u8]) -> Option<i32> {
-    if p.first() != Some(&b'/') {
+    // A trailing `/` or `/.` asks for a directory: the kernel's to judge.
+    if p.first() != Some(&b'/') || p.ends_with(b"/") || p.ends_with(b"/.") {
         return None;
     }
     let folded;
-    let p = if p.windows(2).any(|w| w == b"//" || w == b"/.") {
-        folded = crate::route::normalize(p);
+    let p = if p.windows(2).any(|w| w == b"//") || p.windows(3).any(|w| w == b"/./") {
+        folded = crate::route::fold_dots(p);
         &folded[..]
     } else {
         p
@@ -472,6 +474,11 @@ pub fn proc_fd_number(p: &[u8]) -> Option<i32> {
             .or_else(|| p.strip_prefix(b"/proc/self/fd/"))
             .or_else(|| p.strip_prefix(b"/proc/thread-self/fd/"))
             .or_else(|| {
+                // Only a path of a pid costs a getpid and a format.
+                let rest = p.strip_prefix(b"/proc/")?;
+                if !rest.first()?.is_ascii_digit() {
+                    return None;
+                }
                 let own = format!("/proc/{}/fd/", std::process::id());
                 p.strip_prefix(own.as_bytes())
             })?,

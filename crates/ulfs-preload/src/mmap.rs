@@ -130,7 +130,7 @@ fn map_served(
     drop(memfd);
     if p == libc::MAP_FAILED {
         let e = crate::errno();
-        let _ = image.with(|b| b.close_kept(own));
+        let _ = image.with(|b| close_own(b, own));
         count_object(object, 1, 0);
         return Err(ulfs::Errno(e));
     }
@@ -269,7 +269,7 @@ fn map_image(
     // included, which is its own promise about that range).
     let p = unsafe { real_mmap(addr, len, prot | libc::PROT_WRITE, anon_flags, -1, 0) };
     if p == libc::MAP_FAILED {
-        let _ = image.with(|fs| fs.close_kept(own));
+        let _ = image.with(|fs| close_own(fs, own));
         return Err(ulfs::Errno(crate::errno()));
     }
     // SAFETY: `p` is a fresh writable mapping of `len` bytes.
@@ -288,7 +288,7 @@ fn map_image(
     if let Err(e) = filled {
         // SAFETY: unmapping what was just mapped.
         unsafe { libc::syscall(libc::SYS_munmap, p, len) };
-        let _ = image.with(|fs| fs.close_kept(own));
+        let _ = image.with(|fs| close_own(fs, own));
         return Err(e);
     }
     if prot & libc::PROT_WRITE == 0 {
@@ -426,7 +426,7 @@ pub unsafe extern "C" fn munmap(addr: *mut c_void, len: size_t) -> c_int {
     }
     if let Some(image) = image() {
         for m in &hit {
-            let _ = image.with(|fs| fs.close_kept(m.ufd));
+            let _ = image.with(|fs| close_own(fs, m.ufd));
         }
     }
     // Served objects: the records left of each, against those gone.
@@ -459,6 +459,25 @@ pub unsafe extern "C" fn munmap(addr: *mut c_void, len: size_t) -> c_int {
 }
 
 /// Another descriptor for a mapping split in two.
+/// Closes a mapping's own descriptor: the process's POSIX locks stay (a
+/// mapping's end closes no descriptor on Linux), and in process, where
+/// this library keeps the locks, the description's OFD and `flock` locks
+/// end when this was its last descriptor, as they do when a kernel
+/// mapping holding the last reference goes (a server sees to both
+/// itself).
+fn close_own(fs: &mut ulfs_client::Backend, u: c_int) -> ulfs::Result<()> {
+    let last = match fs.local() {
+        Some(_) => fs.file_description(u).ok().filter(|d| d.refs == 1),
+        None => None,
+    };
+    fs.close_kept(u)?;
+    if let Some(d) = last {
+        crate::locks::release_owner(crate::locks::Owner::Ofd(d.id));
+        crate::locks::release_owner(crate::locks::Owner::Flock(d.id));
+    }
+    Ok(())
+}
+
 fn dup_own(u: c_int) -> c_int {
     image()
         .and_then(|i| i.with(|fs| fs.dup(u)).ok())

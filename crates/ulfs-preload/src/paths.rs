@@ -351,7 +351,7 @@ path_call!(
     mkfifo(path, mode: mode_t) -> c_int
         => |fs, d, p| {
             fs.set_umask_to(crate::umask::current())?;
-            fs.mknodat(d, &p, libc::S_IFIFO | (mode & 0o7777), 0).map(|()| 0)
+            fs.mknodat(d, &p, libc::S_IFIFO | mode, 0).map(|()| 0)
         }
 );
 path_call!(
@@ -359,7 +359,7 @@ path_call!(
     mkfifoat(@at dirfd, path, mode: mode_t) -> c_int
         => |fs, d, p| {
             fs.set_umask_to(crate::umask::current())?;
-            fs.mknodat(d, &p, libc::S_IFIFO | (mode & 0o7777), 0).map(|()| 0)
+            fs.mknodat(d, &p, libc::S_IFIFO | mode, 0).map(|()| 0)
         }
 );
 
@@ -416,15 +416,42 @@ path_call!(
     lchmod(path, mode: mode_t) -> c_int
         => |fs, d, p| fs.fchmodat(d, &p, mode, libc::AT_SYMLINK_NOFOLLOW).map(|()| 0)
 );
-path_call!(
-    /// `futimesat(2)`: `utimes` relative to `dirfd`.
-    futimesat(@at dirfd, path, tv: *const libc::timeval) -> c_int,
-        follows true => |fs, d, p, e| {
+/// `futimesat(2)`: `utimes` relative to `dirfd`; a NULL path changes the
+/// file open as `dirfd`, as Linux's does.
+///
+/// # Safety
+/// As libc's `futimesat`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn futimesat(
+    dirfd: c_int,
+    path: *const c_char,
+    tv: *const libc::timeval,
+) -> c_int {
+    if path.is_null()
+        && let Some(u) = fds::ulfs_fd(dirfd)
+        && let Some(image) = image()
+    {
         // SAFETY: NULL or two timevals, by futimesat's contract.
-        let t = unsafe { times_of_timeval(tv) }?;
-        fs.utimensat(d, &p, t, e).map(|()| 0)
+        let t = unsafe { times_of_timeval(tv) };
+        return ret(image.with(|fs| fs.futimens(u, t?)).map(|()| 0));
     }
-);
+    // SAFETY: the caller's contract.
+    match unsafe { side_following(dirfd, path, true) } {
+        Side::Image(image, d, p, e) => ret(image.with(|fs| {
+            // SAFETY: NULL or two timevals, by futimesat's contract.
+            let t = unsafe { times_of_timeval(tv) }?;
+            fs.utimensat(d, &p, t, e).map(|()| 0)
+        })),
+        s @ Side::Host(..) => {
+            let f = real!(futimesat: unsafe extern "C" fn(c_int, *const c_char, *const libc::timeval) -> c_int);
+            let Side::Host(dirfd, ..) = s else {
+                unreachable!()
+            };
+            // SAFETY: the program's own arguments (or the rewritten path).
+            unsafe { f(dirfd, s.host_path(), tv) }
+        }
+    }
+}
 path_call!(
     /// `rmdir(2)`.
     rmdir(path) -> c_int => |fs, d, p| fs.unlinkat(d, &p, libc::AT_REMOVEDIR).map(|()| 0)

@@ -22,6 +22,7 @@ use crate::state::{ENV_CWD, ENV_CWD_INO, image};
 #[unsafe(no_mangle)]
 pub extern "C" fn fork() -> libc::pid_t {
     let real_fork = real!(fork: unsafe extern "C" fn() -> libc::pid_t);
+    let _umask = crate::umask::held_across_fork();
     // SAFETY: libc's fork.
     let call = || unsafe { real_fork() };
     match image() {
@@ -34,6 +35,27 @@ pub extern "C" fn fork() -> libc::pid_t {
 #[unsafe(no_mangle)]
 pub extern "C" fn vfork() -> libc::pid_t {
     fork()
+}
+
+/// After an exec that failed (an exec returns only then), served: the
+/// process goes on, so its offsets may be kept here again and the
+/// server's reservation for the new program is dropped.
+fn after_failed_exec() {
+    let Some(image) = image() else {
+        return;
+    };
+    let Some(token) = crate::served::take_exec_token() else {
+        return;
+    };
+    let errno = crate::errno();
+    let _ = image.with(|b| match crate::served::client(b) {
+        Some(c) => {
+            let _ = c.cancel_token(&token);
+            c.set_kept_offsets(true)
+        }
+        None => Ok(()),
+    });
+    crate::set_errno(errno);
 }
 
 /// Before an exec: commit and let go, image descriptors pending.
@@ -235,7 +257,9 @@ pub unsafe extern "C" fn execve(
     let envp = env.as_deref().map_or(envp, |e| ptrs(e).leak().as_ptr());
     // SAFETY: the program's own arguments, and an environment array that
     // lives on (leaked: it is needed until the exec, which replaces us).
-    unsafe { f(path, argv, envp) }
+    let failed = unsafe { f(path, argv, envp) };
+    after_failed_exec();
+    failed
 }
 
 /// `execvpe(3)`.
@@ -254,7 +278,9 @@ pub unsafe extern "C" fn execvpe(
     let f = real!(execvpe: ExecFn);
     let envp = env.as_deref().map_or(envp, |e| ptrs(e).leak().as_ptr());
     // SAFETY: as in execve.
-    unsafe { f(file, argv, envp) }
+    let failed = unsafe { f(file, argv, envp) };
+    after_failed_exec();
+    failed
 }
 
 /// `execv(3)`.

@@ -89,7 +89,7 @@ fn keep_last_dot(original: &[u8], inner: Vec<u8>) -> Vec<u8> {
 }
 
 /// `//` and `.` folded out of a path, `..` kept.
-fn fold_dots(p: &[u8]) -> Vec<u8> {
+pub fn fold_dots(p: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(p.len());
     for c in p
         .split(|&b| b == b'/')

@@ -242,6 +242,11 @@ pub fn set_exec_token(t: Option<Token>) {
     *EXEC_TOKEN.lock().unwrap_or_else(|e| e.into_inner()) = t;
 }
 
+/// The token of an exec that failed (taken: the next exec makes its own).
+pub fn take_exec_token() -> Option<Token> {
+    EXEC_TOKEN.lock().unwrap_or_else(|e| e.into_inner()).take()
+}
+
 /// The entry for the exec about to happen, if it has a token.
 pub fn exec_env() -> Option<CString> {
     let t = EXEC_TOKEN

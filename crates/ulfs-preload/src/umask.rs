@@ -8,6 +8,7 @@
 //! request to a server only when it changed), so image files get the
 //! modes the kernel would give them.
 
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use libc::mode_t;
@@ -19,13 +20,32 @@ const UNKNOWN: u32 = u32::MAX;
 
 static MASK: AtomicU32 = AtomicU32::new(UNKNOWN);
 
+/// Held while the kernel's mask and `MASK` are brought in step (the first
+/// read, each `umask`), so a thread's `umask` never lands between another
+/// thread's read of the kernel and its store, which would keep a stale
+/// mask for good.
+static STEP: Mutex<()> = Mutex::new(());
+
+/// Held across a `fork` (the caller drops it in parent and child alike),
+/// so that a child never starts with it held by a thread it does not
+/// have.
+pub fn held_across_fork() -> std::sync::MutexGuard<'static, ()> {
+    STEP.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// The program's umask, as the kernel has it.
 pub fn current() -> u32 {
-    match MASK.load(Ordering::Relaxed) {
+    match MASK.load(Ordering::Acquire) {
         UNKNOWN => {
-            let m = from_kernel();
-            MASK.store(m, Ordering::Relaxed);
-            m
+            let _step = STEP.lock().unwrap_or_else(|e| e.into_inner());
+            match MASK.load(Ordering::Acquire) {
+                UNKNOWN => {
+                    let m = from_kernel();
+                    MASK.store(m, Ordering::Release);
+                    m
+                }
+                m => m,
+            }
         }
         m => m,
     }
@@ -55,8 +75,9 @@ fn from_kernel() -> u32 {
 #[unsafe(no_mangle)]
 pub extern "C" fn umask(mask: mode_t) -> mode_t {
     let f = real!(umask: unsafe extern "C" fn(mode_t) -> mode_t);
+    let _step = STEP.lock().unwrap_or_else(|e| e.into_inner());
     // SAFETY: umask cannot fail.
     let old = unsafe { f(mask) };
-    MASK.store(mask & 0o777, Ordering::Relaxed);
+    MASK.store(mask & 0o777, Ordering::Release);
     old
 }

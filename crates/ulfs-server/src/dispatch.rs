@@ -242,7 +242,12 @@ impl Call<'_> {
             }
             Op::Close => {
                 let closed = self.exclusive(|c| c.close_noting(r.fd))?;
-                if a0 & 1 == 0 {
+                // A descriptor the client says it kept for itself leaves
+                // the process's POSIX locks only while the process still
+                // has the file open: a lock never outlives its last
+                // descriptor, whatever a client claims (it would stay on
+                // the inode number, for the next file to get it).
+                if a0 & 1 == 0 || !self.proc.holds_ino(closed.ino) {
                     self.locks.closed(self.lock_owner, &closed);
                 } else {
                     self.locks.kept_closed(&closed);

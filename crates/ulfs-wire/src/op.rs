@@ -175,7 +175,8 @@ ops! {
     /// locks if this was its last descriptor. With `a[0]` bit 0, a
     /// descriptor the client kept for itself (a mapping's, a path call's):
     /// the process's POSIX locks stay, as the end of a mapping leaves them
-    /// on Linux.
+    /// on Linux, but only while the process has another descriptor of the
+    /// file (a lock never outlives the last).
     Close = 18, "CLOSE";
     /// `dup(fd)` → new fd.
     Dup = 19, "DUP";

@@ -406,6 +406,11 @@ impl FdTable {
         Ok(closed)
     }
 
+    /// Whether any descriptor of this table refers to inode `ino`.
+    pub fn holds_ino(&self, ino: Ino) -> bool {
+        self.files.iter().flatten().any(|f| f.ino == ino)
+    }
+
     /// A copy of the table for a forked child: the same descriptors, for
     /// the same descriptions (offsets and status flags shared from now
     /// on). Returns the inode of every description, each of which the

@@ -34,6 +34,13 @@ pub struct Process {
 }
 
 impl Process {
+    /// Whether any of this process's descriptors refers to inode `ino`
+    /// (what decides, for a layer that keeps descriptors of its own,
+    /// whether the process still has the file open).
+    pub fn holds_ino(&self, ino: Ino) -> bool {
+        self.fds.holds_ino(ino)
+    }
+
     /// A new process of `identity` at the volume's root, with no
     /// descriptors and umask 022. The working directory holds its inode
     /// like an open descriptor (`Ctx::exit` lets it go).
