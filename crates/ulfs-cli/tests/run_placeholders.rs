@@ -9,9 +9,9 @@
 //! running as root changed.
 
 use std::os::unix::fs::MetadataExt;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command};
-use std::time::{Duration, Instant};
+use std::path::Path;
+use std::process::Command;
+use ulfs_testkit::kernel_diff::{Diff, script};
 
 const ULFS: &str = env!("CARGO_BIN_EXE_ulfs");
 
@@ -139,63 +139,16 @@ show('stdin stat', lambda: os.stat('/dev/stdin').st_ino == os.stat(f).st_ino)
 print('\n'.join(out))
 "#;
 
-/// `ulfs serve -f` of `img` at `socket`, once it listens.
-fn serve(img: &Path, socket: &Path) -> Child {
-    let child = Command::new(ULFS)
-        .args(["serve", "-f", "--socket"])
-        .arg(socket)
-        .arg(img)
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !socket.exists() {
-        assert!(Instant::now() < deadline, "the server never listened");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    child
-}
-
-/// The calls' transcript: by the kernel in `dir` (`run` empty), or under
-/// `ulfs run` with arguments `run` (`dir` in the image).
-fn transcript(run: &[&str], dir: &str) -> String {
-    let mut cmd = if run.is_empty() {
-        Command::new("python3")
-    } else {
-        let mut c = Command::new(ULFS);
-        c.arg("run").args(run).args(["--", "python3"]);
-        c
-    };
-    let out = cmd.args(["-c", PROC_LINK_CALLS, dir]).output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
 #[test]
 fn calls_that_follow_an_image_descriptors_proc_link_act_on_its_file() {
     let dir = tempfile::tempdir().unwrap();
-    let host_dir = dir.path().join("host");
-    std::fs::create_dir(&host_dir).unwrap();
-    let kernel = transcript(&[], host_dir.to_str().unwrap());
-    let img: PathBuf = dir.path().join("img");
-    ulfs_testkit::cli::ok(Path::new(ULFS), &["mkfs", img.to_str().unwrap(), "16M"]);
-    let in_process = transcript(&[img.to_str().unwrap()], "/ulfs");
-    assert_eq!(in_process, kernel, "in process");
-    let served_img = dir.path().join("served");
-    ulfs_testkit::cli::ok(
-        Path::new(ULFS),
-        &["mkfs", served_img.to_str().unwrap(), "16M"],
-    );
-    let socket = dir.path().join("sock");
-    let mut server = serve(&served_img, &socket);
-    let served = transcript(&["--server", socket.to_str().unwrap()], "/ulfs");
-    // SAFETY: signalling our own child.
-    unsafe { libc::kill(server.id() as i32, libc::SIGTERM) };
-    assert!(server.wait().unwrap().success());
-    assert_eq!(served, kernel, "through ulfs serve");
+    Diff {
+        ulfs: Path::new(ULFS),
+        argv: &script("python3", PROC_LINK_CALLS),
+        wrapper: &[],
+        with_stderr: false,
+    }
+    .agree(dir.path(), true);
 }
 
 /// A path to an image descriptor's placeholder that the library cannot

@@ -6,8 +6,7 @@
 //! on a host directory, in process and through `ulfs serve`.
 
 use std::path::Path;
-use std::process::{Child, Command};
-use std::time::{Duration, Instant};
+use ulfs_testkit::kernel_diff::{Diff, script};
 
 const ULFS: &str = env!("CARGO_BIN_EXE_ulfs");
 
@@ -40,65 +39,16 @@ exec 1>/dev/null
 cat out log >&2
 "#;
 
-fn transcript(run: &[&str], dir: &str) -> String {
-    let mut argv: Vec<&str> = Vec::new();
-    if !run.is_empty() {
-        argv.push(ULFS);
-        argv.push("run");
-        argv.extend(run);
-        argv.push("--");
-    }
-    argv.extend(["sh", "-c", SCRIPT, "sh", dir]);
-    let out = Command::new(argv[0]).args(&argv[1..]).output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    // The files' contents come on standard error.
-    format!(
-        "{}--\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
-
-fn serve(img: &Path, socket: &Path) -> Child {
-    let child = Command::new(ULFS)
-        .args(["serve", "-f", "--socket"])
-        .arg(socket)
-        .arg(img)
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !socket.exists() {
-        assert!(Instant::now() < deadline, "the server never listened");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    child
-}
-
 #[test]
 fn system_and_popen_shells_inherit_image_descriptors() {
     let dir = tempfile::tempdir().unwrap();
-    let host = dir.path().join("host");
-    std::fs::create_dir(&host).unwrap();
-    let kernel = transcript(&[], host.to_str().unwrap());
+    // The files' contents come on standard error.
+    let kernel = Diff {
+        ulfs: Path::new(ULFS),
+        argv: &script("sh", SCRIPT),
+        wrapper: &[],
+        with_stderr: true,
+    }
+    .agree(dir.path(), true);
     assert!(kernel.contains("standard output in the image"), "{kernel}");
-    let img = dir.path().join("img");
-    ulfs_testkit::cli::ok(Path::new(ULFS), &["mkfs", img.to_str().unwrap(), "16M"]);
-    let in_process = transcript(&[img.to_str().unwrap()], "/ulfs");
-    assert_eq!(in_process, kernel, "in process");
-    let served_img = dir.path().join("served");
-    ulfs_testkit::cli::ok(
-        Path::new(ULFS),
-        &["mkfs", served_img.to_str().unwrap(), "16M"],
-    );
-    let socket = dir.path().join("sock");
-    let mut server = serve(&served_img, &socket);
-    let served = transcript(&["--server", socket.to_str().unwrap()], "/ulfs");
-    // SAFETY: signalling our own child.
-    unsafe { libc::kill(server.id() as i32, libc::SIGTERM) };
-    assert!(server.wait().unwrap().success());
-    assert_eq!(served, kernel, "through ulfs serve");
 }

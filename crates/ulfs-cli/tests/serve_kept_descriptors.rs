@@ -7,8 +7,8 @@
 //! the server's copy of a child whose fork failed is let go at once.
 
 use std::path::Path;
-use std::process::{Child, Command};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use ulfs_testkit::kernel_diff::{Diff, Server, new_image, script};
 
 const ULFS: &str = env!("CARGO_BIN_EXE_ulfs");
 
@@ -59,56 +59,17 @@ assert libc.munmap(p, 4096) == 0
 print('flock after munmap', free())
 "#;
 
-fn transcript(run: &[&str], dir: &str) -> String {
-    let mut cmd = if run.is_empty() {
-        Command::new("python3")
-    } else {
-        let mut c = Command::new(ULFS);
-        c.arg("run").args(run).args(["--", "python3"]);
-        c
-    };
-    let out = cmd.args(["-c", SCRIPT, dir]).output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn serve(img: &Path, socket: &Path) -> Child {
-    let child = Command::new(ULFS)
-        .args(["serve", "-f", "--socket"])
-        .arg(socket)
-        .arg(img)
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !socket.exists() {
-        assert!(Instant::now() < deadline, "the server never listened");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    child
-}
-
 #[test]
 fn a_programs_locks_outlive_the_descriptors_the_library_keeps() {
     let dir = tempfile::tempdir().unwrap();
-    let host = dir.path().join("host");
-    std::fs::create_dir(&host).unwrap();
-    let kernel = transcript(&[], host.to_str().unwrap());
+    let kernel = Diff {
+        ulfs: Path::new(ULFS),
+        argv: &script("python3", SCRIPT),
+        wrapper: &[],
+        with_stderr: false,
+    }
+    .agree(dir.path(), true);
     assert!(kernel.contains("after munmap True"), "{kernel}");
-    let img = dir.path().join("img");
-    ulfs_testkit::cli::ok(Path::new(ULFS), &["mkfs", img.to_str().unwrap(), "16M"]);
-    let socket = dir.path().join("sock");
-    let mut server = serve(&img, &socket);
-    let served = transcript(&["--server", socket.to_str().unwrap()], "/ulfs");
-    // SAFETY: signalling our own child.
-    unsafe { libc::kill(server.id() as i32, libc::SIGTERM) };
-    assert!(server.wait().unwrap().success());
-    assert_eq!(served, kernel);
-    let in_process = transcript(&[img.to_str().unwrap()], "/ulfs");
-    assert_eq!(in_process, kernel, "in process");
 }
 
 /// A fork that fails (the user's process limit) leaves nothing held: the
@@ -125,20 +86,9 @@ fn a_failed_fork_holds_no_lock() {
         );
     }
     let dir = tempfile::tempdir().unwrap();
-    let img = dir.path().join("img");
-    ulfs_testkit::cli::ok(Path::new(ULFS), &["mkfs", img.to_str().unwrap(), "16M"]);
+    let img = new_image(Path::new(ULFS), dir.path(), "img");
     let socket = dir.path().join("sock");
-    let mut server = Command::new(ULFS)
-        .args(["serve", "-f", "--socket-mode", "666", "--socket"])
-        .arg(&socket)
-        .arg(&img)
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !socket.exists() {
-        assert!(Instant::now() < deadline, "the server never listened");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let server = Server::start(Path::new(ULFS), &img, &socket, &["--socket-mode", "666"]);
     ulfs_testkit::cli::ok(
         Path::new(ULFS),
         &[
@@ -179,9 +129,7 @@ print('free after close', subprocess.run(['flock', '-n', '/ulfs/f', 'true']).ret
         .args(["--", "python3", "-c", script])
         .output()
         .unwrap();
-    // SAFETY: signalling our own child.
-    unsafe { libc::kill(server.id() as i32, libc::SIGTERM) };
-    assert!(server.wait().unwrap().success());
+    server.stop();
     assert!(
         out.status.success(),
         "{}",

@@ -7,8 +7,7 @@
 //! directory.
 
 use std::path::Path;
-use std::process::{Child, Command};
-use std::time::{Duration, Instant};
+use ulfs_testkit::kernel_diff::{Diff, script};
 
 const ULFS: &str = env!("CARGO_BIN_EXE_ulfs");
 
@@ -77,54 +76,16 @@ except OSError as e:
 PY
 "#;
 
-fn transcript(run: &[&str], dir: &str) -> String {
-    let mut cmd = if run.is_empty() {
-        Command::new("sh")
-    } else {
-        let mut c = Command::new(ULFS);
-        c.arg("run").args(run).args(["--", "sh"]);
-        c
-    };
-    let out = cmd.args(["-c", SCRIPT, "sh", dir]).output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn serve(img: &Path, socket: &Path) -> Child {
-    let child = Command::new(ULFS)
-        .args(["serve", "-f", "--socket"])
-        .arg(socket)
-        .arg(img)
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !socket.exists() {
-        assert!(Instant::now() < deadline, "the server never listened");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    child
-}
-
 #[test]
 fn programs_sharing_offsets_through_a_server_agree_with_the_kernel() {
     // tmpfs: offsets up to i64::MAX, as the engine's (ext4 stops lower).
     let dir = tempfile::tempdir_in("/dev/shm").unwrap();
-    let host = dir.path().join("host");
-    std::fs::create_dir(&host).unwrap();
-    let kernel = transcript(&[], host.to_str().unwrap());
+    let kernel = Diff {
+        ulfs: Path::new(ULFS),
+        argv: &script("sh", SCRIPT),
+        wrapper: &[],
+        with_stderr: false,
+    }
+    .agree(dir.path(), false);
     assert!(kernel.contains("shared writes"), "{kernel}");
-    let img = dir.path().join("img");
-    ulfs_testkit::cli::ok(Path::new(ULFS), &["mkfs", img.to_str().unwrap(), "16M"]);
-    let socket = dir.path().join("sock");
-    let mut server = serve(&img, &socket);
-    let served = transcript(&["--server", socket.to_str().unwrap()], "/ulfs");
-    // SAFETY: signalling our own child.
-    unsafe { libc::kill(server.id() as i32, libc::SIGTERM) };
-    assert!(server.wait().unwrap().success());
-    assert_eq!(served, kernel);
-    ulfs_testkit::cli::ok(Path::new(ULFS), &["fsck", img.to_str().unwrap()]);
 }

@@ -29,6 +29,7 @@ pub mod fuse_mount;
 pub mod harness;
 pub mod host_files;
 mod host_model;
+pub mod kernel_diff;
 pub mod page_cache;
 pub mod rng;
 pub mod sample;
