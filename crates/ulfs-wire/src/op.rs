@@ -438,6 +438,7 @@ mod tests {
         // client built before it.
         assert_eq!(Op::Nop as u16, 0);
         assert_eq!(Op::Sync as u16, 9);
+        assert_eq!(Op::CancelToken as u16, 10);
         assert_eq!(Op::Openat as u16, 16);
         assert_eq!(Op::FileDescription as u16, 24);
         assert_eq!(Op::Read as u16, 32);
@@ -452,7 +453,7 @@ mod tests {
         assert_eq!(Op::Unmap as u16, 114);
         assert_eq!(Op::Direct as u16, 128);
         assert_eq!(Op::Lease as u16, 129);
-        assert_eq!(Op::ALL.len(), 56);
+        assert_eq!(Op::ALL.len(), 57);
         assert_eq!(Op::Renameat2.name(), "RENAMEAT2");
     }
 }
