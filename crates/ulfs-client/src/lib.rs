@@ -113,8 +113,8 @@ impl Client {
                 if op == Op::PrepareExec {
                     // Until the exec, other threads may open files: their
                     // offsets must be the server's too, for the program the
-                    // exec starts. (If the exec fails, this process goes on
-                    // with the server keeping its offsets.)
+                    // exec starts. (If the exec fails, the caller may keep
+                    // offsets again: `set_kept_offsets`, as `ulfs run` does.)
                     self.offsets.off = true;
                 }
             }
