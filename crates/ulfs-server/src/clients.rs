@@ -69,6 +69,8 @@ pub(crate) struct State {
     /// connection ends while the process runs, the process is parked under
     /// it for the new program (`adopt.rs`).
     pub exec_token: Option<crate::adopt::ExecToken>,
+    /// The bytes of `Shared::data_bytes` its channel holds.
+    pub data_bytes: u64,
     pub dead: bool,
 }
 
@@ -148,6 +150,7 @@ impl Clients {
                 proc: None,
                 lock_owner: id,
                 exec_token: None,
+                data_bytes: 0,
                 dead: false,
             }),
             leaving: AtomicBool::new(false),
@@ -267,6 +270,8 @@ impl Clients {
         }
         st.chan = None;
         st.kick = None;
+        s.data_bytes
+            .fetch_sub(std::mem::take(&mut st.data_bytes), Ordering::AcqRel);
         drop(st);
         self.map().remove(&c.id);
     }
@@ -374,6 +379,30 @@ fn adopt(
     r
 }
 
+/// Takes up to `want` bytes of the data areas' budget (whole pages):
+/// what is left when that is less, EAGAIN when not even a page is. The
+/// client's teardown gives them back.
+fn reserve_data(s: &Shared, want: u32) -> Result<u32, Errno> {
+    let budget = s.cfg.limits.max_data_bytes;
+    let page = ulfs_wire::layout::DATA_ALIGN as u64;
+    let mut used = s.data_bytes.load(Ordering::Acquire);
+    loop {
+        let grant = (want as u64).min(budget.saturating_sub(used)) / page * page;
+        if grant < ulfs_wire::layout::MIN_DATA_LEN as u64 {
+            return Err(Errno(libc::EAGAIN));
+        }
+        match s.data_bytes.compare_exchange_weak(
+            used,
+            used + grant,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        ) {
+            Ok(_) => return Ok(grant as u32),
+            Err(now) => used = now,
+        }
+    }
+}
+
 /// Makes the client's channel and process (or takes on `adopted`, judged
 /// by this connection's credentials from now on), and sends the WELCOME.
 fn welcome(
@@ -384,7 +413,10 @@ fn welcome(
     want_data: u32,
     adopted: Option<Process>,
 ) -> Result<(), Errno> {
-    let geo = Geometry::negotiate(want_sq, want_data, s.cfg.limits.max_channel_bytes);
+    let asked = Geometry::negotiate(want_sq, want_data, s.cfg.limits.max_channel_bytes);
+    let granted = reserve_data(s, asked.data_len)?;
+    st.data_bytes = granted as u64;
+    let geo = Geometry::negotiate(want_sq, granted, granted);
     let made = s.with_fd_room(|| ServerChannel::create(geo));
     let identity = Identity::Verified(c.creds.clone());
     let mut proc = match adopted {

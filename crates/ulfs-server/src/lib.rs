@@ -50,6 +50,11 @@ pub struct Limits {
     pub max_fds: usize,
     /// The largest data area a client may ask for.
     pub max_channel_bytes: u32,
+    /// The most bytes the data areas of all clients may take together
+    /// (each is memory once written): a client that connects when less
+    /// is left gets what is left, or is refused (EAGAIN) when that is not
+    /// even one page.
+    pub max_data_bytes: u64,
     /// The most clients at once; later connections are refused.
     pub max_clients: usize,
     /// The most clients one user (other than root) may have at once, so
@@ -80,6 +85,7 @@ impl Default for Limits {
         Limits {
             max_fds: 65_536,
             max_channel_bytes: ulfs_wire::layout::MAX_DATA_LEN,
+            max_data_bytes: 1 << 30,
             max_clients: 1024,
             max_clients_per_user: 256,
             hello_timeout: Duration::from_secs(5),
@@ -145,6 +151,8 @@ pub(crate) struct Shared {
     /// How many channels `ready` holds, read without its lock by a worker
     /// polling a quiet channel (it gives way when others wait).
     pub ready_len: std::sync::atomic::AtomicUsize,
+    /// Bytes of data areas the live channels hold (`Limits::max_data_bytes`).
+    pub data_bytes: std::sync::atomic::AtomicU64,
     /// The idle channels' kick eventfds: an epoll of their own (itself in
     /// `epoll`), so a worker polling a quiet channel can take the kicks
     /// that came meanwhile without touching anything else.
@@ -280,6 +288,7 @@ impl Server {
             listener,
             ready: Mutex::new(VecDeque::new()),
             ready_len: std::sync::atomic::AtomicUsize::new(0),
+            data_bytes: std::sync::atomic::AtomicU64::new(0),
             kicks,
             spare: Mutex::new(open_spare()),
             accept_error: std::sync::atomic::AtomicI32::new(0),

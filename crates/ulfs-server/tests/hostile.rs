@@ -1079,3 +1079,34 @@ fn an_o_path_descriptor_reads_writes_locks_and_maps_nothing() {
     drop(r);
     s.stop();
 }
+
+/// The data areas of all clients together stay within
+/// `Limits::max_data_bytes`: a client that connects when less is left gets
+/// what is left (and works with it), one that finds not even a page is
+/// refused with EAGAIN, and a client's end gives its share back.
+#[test]
+fn data_areas_share_one_budget() {
+    let mut s = serve(32 << 20, |c| c.limits.max_data_bytes = (5 << 20) / 2);
+    let area = |c: &ulfs_client::Client| c.channel().geometry().data_len;
+    let first = s.client();
+    let second = s.client();
+    let mut third = s.client();
+    assert_eq!((area(&first), area(&second)), (1 << 20, 1 << 20));
+    assert_eq!(area(&third), 1 << 19);
+    let fourth = ulfs_client::Client::connect(&s.socket);
+    assert_eq!(fourth.err(), Some(Errno::EAGAIN));
+    // The smaller area serves calls longer than itself, a piece at a time.
+    let fd = third
+        .open("/f", libc::O_CREAT | libc::O_RDWR, 0o644)
+        .unwrap();
+    let data: Vec<u8> = (0..3_000_000u32).map(|i| (i % 251) as u8).collect();
+    assert_eq!(third.pwrite(fd, &data, 0).unwrap(), data.len());
+    let mut back = vec![0u8; data.len()];
+    assert_eq!(third.pread(fd, &mut back, 0).unwrap(), data.len());
+    assert!(back == data);
+    drop(first);
+    s.wait_clients(2);
+    assert_eq!(area(&s.client()), 1 << 20);
+    drop((second, third));
+    s.stop();
+}
