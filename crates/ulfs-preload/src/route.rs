@@ -177,9 +177,11 @@ pub fn route(image: &Image, dirfd: i32, path: &[u8]) -> Route {
     abs.extend_from_slice(path);
     let n = normalize(&abs);
     match under_prefix(&image.prefix, &n) {
+        // `a/b/..` is `..` of `a/b` to the kernel, not `a`: renaming,
+        // removing or unlinking it must fail as Linux's do.
         Some(p) => Route::Image {
             dirfd: libc::AT_FDCWD,
-            path: p,
+            path: keep_last_dot(path, p),
         },
         None if cwd.in_image => Route::Host {
             dirfd,
