@@ -90,6 +90,7 @@ for sel in "$@"; do
     [[ -e $build/tests/$sel ]] || die "no such test or subdirectory: tests/$sel"
     while IFS= read -r t; do
         rel=${t#"$build"/tests/}
+        rel=${rel#./}
         if [[ " ${skip[*]-} " == *" $rel "* ]]; then echo "skipped: $rel"; else tests+=("$t"); fi
     done < <(find "$build/tests/$sel" -name '*.t' -type f | LC_ALL=C sort)
 done

@@ -69,23 +69,31 @@ pub fn normalize(p: &[u8]) -> Vec<u8> {
     out
 }
 
-/// The image path `inner` with the original path's last component put
-/// back when it was `.` or `..`: Linux judges those itself (`rmdir` of
-/// `d/.` is EINVAL, `unlink` EISDIR, `rename` EBUSY), so the image must
-/// see them rather than the folded name.
-fn keep_last_dot(original: &[u8], inner: Vec<u8>) -> Vec<u8> {
-    let last = original.split(|&b| b == b'/').rfind(|c| !c.is_empty());
-    match last {
-        Some(c @ (b"." | b"..")) => {
-            let mut p = inner;
-            if p.last() != Some(&b'/') {
-                p.push(b'/');
-            }
-            p.extend_from_slice(c);
-            p
-        }
-        _ => inner,
+/// The image path an absolute host path `abs` names, if it lands under
+/// `prefix`. A last component `.` or `..` stays, after the folded path of
+/// the directory it is in: Linux judges those entries itself (`rmdir` of
+/// `d/.` is EINVAL, `unlink` EISDIR, `rename` EBUSY), so the image must see
+/// them, not the directory they fold to (`a/b/..` is `..` of `a/b`, which
+/// `stat` finds to be `a`, but which `rename` refuses).
+fn image_path(prefix: &[u8], abs: &[u8]) -> Option<Vec<u8>> {
+    let inner = under_prefix(prefix, &normalize(abs))?;
+    let trimmed = &abs[..abs.len() - abs.iter().rev().take_while(|&&b| b == b'/').count()];
+    let cut = trimmed
+        .iter()
+        .rposition(|&b| b == b'/')
+        .map_or(0, |i| i + 1);
+    let last = &trimmed[cut..];
+    if last != b"." && last != b".." {
+        return Some(inner);
     }
+    // The directory `last` is an entry of: inside the image, as the whole
+    // path lands there (`/ulfs/..` does not).
+    let mut p = under_prefix(prefix, &normalize(&trimmed[..cut]))?;
+    if p.last() != Some(&b'/') {
+        p.push(b'/');
+    }
+    p.extend_from_slice(last);
+    Some(p)
 }
 
 /// `//` and `.` folded out of a path, `..` kept.
@@ -117,10 +125,10 @@ fn under_prefix(prefix: &[u8], abs: &[u8]) -> Option<Vec<u8>> {
 pub fn route(image: &Image, dirfd: i32, path: &[u8]) -> Route {
     if path.first() == Some(&b'/') {
         let n = normalize(path);
-        return match under_prefix(&image.prefix, &n) {
+        return match image_path(&image.prefix, path) {
             Some(p) => Route::Image {
                 dirfd: libc::AT_FDCWD,
-                path: keep_last_dot(path, p),
+                path: p,
             },
             // `/ulfs/../etc`: the kernel would look for the prefix, which
             // does not exist on the host; the folded path is what is meant.
@@ -141,7 +149,7 @@ pub fn route(image: &Image, dirfd: i32, path: &[u8]) -> Route {
             None => match host_dir_reaching(dirfd, &image.prefix, path) {
                 Some(p) => Route::Image {
                     dirfd: libc::AT_FDCWD,
-                    path: keep_last_dot(path, p),
+                    path: p,
                 },
                 None => Route::Host { dirfd, path: None },
             },
@@ -176,12 +184,10 @@ pub fn route(image: &Image, dirfd: i32, path: &[u8]) -> Route {
     abs.push(b'/');
     abs.extend_from_slice(path);
     let n = normalize(&abs);
-    match under_prefix(&image.prefix, &n) {
-        // `a/b/..` is `..` of `a/b` to the kernel, not `a`: renaming,
-        // removing or unlinking it must fail as Linux's do.
+    match image_path(&image.prefix, &abs) {
         Some(p) => Route::Image {
             dirfd: libc::AT_FDCWD,
-            path: keep_last_dot(path, p),
+            path: p,
         },
         None if cwd.in_image => Route::Host {
             dirfd,
@@ -207,7 +213,7 @@ fn host_dir_reaching(dirfd: i32, prefix: &[u8], path: &[u8]) -> Option<Vec<u8>> 
     let mut abs = dir;
     abs.push(b'/');
     abs.extend_from_slice(path);
-    under_prefix(prefix, &normalize(&abs))
+    image_path(prefix, &abs)
 }
 
 /// The path of host directory descriptor `dirfd`, as the kernel has it
@@ -244,15 +250,21 @@ mod tests {
 
     #[test]
     fn a_last_dot_or_dotdot_reaches_the_image() {
-        let k =
-            |o: &str, i: &str| String::from_utf8(keep_last_dot(o.as_bytes(), i.into())).unwrap();
-        assert_eq!(k("/ulfs/d/.", "/d/"), "/d/.");
-        assert_eq!(k("/ulfs/d/./", "/d/"), "/d/.");
-        assert_eq!(k("/ulfs/d/..", "/"), "/..");
-        assert_eq!(k("/ulfs/.", "/"), "/.");
-        assert_eq!(k("/ulfs/d", "/d"), "/d");
-        assert_eq!(k("/ulfs/d/", "/d/"), "/d/");
-        assert_eq!(k("/ulfs/./d", "/d"), "/d");
+        let k = |a: &str| image_path(b"/ulfs", a.as_bytes()).map(|p| String::from_utf8(p).unwrap());
+        let s = |p: &str| Some(p.to_string());
+        assert_eq!(k("/ulfs/d/."), s("/d/."));
+        assert_eq!(k("/ulfs/d/./"), s("/d/."));
+        assert_eq!(k("/ulfs/d/.."), s("/d/.."));
+        assert_eq!(k("/ulfs/a/b/.."), s("/a/b/.."));
+        assert_eq!(k("/ulfs/a/b/../"), s("/a/b/.."));
+        assert_eq!(k("/ulfs/a/../b/.."), s("/b/.."));
+        assert_eq!(k("/ulfs/."), s("/."));
+        assert_eq!(k("/ulfs/.."), None);
+        assert_eq!(k("/ulfs/d/../.."), None);
+        assert_eq!(k("/ulfs/d"), s("/d"));
+        assert_eq!(k("/ulfs/d/"), s("/d/"));
+        assert_eq!(k("/ulfs/./d"), s("/d"));
+        assert_eq!(k("/etc/."), None);
     }
 
     #[test]
