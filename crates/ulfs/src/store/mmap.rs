@@ -75,6 +75,9 @@ pub struct MmapStore {
     // Kept open so that `flush` can reach the device, and for the SIGBUS
     // handler, which looks at it to tell a hole from a lost page.
     file: File,
+    /// The process that opened (and locked) the image: only it lets go of
+    /// the lock when the store goes (`Drop`).
+    locked_by: u32,
     blocks: u64,
     /// Whether file data is tracked for a memory budget: a plain load on
     /// every access of file data, so no budget costs next to nothing.
@@ -160,6 +163,21 @@ pub fn lock_image(file: &File, read_only: bool) -> std::io::Result<()> {
     }
 }
 
+impl Drop for MmapStore {
+    /// The image's lock ends with the store, even while another process
+    /// still holds a copy of its descriptor: a fork (of a thread of a
+    /// program that mounts images) shares the open file description, and
+    /// with it the `flock`, until it execs or exits; closing ours alone
+    /// would leave the image "in use" that long. A forked child dropping
+    /// its copy of the store (`ulfs run` abandons it) must not: the lock
+    /// is its parent's, which goes on writing.
+    fn drop(&mut self) {
+        if std::process::id() == self.locked_by {
+            let _ = self.file.unlock();
+        }
+    }
+}
+
 impl MmapStore {
     /// Opens, locks and maps the whole image. Fails with the OS error if it
     /// cannot be opened or mapped, EBUSY if another open holds it, and
@@ -220,6 +238,7 @@ impl MmapStore {
             fault,
             map,
             file,
+            locked_by: std::process::id(),
             blocks,
             tracking: TrackingCell::new(Tracking::Off),
             residency: Mutex::new(Residency::new(0)),
