@@ -106,10 +106,7 @@ impl Client {
     fn offsets_before(&mut self, op: Op, req: &Req) -> Result<()> {
         match op {
             Op::PrepareFork | Op::PrepareExec => {
-                for u in self.offsets.all_unsynced() {
-                    self.sync_offset(u)?;
-                }
-                self.offsets.give_back_all();
+                self.give_back_all()?;
                 if op == Op::PrepareExec {
                     // Until the exec, other threads may open files: their
                     // offsets must be the server's too, for the program the
@@ -171,12 +168,18 @@ impl Client {
     /// trip). Turning them off hands the kept ones back to the server.
     pub fn set_kept_offsets(&mut self, on: bool) -> Result<()> {
         if !on {
-            for u in self.offsets.all_unsynced() {
-                self.sync_offset(u)?;
-            }
-            self.offsets.give_back_all();
+            self.give_back_all()?;
         }
         self.offsets.off = !on;
+        Ok(())
+    }
+
+    /// Syncs every offset kept here and leaves them all to the server.
+    fn give_back_all(&mut self) -> Result<()> {
+        for u in self.offsets.all_unsynced() {
+            self.sync_offset(u)?;
+        }
+        self.offsets.give_back_all();
         Ok(())
     }
 

@@ -66,18 +66,14 @@ impl Client {
     /// process exits: its descriptions close, ending their `flock` and OFD
     /// locks), rather than after the 30 s an unadopted token lasts.
     pub fn cancel_token(&mut self, token: &Token) -> Result<()> {
-        let a0 = u64::from_le_bytes(token[..8].try_into().expect("8 bytes"));
-        let a1 = u64::from_le_bytes(token[8..].try_into().expect("8 bytes"));
+        let [a0, a1] = ulfs_wire::op::token_words(token);
         self.call(Self::req(Op::CancelToken, -1, [a0, a1, 0, 0]))
             .map(drop)
     }
 
     fn token(&mut self, op: Op, flags: u64) -> Result<Token> {
         let cqe = self.call(Self::req(op, -1, [flags, 0, 0, 0]))?;
-        let mut t = [0; 16];
-        t[..8].copy_from_slice(&cqe.aux[0].to_le_bytes());
-        t[8..].copy_from_slice(&cqe.aux[1].to_le_bytes());
-        Ok(t)
+        Ok(ulfs_wire::op::token_from_words(cqe.aux))
     }
 
     /// A new open file description of the file open as `fd`, with

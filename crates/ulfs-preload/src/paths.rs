@@ -153,6 +153,12 @@ unsafe fn put_stat(st: *mut libc::stat, s: ulfs::Stat) -> ulfs::Result<c_int> {
     Ok(0)
 }
 
+/// `mknodat` in the image, under the program's umask.
+fn mknod_at(fs: &mut Backend, d: c_int, p: &[u8], mode: mode_t, dev: u64) -> ulfs::Result<c_int> {
+    fs.set_umask_to(crate::umask::current())?;
+    fs.mknodat(d, p, mode, dev).map(|()| 0)
+}
+
 /// `mkdirat` in the image, under the program's umask.
 pub fn mkdir_at(fs: &mut Backend, d: c_int, p: &[u8], mode: mode_t) -> ulfs::Result<c_int> {
     fs.set_umask_to(crate::umask::current())?;
@@ -330,18 +336,12 @@ path_call!(
 path_call!(
     /// `mknod(2)`: regular files; ulfs stores no FIFOs, sockets or devices.
     mknod(path, mode: mode_t, dev: libc::dev_t) -> c_int
-        => |fs, d, p| {
-            fs.set_umask_to(crate::umask::current())?;
-            fs.mknodat(d, &p, mode, dev).map(|()| 0)
-        }
+        => |fs, d, p| mknod_at(fs, d, &p, mode, dev)
 );
 path_call!(
     /// `mknodat(2)`.
     mknodat(@at dirfd, path, mode: mode_t, dev: libc::dev_t) -> c_int
-        => |fs, d, p| {
-            fs.set_umask_to(crate::umask::current())?;
-            fs.mknodat(d, &p, mode, dev).map(|()| 0)
-        }
+        => |fs, d, p| mknod_at(fs, d, &p, mode, dev)
 );
 path_call!(
     /// `mkfifo(3)`: glibc makes it with an internal `mknodat`, out of this
@@ -349,18 +349,12 @@ path_call!(
     /// (relative to the kernel's working directory). In the image: as
     /// `mknod`, which stores no FIFOs (EPERM).
     mkfifo(path, mode: mode_t) -> c_int
-        => |fs, d, p| {
-            fs.set_umask_to(crate::umask::current())?;
-            fs.mknodat(d, &p, libc::S_IFIFO | mode, 0).map(|()| 0)
-        }
+        => |fs, d, p| mknod_at(fs, d, &p, libc::S_IFIFO | mode, 0)
 );
 path_call!(
     /// `mkfifoat(3)`.
     mkfifoat(@at dirfd, path, mode: mode_t) -> c_int
-        => |fs, d, p| {
-            fs.set_umask_to(crate::umask::current())?;
-            fs.mknodat(d, &p, libc::S_IFIFO | mode, 0).map(|()| 0)
-        }
+        => |fs, d, p| mknod_at(fs, d, &p, libc::S_IFIFO | mode, 0)
 );
 
 /// glibc before 2.33 compiled `mknod` and `mknodat` into these forms;
@@ -381,10 +375,7 @@ pub unsafe extern "C" fn __xmknodat(
         Side::Image(image, d, p, _) => {
             // SAFETY: NULL or one dev_t, by the contract.
             let dev = if dev.is_null() { 0 } else { unsafe { *dev } };
-            ret(image.with(|fs| {
-                fs.set_umask_to(crate::umask::current())?;
-                fs.mknodat(d, &p, mode, dev).map(|()| 0)
-            }))
+            ret(image.with(|fs| mknod_at(fs, d, &p, mode, dev)))
         }
         s @ Side::Host(..) => {
             let f = real!(__xmknodat: unsafe extern "C" fn(c_int, c_int, *const c_char, mode_t, *mut libc::dev_t) -> c_int);

@@ -41,18 +41,13 @@ pub extern "C" fn vfork() -> libc::pid_t {
 /// process goes on, so its offsets may be kept here again and the
 /// server's reservation for the new program is dropped.
 fn after_failed_exec() {
-    let Some(image) = image() else {
+    let (Some(image), Some(token)) = (image(), crate::served::take_exec_token()) else {
         return;
     };
-    let Some(token) = crate::served::take_exec_token() else {
-        return;
-    };
+    crate::served::cancel_token(&token);
     let errno = crate::errno();
     let _ = image.with(|b| match crate::served::client(b) {
-        Some(c) => {
-            let _ = c.cancel_token(&token);
-            c.set_kept_offsets(true)
-        }
+        Some(c) => c.set_kept_offsets(true),
         None => Ok(()),
     });
     crate::set_errno(errno);
@@ -92,13 +87,8 @@ pub struct ChildHolds {
 impl ChildHolds {
     pub fn failed(self) {
         crate::inherit::fork_failed(self.slots);
-        if let (Some(t), Some(image)) = (self.token, image()) {
-            let errno = crate::errno();
-            let _ = image.with(|b| match crate::served::client(b) {
-                Some(c) => c.cancel_token(&t),
-                None => Ok(()),
-            });
-            crate::set_errno(errno);
+        if let Some(t) = &self.token {
+            crate::served::cancel_token(t);
         }
     }
 }

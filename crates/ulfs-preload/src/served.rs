@@ -242,6 +242,20 @@ pub fn set_exec_token(t: Option<Token>) {
     *EXEC_TOKEN.lock().unwrap_or_else(|e| e.into_inner()) = t;
 }
 
+/// Tells the server the start prepared under `token` did not happen (it
+/// lets go of what it set aside at once); the program's errno is kept.
+pub fn cancel_token(token: &Token) {
+    let Some(image) = crate::state::image() else {
+        return;
+    };
+    let errno = crate::errno();
+    let _ = image.with(|b| match client(b) {
+        Some(c) => c.cancel_token(token),
+        None => Ok(()),
+    });
+    crate::set_errno(errno);
+}
+
 /// The token of an exec that failed (taken: the next exec makes its own).
 pub fn take_exec_token() -> Option<Token> {
     EXEC_TOKEN.lock().unwrap_or_else(|e| e.into_inner()).take()
@@ -347,13 +361,8 @@ impl SpawnToken {
 
     /// The shell was not started: the server lets go of its process now.
     pub fn cancel(&self) {
-        if let (Some(t), Some(image)) = (self.token, crate::state::image()) {
-            let errno = crate::errno();
-            let _ = image.with(|b| match client(b) {
-                Some(c) => c.cancel_token(&t),
-                None => Ok(()),
-            });
-            crate::set_errno(errno);
+        if let Some(t) = &self.token {
+            cancel_token(t);
         }
     }
 }

@@ -44,15 +44,6 @@ use ulfs_wire::layout::{CQE_OFFSET_YOURS, CQE_TRUNCATED, CQE_WOULD_BLOCK};
 use ulfs_wire::stat::decode_times;
 use ulfs_wire::{Cqe, Op, Req, ServerChannel, Span, WireStat, WireStatFs};
 
-/// A token as the two `aux` words of an answer.
-/// A token's halves as `aux` carries them (and CANCEL_TOKEN's `a`).
-fn token_aux(t: &crate::adopt::Token) -> [u64; 2] {
-    [
-        u64::from_le_bytes(t[..8].try_into().expect("8 bytes")),
-        u64::from_le_bytes(t[8..].try_into().expect("8 bytes")),
-    ]
-}
-
 /// A worker's private buffers: requests' data is copied through them, so
 /// the engine never sees memory a client can write.
 pub(crate) struct Scratch {
@@ -528,9 +519,7 @@ impl Call<'_> {
             Op::PrepareFork => self.prepare_fork(a0 & 1 != 0, cqe),
             Op::PrepareExec => self.prepare_exec(a0 & 1 != 0, cqe),
             Op::CancelToken => {
-                let mut t = [0u8; 16];
-                t[..8].copy_from_slice(&a0.to_le_bytes());
-                t[8..].copy_from_slice(&a1.to_le_bytes());
+                let t = ulfs_wire::op::token_from_words([a0, a1]);
                 let s = self.shared;
                 if let Some(p) = s.tokens.cancel(&t, self.client.id)? {
                     crate::adopt::retire(s, p);
@@ -601,7 +590,7 @@ impl Call<'_> {
         };
         match s.tokens.put(pending) {
             Ok(t) => {
-                cqe.aux = token_aux(&t);
+                cqe.aux = ulfs_wire::op::token_words(&t);
                 Ok(0)
             }
             Err((e, p)) => {
@@ -623,7 +612,7 @@ impl Call<'_> {
         }
         let t = s.tokens.reserve(self.client.id, pid)?;
         *self.exec_token = Some((t, memory));
-        cqe.aux = token_aux(&t);
+        cqe.aux = ulfs_wire::op::token_words(&t);
         Ok(0)
     }
 

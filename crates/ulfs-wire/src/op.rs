@@ -416,6 +416,24 @@ impl From<Op> for u16 {
     }
 }
 
+/// A 16-byte token as two words, its little-endian halves: how
+/// PREPARE_FORK's and PREPARE_EXEC's answers carry it in `aux`, and
+/// CANCEL_TOKEN in `a[0]`, `a[1]`.
+pub fn token_words(t: &[u8; 16]) -> [u64; 2] {
+    [
+        u64::from_le_bytes(t[..8].try_into().expect("8 bytes")),
+        u64::from_le_bytes(t[8..].try_into().expect("8 bytes")),
+    ]
+}
+
+/// The token two words carry (`token_words` undone).
+pub fn token_from_words(w: [u64; 2]) -> [u8; 16] {
+    let mut t = [0u8; 16];
+    t[..8].copy_from_slice(&w[0].to_le_bytes());
+    t[8..].copy_from_slice(&w[1].to_le_bytes());
+    t
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -430,6 +448,16 @@ mod tests {
         for v in 0..=u16::MAX {
             assert_eq!(Op::from_u16(v).is_some(), known.contains(&v));
         }
+    }
+
+    #[test]
+    fn tokens_travel_as_two_words() {
+        let t: [u8; 16] = std::array::from_fn(|i| i as u8 * 17);
+        assert_eq!(token_from_words(token_words(&t)), t);
+        assert_eq!(
+            token_words(&t)[0],
+            u64::from_le_bytes(t[..8].try_into().unwrap())
+        );
     }
 
     #[test]
