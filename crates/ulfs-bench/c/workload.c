@@ -33,6 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -53,6 +54,7 @@ static inline long b_unlink(const char *p) { return ulfs_unlink(FS, p); }
 static inline long b_mkdir(const char *p, mode_t m) { return ulfs_mkdir(FS, p, m); }
 static inline long b_rmdir(const char *p) { return ulfs_rmdir(FS, p); }
 static inline long b_stat(const char *p, struct stat *st) { return ulfs_stat(FS, p, st); }
+static inline long b_statfs(const char *p, struct statfs *st) { return ulfs_statfs(FS, p, st); }
 static inline long b_getdents(int fd, void *b, size_t n) { return ulfs_getdents64(FS, fd, b, n); }
 static inline long b_sync(void) { return ulfs_sync(FS); }
 #else
@@ -71,6 +73,7 @@ static inline long b_unlink(const char *p) { R(unlink(p)); }
 static inline long b_mkdir(const char *p, mode_t m) { R(mkdir(p, m)); }
 static inline long b_rmdir(const char *p) { R(rmdir(p)); }
 static inline long b_stat(const char *p, struct stat *st) { R(stat(p, st)); }
+static inline long b_statfs(const char *p, struct statfs *st) { R(statfs(p, st)); }
 /* glibc's getdents64 (not the raw system call): under `ulfs run` the
  * preloaded library serves it for image directories. */
 static inline long b_getdents(int fd, void *b, size_t n) { R(getdents64(fd, b, n)); }
@@ -152,44 +155,63 @@ static int do_lseek(uint64_t n) {
 }
 
 /* `ulfs bench server`: the least a call can do, n times, on an empty file
- * kept open. `whence` SEEK_CUR (the null call) only reads the offset: on
- * the kernel a system call; in process a C call (the slow path: only
- * SEEK_SET has a fast one); through FUSE the kernel's own (no request);
- * through `ulfs serve` the client's own too (it keeps the offset of a
- * description only it has). SEEK_END (the round trip) needs the file's
- * size: through `ulfs serve` one request and its answer; through FUSE the
- * kernel answers from its attribute cache. */
-static int do_null(uint64_t n, int whence) {
+ * kept open: lseek(fd, 0, SEEK_CUR) only reads the offset: on the kernel a
+ * system call; in process a C call (the slow path: only SEEK_SET has a
+ * fast one); through FUSE the kernel's own (no request); through `ulfs
+ * serve` the client's own too (it keeps the offset of a description only
+ * it has). */
+static int do_null(uint64_t n) {
     static long fd = -1;
     if (keep_open("null.dat", &fd)) return -1;
     long bad = 0;
     uint64_t t0 = now_ns();
-    for (uint64_t i = 0; i < n; i++) bad |= b_lseek((int)fd, 0, whence);
+    for (uint64_t i = 0; i < n; i++) bad |= b_lseek((int)fd, 0, SEEK_CUR);
     uint64_t t = now_ns() - t0;
     if (bad) return fail("lseek", bad < 0 ? bad : -EIO); /* every call returns 0 */
     snprintf(reply, sizeof reply, "ok %llu", (unsigned long long)t);
     return 0;
 }
 
-/* The round trip (lseek SEEK_END), n times, each after `pause_us` of
- * sleep (untimed): what one call costs when the caller was quiet, as a
- * program that does other work between its calls. Through `ulfs serve`
- * the channel has then gone to sleep (the server's worker polls a quiet
- * client for --spin-us, 20 µs by default), and the call wakes it. Each
- * call is timed on its own, so each time includes about one clock read. */
+/* The round trip: statfs of a file, n times, which neither the client of
+ * `ulfs serve` nor the kernel over FUSE answers from a cache (the server,
+ * FUSE's daemon: one request and its answer each; the kernel caches the
+ * file's name, so no lookup is sent). (lseek SEEK_END was the round trip
+ * until the client answered it from its kept fstat.) */
+static int do_roundtrip(uint64_t n) {
+    static long fd = -1;
+    if (keep_open("null.dat", &fd)) return -1;
+    struct statfs st;
+    long bad = 0;
+    uint64_t t0 = now_ns();
+    for (uint64_t i = 0; i < n; i++) bad |= b_statfs("null.dat", &st);
+    uint64_t t = now_ns() - t0;
+    if (bad) return fail("statfs", bad);
+    snprintf(reply, sizeof reply, "ok %llu", (unsigned long long)t);
+    return 0;
+}
+
+/* The round trip (statfs), n times, each after `pause_us` of sleep
+ * (untimed): what one call costs when the caller was quiet, as a program
+ * that does other work between its calls. Through `ulfs serve` the
+ * channel has then gone to sleep (the server's worker polls a quiet
+ * client for --spin-us, 20 µs by default), and the call wakes it; through
+ * FUSE the daemon's thread sleeps in read(/dev/fuse) and is woken the
+ * same way. Each call is timed on its own, so each time includes about
+ * one clock read. */
 static int do_null_idle(uint64_t n, uint64_t pause_us) {
     static long fd = -1;
     if (keep_open("null.dat", &fd)) return -1;
     struct timespec pause = {(time_t)(pause_us / 1000000), (long)(pause_us % 1000000) * 1000};
+    struct statfs st;
     long bad = 0;
     uint64_t t = 0;
     for (uint64_t i = 0; i < n; i++) {
         nanosleep(&pause, NULL);
         uint64_t t0 = now_ns();
-        bad |= b_lseek((int)fd, 0, SEEK_END);
+        bad |= b_statfs("null.dat", &st);
         t += now_ns() - t0;
     }
-    if (bad) return fail("lseek SEEK_END", bad < 0 ? bad : -EIO);
+    if (bad) return fail("statfs", bad);
     snprintf(reply, sizeof reply, "ok %llu", (unsigned long long)t);
     return 0;
 }
@@ -943,8 +965,8 @@ static void serve(char *line) {
     }
     if (!strcmp(op, "lseek") && sscanf(line, "%*s %llu", &a) == 1) do_lseek(a);
     else if (!strcmp(op, "fstat") && sscanf(line, "%*s %llu", &a) == 1) do_fstat(a);
-    else if (!strcmp(op, "null") && sscanf(line, "%*s %llu", &a) == 1) do_null(a, SEEK_CUR);
-    else if (!strcmp(op, "roundtrip") && sscanf(line, "%*s %llu", &a) == 1) do_null(a, SEEK_END);
+    else if (!strcmp(op, "null") && sscanf(line, "%*s %llu", &a) == 1) do_null(a);
+    else if (!strcmp(op, "roundtrip") && sscanf(line, "%*s %llu", &a) == 1) do_roundtrip(a);
     else if (!strcmp(op, "null-idle") && sscanf(line, "%*s %llu %llu", &a, &b) == 2) do_null_idle(a, b);
     else if (!strcmp(op, "pread4k") && sscanf(line, "%*s %llu", &a) == 1) do_pread4k(a);
     else if (!strcmp(op, "raw") && sscanf(line, "%*s %31s %llu", word, &a) == 2) do_raw(word, (size_t)a);

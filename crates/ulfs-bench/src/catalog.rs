@@ -431,18 +431,18 @@ pub static FIGURES: &[Figure] = &[
     ),
     server_figure(
         "server-roundtrip",
-        "ulfs serve: round trip (lseek SEEK_END), back to back",
-        "lseek(fd, 0, SEEK_END) on the same file, N times back to back: through ulfs serve one request and its answer over shared memory (the null round trip), in process a C call, on tmpfs a system call, through FUSE a system call the kernel answers from its attribute cache (no FUSE request)",
+        "ulfs serve: round trip (statfs), back to back",
+        "statfs of a file, N times back to back: through ulfs serve one request and its answer over shared memory (the null round trip), through FUSE one request to its daemon and its answer (the kernel caches the name, not the answer), in process a C call, on tmpfs a system call",
     ),
     server_figure(
         "server-null-idle",
         "ulfs serve: round trip after a 1 ms pause",
-        "lseek(fd, 0, SEEK_END), N times, each after a 1 ms sleep (untimed; each call timed alone, so about one clock read is included): through ulfs serve the channel has gone to sleep and the call wakes the server",
+        "statfs of a file, N times, each after a 1 ms sleep (untimed; each call timed alone, so about one clock read is included): through ulfs serve the channel has gone to sleep and the call wakes the server's worker; through FUSE the call wakes the daemon's thread",
     ),
     server_figure(
         "server-fstat",
         "ulfs serve: fstat",
-        "fstat of one open file, N times, reading st_ino: through ulfs serve one request each; through FUSE the kernel's attribute cache answers",
+        "fstat of one open file, N times, reading st_ino: through ulfs serve the client's kept answer while the file is unchanged (no request); through FUSE the kernel's attribute cache answers",
     ),
     server_figure(
         "server-pread",

@@ -513,14 +513,24 @@ impl Client {
         self.lseek(fd, off as i64, libc::SEEK_SET)
     }
 
-    /// `lseek(2)`: answered here for SEEK_SET and SEEK_CUR when this client
-    /// keeps the offset (with the engine's rules: a result below 0 or past
-    /// `i64::MAX` is EINVAL); the rest through the server.
+    /// `lseek(2)`: answered here when this client keeps the offset (with
+    /// the engine's rules: a result below 0 or past `i64::MAX` is EINVAL):
+    /// SEEK_SET and SEEK_CUR from the offset, SEEK_END from the size of
+    /// the kept fstat answer while the file is unchanged (the first
+    /// SEEK_END asks for that answer: one request either way); the rest
+    /// through the server.
     pub fn lseek(&mut self, fd: Fd, off: i64, whence: i32) -> Result<u64> {
         if let Some(at) = self.offsets.get(fd) {
             let new = match whence {
                 libc::SEEK_SET => Some(off),
                 libc::SEEK_CUR => Some((at as i64).checked_add(off).ok_or(Errno::EINVAL)?),
+                libc::SEEK_END if self.view_ready() => {
+                    let size = match self.fstat_kept(fd) {
+                        Some(st) => st.size,
+                        None => self.fstat(fd)?.size,
+                    };
+                    Some((size as i64).checked_add(off).ok_or(Errno::EINVAL)?)
+                }
                 _ => None,
             };
             if let Some(new) = new {
@@ -528,8 +538,9 @@ impl Client {
                 self.offsets.set(fd, new);
                 return Ok(new);
             }
-            // SEEK_END, SEEK_DATA, SEEK_HOLE: from the file, not the
-            // offset; the server moves its copy to the answer.
+            // SEEK_DATA, SEEK_HOLE (and SEEK_END before the view is set
+            // up): from the file, not the offset; the server moves its
+            // copy to the answer.
             let a = [off as u64, whence as i64 as u64, 0, 0];
             let new = self.chan.call(Self::req(Op::Lseek, fd, a))?.result()?;
             self.offsets.set_synced(fd, new);

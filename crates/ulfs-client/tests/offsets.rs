@@ -6,7 +6,8 @@
 //! and PREPARE_FORK, which hands every kept offset back to the server)
 //! made on a client and on the same files in a host directory, answer for
 //! answer, and the files the same at the end. Then what only the server
-//! can show: a lock relative to a kept offset, seen by another client.
+//! can show: a lock relative to a kept offset, seen by another client, and
+//! SEEK_END answered by the client while another changes the size.
 
 mod common;
 
@@ -370,6 +371,72 @@ fn a_lock_relative_to_a_kept_offset_lands_where_it_says() {
     let seen = b.lock(fb, LockCmd::Get, &whole);
     let holder = format!("{seen:?}");
     assert!(holder.contains("start: 105"), "{holder}");
+    served.stop();
+}
+
+/// SEEK_END on a kept offset is answered from the kept fstat answer while
+/// the file is unchanged: each answer must still be the size of the
+/// moment, whoever changed the file (another client appending or
+/// truncating, this client writing).
+#[test]
+fn seek_end_of_a_kept_offset_follows_every_change_of_size() {
+    let mut served = common::serve();
+    let mut a = served.client();
+    let mut b = served.client();
+    let fd = a.open("/f", libc::O_CREAT | libc::O_RDWR, 0o644).unwrap();
+    let fb = b.open("/f", libc::O_WRONLY | libc::O_APPEND, 0).unwrap();
+    let mut rng = Rng::new(7);
+    let mut size = 0u64;
+    for i in 0..400 {
+        match rng.below(6) {
+            0 => {
+                let n = 1 + rng.below(5000) as usize;
+                b.write(fb, &vec![1u8; n]).unwrap();
+                size += n as u64;
+            }
+            1 => {
+                size = rng.below(size + 1);
+                b.ftruncate(fb, size).unwrap();
+            }
+            2 => {
+                let at = a.lseek(fd, 0, libc::SEEK_END).unwrap();
+                let n = 1 + rng.below(300) as usize;
+                a.write(fd, &vec![2u8; n]).unwrap();
+                size = at + n as u64;
+            }
+            _ => {}
+        }
+        let back = rng.below(size + 1) as i64;
+        assert_eq!(
+            a.lseek(fd, -back, libc::SEEK_END),
+            Ok(size - back as u64),
+            "call {i}"
+        );
+        assert_eq!(
+            a.lseek(fd, 0, libc::SEEK_CUR),
+            Ok(size - back as u64),
+            "call {i}"
+        );
+        assert_eq!(a.fstat(fd).unwrap().size, size, "call {i}");
+        assert_eq!(
+            a.lseek(fd, -(size as i64) - 1, libc::SEEK_END),
+            Err(Errno::EINVAL),
+            "call {i}"
+        );
+        assert_eq!(
+            a.lseek(fd, i64::MAX, libc::SEEK_END).is_ok(),
+            size == 0,
+            "call {i}"
+        );
+    }
+    // And unchanged, no SEEK_END is a request: the answers above came
+    // from the client whenever they could.
+    let before = a.channel().stats().requests;
+    for back in 0..100 {
+        let back = back.min(size as i64);
+        assert_eq!(a.lseek(fd, -back, libc::SEEK_END), Ok(size - back as u64));
+    }
+    assert_eq!(a.channel().stats().requests, before);
     served.stop();
 }
 

@@ -5,19 +5,20 @@
 //! after a pause), fstat, and a 4 KiB pread of a cached file, each many
 //! times over.
 //!
-//! Every system runs the same C loop (`do_null`, `do_null_idle`,
-//! `do_fstat`, `do_pread4k` in c/workload.c). The C API has no call that
+//! Every system runs the same C loop (`do_null`, `do_roundtrip`,
+//! `do_null_idle`, `do_fstat`, `do_pread4k` in c/workload.c). The C API has no call that
 //! does nothing, so the null call is `lseek(fd, 0, SEEK_CUR)`, which only
 //! reads the offset: in process a C call, on tmpfs a system call, through
 //! FUSE a system call too (the kernel answers it, no request), and through
 //! the server the client's own answer (it keeps the offset of a
 //! description only it has: docs/SERVE.md "Offsets"). The round trip is
-//! `lseek(fd, 0, SEEK_END)`, which needs the file's size: through the
-//! server one request and its answer; through FUSE the kernel's attribute
-//! cache answers. Through FUSE, fstat and the cached pread are also
-//! answered by the kernel (its attribute cache, its page cache): those
-//! rows measure the kernel's caches, which is what a user of the mount
-//! gets.
+//! `statfs` of a file, which no cache answers: through the server one
+//! request and its answer, through FUSE one request to its daemon (it was
+//! `lseek(fd, 0, SEEK_END)` until the client answered that from its kept
+//! fstat). Through FUSE, fstat and the cached pread are answered by the
+//! kernel (its attribute cache, its page cache), through the server by
+//! the client (its kept answer, its leased view of the image): those rows
+//! measure the caches, which is what a user of either gets.
 
 use super::paper::more_rounds;
 use super::{Ctx, Experiment, Output, Sweep, all_in, image_for, sweep};
@@ -46,8 +47,8 @@ const PAUSE_US: u64 = 1000;
 pub const SERVER: Experiment = Experiment {
     name: "server",
     about: "`ulfs serve` against host tmpfs, ulfs in process and `ulfs mount`: \
-            lseek(fd, 0, SEEK_CUR) (the null call), lseek(fd, 0, SEEK_END) back to back \
-            (a round trip) and after 1 ms pauses, fstat, 4 KiB pread of a cached file",
+            lseek(fd, 0, SEEK_CUR) (the null call), statfs back to back (a round trip) \
+            and after 1 ms pauses, fstat, 4 KiB pread of a cached file",
     figures: &[NULL, ROUND_TRIP, NULL_IDLE, FSTAT, PREAD],
     systems: &SYSTEMS,
     run: server,
