@@ -462,6 +462,19 @@ pub static FIGURES: &[Figure] = &[
             "N PostMarks at once (each its own directory, 1,000 files, 20,000 transactions; --quick: 300 and 2,000), on one new file system each time: host directories, one `ulfs mount`, one `ulfs serve` with the programs under `ulfs run --server`; every program's transactions over the wall time from the first start to the last end",
         )
     },
+    Figure {
+        log_x: false,
+        log_y: false,
+        shape: Shape::Bars,
+        reference: SERVER,
+        ..figure(
+            "clients-postmark-busy",
+            "PostMark beside busy loops",
+            "busy loops beside it",
+            "transactions per second",
+            "one PostMark (as in clients-postmark) while N threads of the bench's worker spin without sleeping (0, and one per core): the machine's CPUs wanted by other programs; on a new file system each time as in clients-postmark",
+        )
+    },
 ];
 
 #[cfg(test)]

@@ -10,6 +10,8 @@
 //! - `worker`: the threads that serve channels: they sleep in one epoll
 //!   while every channel is idle, and while one is busy they take its
 //!   requests from shared memory with no system call per request;
+//! - `spin`: whether a worker polls a quiet channel before letting it
+//!   sleep (not while other programs keep the CPUs busy);
 //! - `adopt`: processes set aside across a client's `fork` and `exec`
 //!   (PREPARE_FORK, PREPARE_EXEC) until the new process ADOPTs them;
 //! - `dispatch`: one request to one answer, through the engine's own calls
@@ -31,6 +33,7 @@ mod direct;
 mod dispatch;
 mod locks;
 mod maps;
+mod spin;
 mod worker;
 
 use std::collections::VecDeque;

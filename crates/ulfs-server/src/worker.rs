@@ -27,6 +27,7 @@
 use crate::Shared;
 use crate::clients::{Client, State};
 use crate::dispatch::{Call, Scratch};
+use crate::spin::SpinPolicy;
 use rustix::event::epoll::{self, Event, EventData, EventFlags};
 use rustix::event::{PollFd, PollFlags};
 use std::os::fd::AsFd;
@@ -157,6 +158,7 @@ pub(crate) fn unwatch(s: &Shared, c: &Client, st: &State) {
 /// One worker's loop, until the server stops.
 pub(crate) fn run(s: &Shared) {
     let mut scratch = Scratch::new(ulfs_wire::layout::DEFAULT_DATA_LEN as usize);
+    let mut spin = SpinPolicy::default();
     let mut events = vec![
         Event {
             flags: EventFlags::empty(),
@@ -202,7 +204,7 @@ pub(crate) fn run(s: &Shared) {
         if let Some(id) = s.pop_ready()
             && let Some(c) = s.clients.get(id)
         {
-            serve(s, &c, &mut scratch);
+            serve(s, &c, &mut scratch, &mut spin);
         }
     }
 }
@@ -313,7 +315,7 @@ fn log_once(s: &Shared, e: Errno) {
 }
 
 /// Serves one channel for a turn (see the module comment).
-fn serve(s: &Shared, c: &Arc<Client>, scratch: &mut Scratch) {
+fn serve(s: &Shared, c: &Arc<Client>, scratch: &mut Scratch, spin: &mut SpinPolicy) {
     let mut st = c.lock();
     if st.dead {
         return;
@@ -362,7 +364,7 @@ fn serve(s: &Shared, c: &Arc<Client>, scratch: &mut Scratch) {
                 return;
             }
             None => {
-                if spin_until_pending(chan, s) {
+                if spin_until_pending(chan, s, spin) {
                     continue;
                 }
                 if chan.set_idle() {
@@ -375,12 +377,13 @@ fn serve(s: &Shared, c: &Arc<Client>, scratch: &mut Scratch) {
 }
 
 /// Polls the ring for the configured spin time; true once a request is
-/// there.
-fn spin_until_pending(chan: &ServerChannel, s: &Shared) -> bool {
-    if s.cfg.spin.is_zero() {
+/// there. Not while other programs want the CPUs (`crate::spin`): the
+/// channel then goes to sleep at once and its next request wakes it.
+fn spin_until_pending(chan: &ServerChannel, s: &Shared, spin: &mut SpinPolicy) -> bool {
+    let start = Instant::now();
+    if s.cfg.spin.is_zero() || !spin.may_spin(start) {
         return chan.has_pending();
     }
-    let start = Instant::now();
     let until = start + s.cfg.spin;
     let mut looked = start;
     loop {
@@ -408,9 +411,10 @@ fn spin_until_pending(chan: &ServerChannel, s: &Shared) -> bool {
         // client on this very CPU (two cores, or more threads than cores)
         // cannot send its next request while we spin, and would wait out
         // the whole spin each call (measured: 19 us a call, all on one
-        // CPU). With nothing else to run, the yield returns at once.
-        if now - start >= YIELD_AFTER {
-            std::thread::yield_now();
+        // CPU). With nothing else to run, the yield returns at once; a
+        // yield that gave another program a time slice ends the spin.
+        if now - start >= YIELD_AFTER && !spin.yield_cpu() {
+            return chan.has_pending();
         }
     }
 }

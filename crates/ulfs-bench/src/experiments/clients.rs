@@ -7,6 +7,11 @@
 //! as the file system lets them run side by side (and the machine has
 //! cores for them: the report says how many).
 //!
+//! A second figure runs one PostMark while busy loops (threads that never
+//! sleep, one per core) keep the CPUs wanted: what a file system's calls
+//! cost on a loaded machine, where a server that spins for its clients
+//! loses its CPU for whole time slices (docs/SERVE.md "Spinning").
+//!
 //! Each cell starts from nothing: a new image (its server or mount started
 //! for the cell and stopped after, with fsck, outside the time) or an
 //! emptied host directory. In-process ulfs (`ulfs run` without a server)
@@ -31,12 +36,14 @@ const SYSTEMS: [System; 4] = [
 ];
 
 const FIGURE: &str = "clients-postmark";
+const FIGURE_BUSY: &str = "clients-postmark-busy";
 
 pub const CLIENTS: Experiment = Experiment {
     name: "clients",
     about: "PostMark by 1, 2 and 4 programs at once (each its own directory) on host tmpfs, ext4, \
-            `ulfs mount` and `ulfs serve` (`ulfs run --server`): transactions per second, all together",
-    figures: &[FIGURE],
+            `ulfs mount` and `ulfs serve` (`ulfs run --server`): transactions per second, all together; \
+            and one PostMark beside 0 and one-per-core busy loops",
+    figures: &[FIGURE, FIGURE_BUSY],
     systems: &SYSTEMS,
     run: clients,
 };
@@ -49,6 +56,8 @@ struct Load {
 
 fn clients(ctx: &mut Ctx) {
     let params: &[u64] = &[1, 2, 4];
+    let cores = std::thread::available_parallelism().map_or(2, |n| n.get() as u64);
+    let busy_params: &[u64] = &[0, cores];
     let load = if ctx.quick {
         Load {
             files: 300,
@@ -61,13 +70,13 @@ fn clients(ctx: &mut Ctx) {
         }
     };
     let rounds = ctx.slow_rounds();
-    let cells = (params.len() * SYSTEMS.len() * rounds.total()) as u64;
+    let cells = ((params.len() + busy_params.len()) * SYSTEMS.len() * rounds.total()) as u64;
     ctx.bar.inc_length(cells);
     ctx.bar.set_message("clients");
     let Some(program) = which("postmark") else {
         for sys in SYSTEMS {
             ctx.skip(
-                &[FIGURE],
+                &[FIGURE, FIGURE_BUSY],
                 sys,
                 "missing: postmark (Debian: apt-get install postmark)",
             );
@@ -82,7 +91,12 @@ fn clients(ctx: &mut Ctx) {
         image_for(load.files * largest_clients(params), 16 << 10),
     );
     let mut dead = [false; SYSTEMS.len()];
-    for &n in params {
+    // (figure, programs at once, busy loops beside them)
+    let sweeps = params
+        .iter()
+        .map(|&n| (FIGURE, n, 0, n))
+        .chain(busy_params.iter().map(|&b| (FIGURE_BUSY, 1, b, b)));
+    for (figure, n, busy, param) in sweeps {
         let mut rates = vec![Vec::new(); SYSTEMS.len()];
         for round in 0..rounds.total() {
             for i in rotation(SYSTEMS.len(), round) {
@@ -94,13 +108,14 @@ fn clients(ctx: &mut Ctx) {
                     continue;
                 }
                 let sys = SYSTEMS[i];
+                let _loops = BusyLoops::start(busy);
                 match cell(&place, sys, &program, n, &load) {
                     Ok(r) if round >= rounds.warmup => rates[i].push(r),
                     Ok(_) => {}
                     Err(e) => {
-                        let why = format!("{n} programs: {e}");
+                        let why = format!("{n} programs, {busy} busy loops: {e}");
                         ctx.note(&format!("clients: {}: {why}", sys.name()));
-                        ctx.failed(&[FIGURE], sys, &why);
+                        ctx.failed(&[FIGURE, FIGURE_BUSY], sys, &why);
                         dead[i] = true;
                         rates[i].clear();
                     }
@@ -108,7 +123,40 @@ fn clients(ctx: &mut Ctx) {
             }
         }
         for (i, sys) in SYSTEMS.into_iter().enumerate() {
-            ctx.record(FIGURE, sys, n, Unit::OpsPerS, &rates[i]);
+            ctx.record(figure, sys, param, Unit::OpsPerS, &rates[i]);
+        }
+    }
+}
+
+/// Threads that never sleep, until dropped: other programs wanting the
+/// CPUs. They run in the bench's worker, not in the programs measured.
+struct BusyLoops {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl BusyLoops {
+    fn start(n: u64) -> BusyLoops {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let threads = (0..n)
+            .map(|_| {
+                let stop = stop.clone();
+                std::thread::spawn(move || {
+                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        std::hint::spin_loop();
+                    }
+                })
+            })
+            .collect();
+        BusyLoops { stop, threads }
+    }
+}
+
+impl Drop for BusyLoops {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        for t in self.threads.drain(..) {
+            let _ = t.join();
         }
     }
 }
