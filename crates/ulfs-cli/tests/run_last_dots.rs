@@ -6,6 +6,12 @@
 //! renamed `a`; and an absolute `/ulfs/a/b/..` climbed twice (it listed
 //! the image's root, not `a`). Compared with the kernel, in process and
 //! through a server.
+//!
+//! And a `..` in the middle of a path into the image is resolved after
+//! what comes before it, as the kernel does: folded lexically,
+//! `/ulfs/f/../g` found `g` where the kernel says ENOTDIR (`f` is a file),
+//! `/ulfs/missing/../g` found it where the kernel says ENOENT, and
+//! `/ulfs/ln/..` (a symlink to `a/b`) was the image's root, not `a`.
 
 use std::path::Path;
 use ulfs_testkit::kernel_diff::{Diff, script};
@@ -45,4 +51,50 @@ fn a_last_dot_or_dotdot_is_never_the_directory_it_folds_to() {
     }
     .agree(dir.path(), true);
     assert!(kernel.contains("rename a/b/.. EBUSY"), "{kernel}");
+}
+
+const MIDDLE_SCRIPT: &str = r#"
+import errno, os, sys
+os.chdir(sys.argv[1])
+os.makedirs('a/b')
+open('a/f', 'w').close()
+open('f', 'w').close()
+os.symlink('a/b', 'ln')
+def show(label, call):
+    try:
+        r = call()
+        print(label, 'ok' if r is None else r)
+    except OSError as e:
+        print(label, errno.errorcode[e.errno])
+base = os.getcwd()
+same = lambda p, q: os.stat(p).st_ino == os.stat(q).st_ino
+for pre in ('', base + '/', 'a/../', 'a/b/../../'):
+    name = 'BASE/' if pre == base + '/' else pre
+    show('stat ' + name + 'f/../a', lambda: same(pre + 'f/../a', 'a'))
+    show('stat ' + name + 'missing/../a', lambda: same(pre + 'missing/../a', 'a'))
+    show('stat ' + name + 'f/..', lambda: same(pre + 'f/..', '.'))
+    show('list ' + name + 'ln/..', lambda: sorted(os.listdir(pre + 'ln/..')))
+    show('same ' + name + 'ln/../f', lambda: same(pre + 'ln/../f', 'a/f'))
+    show('mkdir ' + name + 'f/../x', lambda: os.mkdir(pre + 'f/../x'))
+    show('open ' + name + 'a/b/../f', lambda: open(pre + 'a/b/../f').close())
+os.chdir('a/b')
+show('from a/b: ../../f/../a', lambda: same('../../f/../a', '../../a'))
+show('from a/b: ../../ln/../f', lambda: same('../../ln/../f', '../f'))
+os.chdir(base)
+show('rename a/f ln/../g', lambda: os.rename('a/f', base + '/ln/../g'))
+print(sorted(os.listdir('.')), sorted(os.listdir('a')))
+"#;
+
+#[test]
+fn a_dotdot_in_the_middle_is_resolved_after_what_it_follows() {
+    let dir = tempfile::tempdir().unwrap();
+    let kernel = Diff {
+        ulfs: Path::new(ULFS),
+        argv: &script("python3", MIDDLE_SCRIPT),
+        wrapper: &[],
+        with_stderr: false,
+    }
+    .agree(dir.path(), true);
+    assert!(kernel.contains("stat BASE/f/../a ENOTDIR"), "{kernel}");
+    assert!(kernel.contains("list BASE/ln/.. ['b', 'f']"), "{kernel}");
 }

@@ -14,8 +14,10 @@
 //! `/` and then asks for `ulfs/...` from it): its directory is read back
 //! from `/proc/self/fd` only when the path's first component names a
 //! component of the prefix, or it climbs, so other calls pay nothing.
-//! Lexical `..` differs from the kernel's only across a symlink to a
-//! directory, which the kernel resolves before climbing.
+//! Once an absolute path is known to land in the image, its `..`s are
+//! left to the engine, which resolves them as the kernel does (after a
+//! file ENOTDIR, after a symlink from its target), unless the path climbs
+//! above the image's root on the way (`/ulfs/../ulfs/a`, folded).
 
 use crate::fds;
 use crate::state::Image;
@@ -77,6 +79,9 @@ pub fn normalize(p: &[u8]) -> Vec<u8> {
 /// `stat` finds to be `a`, but which `rename` refuses).
 fn image_path(prefix: &[u8], abs: &[u8]) -> Option<Vec<u8>> {
     let inner = under_prefix(prefix, &normalize(abs))?;
+    if let Some(walked) = walked_in_image(prefix, abs) {
+        return Some(walked);
+    }
     let trimmed = &abs[..abs.len() - abs.iter().rev().take_while(|&&b| b == b'/').count()];
     let cut = trimmed
         .iter()
@@ -94,6 +99,51 @@ fn image_path(prefix: &[u8], abs: &[u8]) -> Option<Vec<u8>> {
     }
     p.extend_from_slice(last);
     Some(p)
+}
+
+/// The image path of `abs` with its `..`s kept, when `abs` is the prefix
+/// followed by components that never climb above the image's root: the
+/// engine then resolves each `..` after what comes before it, as the
+/// kernel does: after a file it is ENOTDIR, after a missing name ENOENT,
+/// after a symlink to a directory it climbs from the symlink's target.
+/// (Folded lexically, `/ulfs/f/../g` was `/ulfs/g`, and `/ulfs/ln/..` the
+/// directory holding the symlink.) `//` and `.` are folded, but a last
+/// `.`, and a trailing slash, stay (they mean "a directory").
+fn walked_in_image(prefix: &[u8], abs: &[u8]) -> Option<Vec<u8>> {
+    let (comps, pre) = (components(abs), components(prefix));
+    let mut i = 0;
+    for want in pre {
+        while comps.get(i) == Some(&&b"."[..]) {
+            i += 1;
+        }
+        if comps.get(i) != Some(&want) {
+            return None;
+        }
+        i += 1;
+    }
+    let rest = &comps[i..];
+    let mut depth = 0usize;
+    let mut out = Vec::with_capacity(abs.len());
+    for (j, &c) in rest.iter().enumerate() {
+        match c {
+            b"." if j + 1 < rest.len() => continue,
+            b"." => {}
+            b".." => depth = depth.checked_sub(1)?,
+            _ => depth += 1,
+        }
+        out.push(b'/');
+        out.extend_from_slice(c);
+    }
+    let trailing = abs.ends_with(b"/") && !out.ends_with(b"/.") && !out.ends_with(b"/..");
+    if out.is_empty() || trailing {
+        out.push(b'/');
+    }
+    Some(out)
+}
+
+/// The names between a path's slashes.
+fn components(p: &[u8]) -> Vec<&[u8]> {
+    p.split(|&b| b == b'/').filter(|c| !c.is_empty()).collect()
 }
 
 /// `//` and `.` folded out of a path, `..` kept.
@@ -257,7 +307,7 @@ mod tests {
         assert_eq!(k("/ulfs/d/.."), s("/d/.."));
         assert_eq!(k("/ulfs/a/b/.."), s("/a/b/.."));
         assert_eq!(k("/ulfs/a/b/../"), s("/a/b/.."));
-        assert_eq!(k("/ulfs/a/../b/.."), s("/b/.."));
+        assert_eq!(k("/ulfs/a/../b/.."), s("/a/../b/.."));
         assert_eq!(k("/ulfs/."), s("/."));
         assert_eq!(k("/ulfs/.."), None);
         assert_eq!(k("/ulfs/d/../.."), None);
@@ -265,6 +315,20 @@ mod tests {
         assert_eq!(k("/ulfs/d/"), s("/d/"));
         assert_eq!(k("/ulfs/./d"), s("/d"));
         assert_eq!(k("/etc/."), None);
+    }
+
+    #[test]
+    fn a_dotdot_inside_the_image_is_left_to_the_engine() {
+        let k = |a: &str| image_path(b"/ulfs", a.as_bytes()).map(|p| String::from_utf8(p).unwrap());
+        let s = |p: &str| Some(p.to_string());
+        assert_eq!(k("/ulfs/f/../g"), s("/f/../g"));
+        assert_eq!(k("//ulfs/./a//../b/./c/"), s("/a/../b/c/"));
+        assert_eq!(k("/./ulfs/a/.."), s("/a/.."));
+        // Climbing above the image's root on the way: folded lexically.
+        assert_eq!(k("/ulfs/../ulfs/a"), s("/a"));
+        assert_eq!(k("/ulfs/a/../../ulfs/b/.."), s("/b/.."));
+        assert_eq!(k("/ulfs/a/../../etc"), None);
+        assert_eq!(k("/ulfsx/../ulfs/a"), s("/a"));
     }
 
     #[test]
