@@ -452,6 +452,7 @@ fn status_flags_match_linux() {
         libc::O_WRONLY | libc::O_APPEND,
         libc::O_RDWR | libc::O_NONBLOCK | libc::O_CLOEXEC | libc::O_TRUNC,
         libc::O_RDWR | libc::O_SYNC | libc::O_NOATIME,
+        libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_DSYNC,
     ];
     for flags in opens {
         let u = fs.open("/f", flags | libc::O_CREAT, 0o644).unwrap();
@@ -493,6 +494,27 @@ fn status_flags_match_linux() {
     assert_eq!(fs.pread(u, &mut buf, 0).unwrap(), 4);
     assert_eq!(&buf[..4], b"abcd");
     assert_eq!(fs.fcntl_getfl(9999), Err(Errno::EBADF));
+    // A directory opened O_DIRECTORY | O_NOFOLLOW keeps both, as Linux's
+    // f_flags do.
+    fs.mkdir("/d", 0o755).unwrap();
+    std::fs::create_dir(host.path().join("d")).unwrap();
+    let dpath = std::ffi::CString::new(host.path().join("d").to_str().unwrap()).unwrap();
+    for flags in [
+        libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+        libc::O_RDONLY | libc::O_DIRECTORY,
+        libc::O_RDONLY,
+    ] {
+        let u = fs.open("/d", flags, 0).unwrap();
+        // SAFETY: a NUL-terminated path; the descriptor is closed below.
+        let h = unsafe { libc::open(dpath.as_ptr(), flags) };
+        assert!(h >= 0);
+        // SAFETY: F_GETFL takes no argument; then closing our own descriptor.
+        let host_fl = unsafe { libc::fcntl(h, libc::F_GETFL) };
+        // SAFETY: as above.
+        unsafe { libc::close(h) };
+        assert_eq!(fs.fcntl_getfl(u).unwrap(), host_fl, "dir, flags {flags:#o}");
+        fs.close(u).unwrap();
+    }
 }
 
 /// O_TMPFILE: Linux's own checks first (EINVAL without write access or

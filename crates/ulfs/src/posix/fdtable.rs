@@ -96,14 +96,17 @@ pub struct Closed {
 }
 
 /// The flags an open file description keeps, as Linux's `f_flags` shows
-/// them to F_GETFL; `O_LARGEFILE` is always set, as on 64-bit Linux.
+/// them to F_GETFL (everything the open was given but the creation flags
+/// and O_CLOEXEC); `O_LARGEFILE` is always set, as on 64-bit Linux.
 pub const STATUS_FLAGS: i32 = libc::O_APPEND
     | libc::O_NONBLOCK
     | libc::O_DIRECT
     | libc::O_NOATIME
     | libc::O_ASYNC
     | libc::O_SYNC
-    | libc::O_DSYNC;
+    | libc::O_DSYNC
+    | libc::O_DIRECTORY
+    | libc::O_NOFOLLOW;
 
 /// The kernel's `O_LARGEFILE`, which F_GETFL shows on every file of a
 /// 64-bit process (glibc's headers define the flag as 0 there, so the
