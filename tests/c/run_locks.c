@@ -5,7 +5,8 @@
  * the parent), waits for it with F_SETLKW until the parent unlocks, flock
  * and OFD locks conflict across processes, a lock goes when its process
  * exits or is killed or closes a descriptor a hand-over left pending, a
- * signal ends F_SETLKW, lockf, offsets past off_t, flock conversion
+ * signal ends F_SETLKW (also one that comes while the request is still
+ * trying, not sleeping), lockf, offsets past off_t, flock conversion
  * letting the old lock go first, and POSIX locks survive an exec except
  * on files whose descriptors the exec closes. Prints a transcript
  * that must equal the tmpfs run's.
@@ -18,6 +19,7 @@
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "run_common.h"
@@ -178,6 +180,44 @@ int main(int argc, char **argv) {
         _exit(0);
     }
     wait_child(p);
+
+    /* The signal comes while the child is not asleep in the wait: the
+     * parent keeps the image busy (no blocking call, so no hand-over)
+     * when the alarm fires, and only then waits for the child, so the
+     * child's request is still trying when the signal comes. It must end
+     * with EINTR all the same (it waited for ever: its parent holds the
+     * lock and waits for it). A child still waiting after 10 s is
+     * killed, and the transcript says so. */
+    fflush(stdout);
+    p = fork();
+    if (p == 0) {
+        struct sigaction sa = {.sa_handler = on_alarm};
+        sigaction(SIGALRM, &sa, NULL);
+        int c = open(at("intr"), O_RDWR);
+        ualarm(100 * 1000, 0);
+        int r = lock(c, F_SETLKW, F_WRLCK, 0, 0);
+        printf("F_SETLKW interrupted while trying: %d %s\n", r, r < 0 ? strerror(errno) : "");
+        _exit(0);
+    }
+    {
+        struct timespec t0, t;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        char b = 'x';
+        do {
+            check(pwrite(in, &b, 1, 0) == 1, "pwrite while busy");
+            clock_gettime(CLOCK_MONOTONIC, &t);
+        } while ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 < 400);
+        int status, waited = 0;
+        while (waitpid(p, &status, WNOHANG) == 0 && waited < 10000) {
+            usleep(10 * 1000);
+            waited += 10;
+        }
+        if (waited >= 10000) {
+            kill(p, SIGKILL);
+            waitpid(p, &status, 0);
+            printf("F_SETLKW interrupted while trying: still waiting after 10 s\n");
+        }
+    }
 
     /* lockf, an offset past off_t, flock conversion across processes. */
     check(lseek(in, 0, SEEK_SET) == 0 && lockf(in, F_TLOCK, 0) == 0, "lockf");

@@ -1385,6 +1385,10 @@ sqlite3 db 'select x, count(*) from t group by x; pragma integrity_check'
         "{out}"
     );
     assert!(
+        out.contains("F_SETLKW interrupted while trying: -1 Interrupted system call"),
+        "{out}"
+    );
+    assert!(
         out.contains("first\nsecond\n1|10\n2|10\n3|10\n4|10\nok"),
         "{out}"
     );

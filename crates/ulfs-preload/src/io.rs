@@ -960,6 +960,8 @@ fn record_lock(u: c_int, cmd: c_int, fl: *mut libc::flock) -> ulfs::Result<()> {
 /// whose handler does not restart calls.
 fn lock_on_server(u: c_int, q: &LockRequest, get: bool, wait: bool) -> ulfs::Result<LockAnswer> {
     let cmd = if get { LockCmd::Get } else { LockCmd::Set };
+    let held = (wait && !get).then(crate::lock_waits::HeldSignals::hold);
+    let pause_for_lock = |ms| held.as_ref().is_none_or(|h| h.pause(ms));
     loop {
         let answer = on_image(|b| match crate::served::client(b) {
             Some(c) => c.lock(u, cmd, q),
@@ -1015,13 +1017,16 @@ const LOCK_STUCK: std::time::Duration = std::time::Duration::from_secs(10);
 /// changes while this process holds it, so it tries again only after
 /// letting go, or every `RETRY` for a holder that died). A signal whose
 /// handler does not restart calls ends the wait with EINTR, as it ends
-/// Linux's.
+/// Linux's, whenever it comes (`lock_waits`).
 fn lock_until_set(
     wait: bool,
     try_once: impl Fn(&mut Backend) -> ulfs::Result<Result<(), locks::Refused>>,
 ) -> ulfs::Result<()> {
     const RETRY: std::time::Duration = std::time::Duration::from_millis(200);
     let mut stuck_since = None;
+    // A signal that comes between two sleeps must still end the wait.
+    let held = wait.then(crate::lock_waits::HeldSignals::hold);
+    let pause_for_lock = |ms| held.as_ref().is_none_or(|h| h.pause(ms));
     loop {
         match on_image(&try_once)? {
             Ok(()) => return Ok(()),
@@ -1052,21 +1057,6 @@ fn lock_until_set(
             }
         }
     }
-}
-
-/// Sleeps `ms` milliseconds while waiting for a lock; false when a signal
-/// handler that does not restart calls ran meanwhile (the wait must end
-/// with EINTR).
-fn pause_for_lock(ms: i64) -> bool {
-    let nanosleep =
-        real!(nanosleep: unsafe extern "C" fn(*const libc::timespec, *mut libc::timespec) -> c_int);
-    let t = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: ms * 1_000_000,
-    };
-    // SAFETY: a valid relative time; no remainder wanted.
-    let r = unsafe { nanosleep(&t, std::ptr::null_mut()) };
-    !(r != 0 && crate::errno() == libc::EINTR && crate::turns::a_handler_interrupts())
 }
 
 /// `lockf(3)`: glibc's calls `fcntl` internally, out of this library's

@@ -37,7 +37,8 @@
 //! - `fsinfo`, `resolve`: `statfs`/`statvfs`, and `realpath`, for image
 //!   paths;
 //! - `locks`: record locks and `flock` on image files, emulated in the
-//!   process;
+//!   process; `lock_waits`: a blocking request's wait, which no signal
+//!   slips past;
 //! - `mmap`: mappings of image files, as filled anonymous memory (shared
 //!   writable ones written back);
 //! - `exit`: committing the image when the program ends.
@@ -56,6 +57,7 @@ mod fts;
 mod ftw;
 mod inherit;
 mod io;
+mod lock_waits;
 mod locks;
 mod mmap;
 mod owner;
