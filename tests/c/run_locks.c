@@ -6,7 +6,7 @@
  * and OFD locks conflict across processes, a lock goes when its process
  * exits or is killed or closes a descriptor a hand-over left pending, a
  * signal ends F_SETLKW (also one that comes while the request is still
- * trying, not sleeping), lockf, offsets past off_t, flock conversion
+ * trying, not sleeping; not one whose handler restarts calls), lockf, offsets past off_t, flock conversion
  * letting the old lock go first, and POSIX locks survive an exec except
  * on files whose descriptors the exec closes. Prints a transcript
  * that must equal the tmpfs run's.
@@ -218,6 +218,28 @@ int main(int argc, char **argv) {
             printf("F_SETLKW interrupted while trying: still waiting after 10 s\n");
         }
     }
+
+    /* A handler with SA_RESTART does not end F_SETLKW, even with another
+     * signal's handler (never raised) that does not restart calls. */
+    int rs = open(at("restart"), O_CREAT | O_RDWR, 0644);
+    check(rs >= 0 && lock(rs, F_SETLK, F_WRLCK, 0, 0) == 0, "restart lock");
+    fflush(stdout);
+    p = fork();
+    if (p == 0) {
+        struct sigaction sa = {.sa_handler = on_alarm, .sa_flags = SA_RESTART};
+        sigaction(SIGALRM, &sa, NULL);
+        struct sigaction other = {.sa_handler = on_alarm};
+        sigaction(SIGUSR1, &other, NULL);
+        int c = open(at("restart"), O_RDWR);
+        ualarm(100 * 1000, 0);
+        int r = lock(c, F_SETLKW, F_WRLCK, 0, 0);
+        printf("F_SETLKW with an SA_RESTART handler: %d %s\n", r, r < 0 ? strerror(errno) : "");
+        _exit(0);
+    }
+    usleep(300 * 1000);
+    check(lock(rs, F_SETLK, F_UNLCK, 0, 0) == 0, "restart unlock");
+    wait_child(p);
+    close(rs);
 
     /* lockf, an offset past off_t, flock conversion across processes. */
     check(lseek(in, 0, SEEK_SET) == 0 && lockf(in, F_TLOCK, 0) == 0, "lockf");

@@ -1389,6 +1389,10 @@ sqlite3 db 'select x, count(*) from t group by x; pragma integrity_check'
         "{out}"
     );
     assert!(
+        out.contains("F_SETLKW with an SA_RESTART handler: 0"),
+        "{out}"
+    );
+    assert!(
         out.contains("first\nsecond\n1|10\n2|10\n3|10\n4|10\nok"),
         "{out}"
     );

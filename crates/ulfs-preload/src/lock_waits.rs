@@ -1,72 +1,113 @@
 //! How a blocking lock request (`F_SETLKW`, `F_OFD_SETLKW`, `flock`
 //! without `LOCK_NB`) waits without losing a signal. Linux ends such a
-//! wait with EINTR when a handler that does not restart calls runs; the
+//! wait with EINTR when a signal whose handler does not restart calls
+//! comes, and only then: a handler with `SA_RESTART` runs and the wait goes
+//! on, a signal with its default action does what it does at once. The
 //! emulation here tries the lock, sleeps a few milliseconds, and tries
-//! again, so a signal that came while it was trying (or waiting for its
-//! turn on the image) ran its handler outside the sleep and went unseen:
-//! the request waited on, for ever when the holder was waiting for it
-//! (found as a hung test: a child's `F_SETLKW` with a 200 ms alarm, its
-//! parent holding the lock and waiting for the child).
+//! again. It used to end the wait when its sleep was interrupted and some
+//! signal had a non-restarting handler: a signal that came while it was
+//! trying (or waiting for its turn on the image) was missed, and the
+//! request could wait for ever (found as a hung test: a child's `F_SETLKW`
+//! with a 200 ms alarm, its parent holding the lock and waiting for it);
+//! and a restarting handler ended the wait whenever any handler did not
+//! restart (in process, always: the library's own SIGBUS handler does not).
 //!
-//! So the program's signals are held back (blocked) for the whole
-//! request and let in only inside the sleep, atomically (`ppoll` with the
-//! program's own mask): one that came at any moment is delivered there,
-//! and the sleep says EINTR. Signals a fault raises (SIGSEGV, SIGBUS,
-//! SIGFPE, SIGILL, SIGTRAP, SIGSYS) are never held back: blocked, a fault
-//! would kill the process instead of reaching its handler.
+//! So the signals that would end the wait, those with a handler that does
+//! not restart calls (the fault signals aside: the library's SIGBUS
+//! handler is for faults of its own mapping), are held back (blocked) for
+//! the whole request. Every other signal comes as it would. After each
+//! sleep the request looks at what is pending: one of the held signals
+//! ends it with EINTR, its handler running as the mask is put back, before
+//! the call returns, as Linux runs it before the call returns. A held
+//! signal is seen within one sleep (a few milliseconds). A handler
+//! installed by another thread during the wait is not held back (the set
+//! is taken when the request starts).
 
 use std::ffi::c_int;
 
-/// The calling thread's signal mask as it was before the request; put
-/// back when dropped.
+/// The signals held back for one request, and the thread's mask before
+/// it; the mask is put back when dropped.
 pub struct HeldSignals {
     before: libc::sigset_t,
+    held: libc::sigset_t,
 }
 
 impl HeldSignals {
-    /// Blocks every signal but the fault signals for this thread.
+    /// Blocks, for this thread, the signals that would end the wait: not
+    /// blocked already, not a fault signal, with a handler that does not
+    /// restart calls.
     pub fn hold() -> HeldSignals {
-        // SAFETY: zeroed sigset_t values are valid out-parameters, filled
-        // by sigfillset/pthread_sigmask before any use.
-        let mut all: libc::sigset_t = unsafe { std::mem::zeroed() };
+        // SAFETY: zeroed sigset_t values are valid out-parameters, set by
+        // sigemptyset/pthread_sigmask before any other use.
+        let mut held: libc::sigset_t = unsafe { std::mem::zeroed() };
         // SAFETY: as above.
         let mut before: libc::sigset_t = unsafe { std::mem::zeroed() };
-        // SAFETY: `all` and `before` are valid sigset_t; the signal numbers
-        // are valid; the mask changes this thread only.
+        // SAFETY: valid sigset_t out-parameters; querying the mask only.
         unsafe {
-            libc::sigfillset(&mut all);
-            for sig in FAULTS {
-                libc::sigdelset(&mut all, sig);
-            }
-            libc::pthread_sigmask(libc::SIG_BLOCK, &all, &mut before);
+            libc::sigemptyset(&mut held);
+            libc::pthread_sigmask(libc::SIG_BLOCK, std::ptr::null(), &mut before);
         }
-        HeldSignals { before }
+        for sig in 1..libc::SIGRTMAX() {
+            // SAFETY: `before` is a valid set; `sig` a signal number.
+            let blocked = unsafe { libc::sigismember(&before, sig) } == 1;
+            if blocked || FAULTS.contains(&sig) || !interrupts(sig) {
+                continue;
+            }
+            // SAFETY: `held` is a valid set; `sig` a signal number.
+            unsafe { libc::sigaddset(&mut held, sig) };
+        }
+        // SAFETY: `held` is a valid set; the mask changes this thread only.
+        unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &held, std::ptr::null_mut()) };
+        HeldSignals { before, held }
     }
 
-    /// Sleeps `ms` milliseconds with the program's own mask; false when a
-    /// handler that does not restart calls ran meanwhile (or had come
-    /// since [`hold`](Self::hold)): the request must end with EINTR.
+    /// Sleeps `ms` milliseconds (other signals come meanwhile as they
+    /// would); false when one of the held signals is pending: the request
+    /// must end with EINTR.
     pub fn pause(&self, ms: i64) -> bool {
-        let ppoll = crate::real::real!(ppoll: unsafe extern "C" fn(*mut libc::pollfd, libc::nfds_t, *const libc::timespec, *const libc::sigset_t) -> c_int);
+        let nanosleep = crate::real::real!(nanosleep: unsafe extern "C" fn(*const libc::timespec, *mut libc::timespec) -> c_int);
         let t = libc::timespec {
             tv_sec: 0,
             tv_nsec: ms * 1_000_000,
         };
-        // SAFETY: no descriptors; a valid relative time and signal mask.
-        let r = unsafe { ppoll(std::ptr::null_mut(), 0, &t, &self.before) };
-        !(r < 0 && crate::errno() == libc::EINTR && crate::turns::a_handler_interrupts())
+        // SAFETY: a valid relative time; no remainder wanted. An EINTR
+        // here is a signal that was not held: its handler restarts calls,
+        // and the wait goes on.
+        unsafe { nanosleep(&t, std::ptr::null_mut()) };
+        // SAFETY: a zeroed sigset_t is a valid out-parameter for sigpending.
+        let mut pending: libc::sigset_t = unsafe { std::mem::zeroed() };
+        // SAFETY: as above.
+        unsafe { libc::sigpending(&mut pending) };
+        !(1..libc::SIGRTMAX()).any(|sig| {
+            // SAFETY: valid sets and signal numbers.
+            unsafe {
+                libc::sigismember(&self.held, sig) == 1 && libc::sigismember(&pending, sig) == 1
+            }
+        })
     }
 }
 
 impl Drop for HeldSignals {
     fn drop(&mut self) {
-        // SAFETY: `before` is the mask pthread_sigmask gave back; this
-        // thread's only.
+        // SAFETY: `before` is the mask this thread had; putting it back
+        // delivers any held signal now, before the call returns.
         unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &self.before, std::ptr::null_mut()) };
     }
 }
 
-/// Signals raised by faults, which must never be blocked.
+/// Whether `sig` has a handler that does not restart calls.
+fn interrupts(sig: c_int) -> bool {
+    // SAFETY: a zeroed sigaction is a valid out-parameter; querying only.
+    let mut act: libc::sigaction = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    let ok = unsafe { libc::sigaction(sig, std::ptr::null(), &mut act) } == 0;
+    ok && act.sa_sigaction != libc::SIG_DFL
+        && act.sa_sigaction != libc::SIG_IGN
+        && act.sa_flags & libc::SA_RESTART == 0
+}
+
+/// Signals raised by faults, never held back (blocked, a fault would kill
+/// the process instead of reaching its handler).
 const FAULTS: [c_int; 6] = [
     libc::SIGSEGV,
     libc::SIGBUS,
