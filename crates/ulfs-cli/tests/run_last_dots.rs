@@ -18,11 +18,11 @@ use ulfs_testkit::kernel_diff::{Diff, script};
 
 const ULFS: &str = env!("CARGO_BIN_EXE_ulfs");
 
-const SCRIPT: &str = r#"
+/// What both scripts start with: into the directory given, a printer of
+/// each call's answer (its result, or the errno's name).
+const PRELUDE: &str = r#"
 import errno, os, sys
 os.chdir(sys.argv[1])
-os.makedirs('a/b')
-open('a/f', 'w').close()
 def show(label, call):
     try:
         r = call()
@@ -30,6 +30,24 @@ def show(label, call):
     except OSError as e:
         print(label, errno.errorcode[e.errno])
 base = os.getcwd()
+"#;
+
+/// The transcript of `PRELUDE` + `body` run by python3, which must be the
+/// same on the kernel, in process and through a server.
+fn agreed(body: &str) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    Diff {
+        ulfs: Path::new(ULFS),
+        argv: &script("python3", &format!("{PRELUDE}{body}")),
+        wrapper: &[],
+        with_stderr: false,
+    }
+    .agree(dir.path(), true)
+}
+
+const SCRIPT: &str = r#"
+os.makedirs('a/b')
+open('a/f', 'w').close()
 for p in ('a/b/..', 'a/b/.', 'a/b/../b/..', 'a/../a/b/..', base + '/a/b/..'):
     show('rename ' + p.replace(base, 'BASE'), lambda: os.rename(p, 'x'))
     show('rmdir ' + p.replace(base, 'BASE'), lambda: os.rmdir(p))
@@ -42,31 +60,15 @@ print(sorted(os.listdir('.')), sorted(os.listdir('a')))
 
 #[test]
 fn a_last_dot_or_dotdot_is_never_the_directory_it_folds_to() {
-    let dir = tempfile::tempdir().unwrap();
-    let kernel = Diff {
-        ulfs: Path::new(ULFS),
-        argv: &script("python3", SCRIPT),
-        wrapper: &[],
-        with_stderr: false,
-    }
-    .agree(dir.path(), true);
+    let kernel = agreed(SCRIPT);
     assert!(kernel.contains("rename a/b/.. EBUSY"), "{kernel}");
 }
 
 const MIDDLE_SCRIPT: &str = r#"
-import errno, os, sys
-os.chdir(sys.argv[1])
 os.makedirs('a/b')
 open('a/f', 'w').close()
 open('f', 'w').close()
 os.symlink('a/b', 'ln')
-def show(label, call):
-    try:
-        r = call()
-        print(label, 'ok' if r is None else r)
-    except OSError as e:
-        print(label, errno.errorcode[e.errno])
-base = os.getcwd()
 same = lambda p, q: os.stat(p).st_ino == os.stat(q).st_ino
 for pre in ('', base + '/', 'a/../', 'a/b/../../'):
     name = 'BASE/' if pre == base + '/' else pre
@@ -87,14 +89,7 @@ print(sorted(os.listdir('.')), sorted(os.listdir('a')))
 
 #[test]
 fn a_dotdot_in_the_middle_is_resolved_after_what_it_follows() {
-    let dir = tempfile::tempdir().unwrap();
-    let kernel = Diff {
-        ulfs: Path::new(ULFS),
-        argv: &script("python3", MIDDLE_SCRIPT),
-        wrapper: &[],
-        with_stderr: false,
-    }
-    .agree(dir.path(), true);
+    let kernel = agreed(MIDDLE_SCRIPT);
     assert!(kernel.contains("stat BASE/f/../a ENOTDIR"), "{kernel}");
     assert!(kernel.contains("list BASE/ln/.. ['b', 'f']"), "{kernel}");
 }
