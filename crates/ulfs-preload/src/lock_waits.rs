@@ -50,7 +50,7 @@ impl HeldSignals {
         for sig in 1..libc::SIGRTMAX() {
             // SAFETY: `before` is a valid set; `sig` a signal number.
             let blocked = unsafe { libc::sigismember(&before, sig) } == 1;
-            if blocked || FAULTS.contains(&sig) || !interrupts(sig) {
+            if blocked || FAULTS.contains(&sig) || !crate::turns::handler_interrupts(sig) {
                 continue;
             }
             // SAFETY: `held` is a valid set; `sig` a signal number.
@@ -93,17 +93,6 @@ impl Drop for HeldSignals {
         // delivers any held signal now, before the call returns.
         unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &self.before, std::ptr::null_mut()) };
     }
-}
-
-/// Whether `sig` has a handler that does not restart calls.
-fn interrupts(sig: c_int) -> bool {
-    // SAFETY: a zeroed sigaction is a valid out-parameter; querying only.
-    let mut act: libc::sigaction = unsafe { std::mem::zeroed() };
-    // SAFETY: as above.
-    let ok = unsafe { libc::sigaction(sig, std::ptr::null(), &mut act) } == 0;
-    ok && act.sa_sigaction != libc::SIG_DFL
-        && act.sa_sigaction != libc::SIG_IGN
-        && act.sa_flags & libc::SA_RESTART == 0
 }
 
 /// Signals raised by faults, never held back (blocked, a fault would kill

@@ -298,10 +298,17 @@ fn could_reach(cwd: &[u8], prefix: &[u8], path: &[u8]) -> bool {
 mod tests {
     use super::*;
 
+    /// The image path of `a` under the prefix `/ulfs`.
+    fn k(a: &str) -> Option<String> {
+        image_path(b"/ulfs", a.as_bytes()).map(|p| String::from_utf8(p).unwrap())
+    }
+
+    fn s(p: &str) -> Option<String> {
+        Some(p.to_string())
+    }
+
     #[test]
     fn a_last_dot_or_dotdot_reaches_the_image() {
-        let k = |a: &str| image_path(b"/ulfs", a.as_bytes()).map(|p| String::from_utf8(p).unwrap());
-        let s = |p: &str| Some(p.to_string());
         assert_eq!(k("/ulfs/d/."), s("/d/."));
         assert_eq!(k("/ulfs/d/./"), s("/d/."));
         assert_eq!(k("/ulfs/d/.."), s("/d/.."));
@@ -319,8 +326,6 @@ mod tests {
 
     #[test]
     fn a_dotdot_inside_the_image_is_left_to_the_engine() {
-        let k = |a: &str| image_path(b"/ulfs", a.as_bytes()).map(|p| String::from_utf8(p).unwrap());
-        let s = |p: &str| Some(p.to_string());
         assert_eq!(k("/ulfs/f/../g"), s("/f/../g"));
         assert_eq!(k("//ulfs/./a//../b/./c/"), s("/a/../b/c/"));
         assert_eq!(k("/./ulfs/a/.."), s("/a/.."));

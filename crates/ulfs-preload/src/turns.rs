@@ -76,15 +76,18 @@ fn non_blocking(fd: c_int) -> bool {
 
 /// Whether some signal has a handler that does not restart calls.
 pub fn a_handler_interrupts() -> bool {
-    (1..libc::SIGRTMAX()).any(|sig| {
-        // SAFETY: a zeroed sigaction is a valid out-parameter; querying only.
-        let mut act: libc::sigaction = unsafe { std::mem::zeroed() };
-        // SAFETY: as above.
-        let ok = unsafe { libc::sigaction(sig, std::ptr::null(), &mut act) } == 0;
-        ok && act.sa_sigaction != libc::SIG_DFL
-            && act.sa_sigaction != libc::SIG_IGN
-            && act.sa_flags & libc::SA_RESTART == 0
-    })
+    (1..libc::SIGRTMAX()).any(handler_interrupts)
+}
+
+/// Whether `sig` has a handler that does not restart calls.
+pub fn handler_interrupts(sig: c_int) -> bool {
+    // SAFETY: a zeroed sigaction is a valid out-parameter; querying only.
+    let mut act: libc::sigaction = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    let ok = unsafe { libc::sigaction(sig, std::ptr::null(), &mut act) } == 0;
+    ok && act.sa_sigaction != libc::SIG_DFL
+        && act.sa_sigaction != libc::SIG_IGN
+        && act.sa_flags & libc::SA_RESTART == 0
 }
 
 fn wait_ready_inner(fd: c_int, events: libc::c_short) -> bool {

@@ -10,7 +10,8 @@
 //! A second figure runs one PostMark while busy loops (threads that never
 //! sleep, one per core) keep the CPUs wanted: what a file system's calls
 //! cost on a loaded machine, where a server that spins for its clients
-//! loses its CPU for whole time slices (docs/SERVE.md "Spinning").
+//! loses its CPU for whole time slices (docs/SERVE.md "Spinning on a busy
+//! machine").
 //!
 //! Each cell starts from nothing: a new image (its server or mount started
 //! for the cell and stopped after, with fsck, outside the time) or an
